@@ -1,0 +1,250 @@
+"""Training (SPEC §3): AdamW on the last position's cross-entropy, seeded and resumable.
+
+A run folder holds:
+    run.json          the run's config (training, task, model), written once
+    checkpoints/      step_000000.pt, step_000100.pt, ...: weights after N optimizer steps
+    metrics.jsonl     one line per evaluation: step, training loss, every pool's accuracy
+    resume.pt         the latest weights and optimizer state (rewritten atomically)
+    final.pt          the weights after the last step
+
+Every batch is a pure function of (run seed, step) and the optimizer state is saved with the weights,
+so a run killed mid-way and started again with the same folder ends with the same weights.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from ..data import POOL_NAMES, Task
+from .checkpoint import CheckpointError, atomic_save, save_checkpoint
+from .transformer import AssignAddTransformer, ModelConfig
+
+RUN_FORMAT = "assignadd.run/1"
+KEY_POOLS = ("0var_heldout_pair", "1var_heldout_pair", "2var_heldout_pair", "2var_restricted_2")
+
+
+class TrainError(ValueError):
+    """A bad training option or an incompatible run folder."""
+
+
+@dataclass
+class TrainConfig:
+    seed: int = 42  # the run's seed: initialisation and batch order
+    f: float = 0.7
+    r: float = 1.0
+    split_seed: int = 42  # SPEC §1.3's split seed, fixed by the paper
+    steps: int = 40_000
+    batch_size: int = 512
+    lr: float = 1e-3
+    weight_decay: float = 0.02
+    betas: tuple[float, float] = (0.9, 0.999)
+    device: str = "cpu"
+    precision: str = "auto"  # auto: bf16 on CUDA (as the paper), fp32 on CPU
+    checkpoint_every: int = 100
+    eval_every: int = 100
+    eval_size: int = 500
+    threads: int | None = None
+
+    def validate(self) -> None:
+        checks = [
+            (self.steps >= 1, f"--steps must be at least 1, got {self.steps}"),
+            (self.batch_size >= 1, f"--batch-size must be at least 1, got {self.batch_size}"),
+            (math.isfinite(self.lr) and self.lr > 0, f"--lr must be a positive number, got {self.lr}"),
+            (math.isfinite(self.weight_decay) and self.weight_decay >= 0,
+             f"--weight-decay must be >= 0, got {self.weight_decay}"),
+            (0 < self.f <= 1, f"--f must be in (0, 1], got {self.f}"),
+            (0 <= self.r <= 1, f"--r must be in [0, 1], got {self.r}"),
+            (self.precision in ("auto", "fp32", "bf16"), f"--precision must be auto, fp32 or bf16, got {self.precision}"),
+            (self.checkpoint_every >= 1, f"--checkpoint-every must be at least 1, got {self.checkpoint_every}"),
+            (self.eval_every >= 1, f"--eval-every must be at least 1, got {self.eval_every}"),
+            (self.eval_size >= 1, f"--eval-size must be at least 1, got {self.eval_size}"),
+            (self.threads is None or self.threads >= 1, f"--threads must be at least 1, got {self.threads}"),
+        ]
+        for ok, msg in checks:
+            if not ok:
+                raise TrainError(msg)
+        if self.device.startswith("cuda") and not torch.cuda.is_available():
+            raise TrainError(f"--device {self.device}: CUDA is not available on this machine")
+        if not (self.device == "cpu" or self.device.startswith("cuda")):
+            raise TrainError(f"--device must be cpu or cuda[:N], got {self.device!r}")
+
+    @property
+    def use_bf16(self) -> bool:
+        if self.precision == "auto":
+            return self.device.startswith("cuda")
+        return self.precision == "bf16"
+
+    def identity(self) -> dict:
+        """The fields that make two runs the same run (a resume must match them)."""
+        d = asdict(self)
+        for k in ("steps", "device", "threads", "eval_every", "eval_size", "checkpoint_every"):
+            d.pop(k)
+        d["betas"] = list(self.betas)
+        d["bf16"] = self.use_bf16
+        d.pop("precision")
+        return d
+
+
+def checkpoint_name(step: int) -> str:
+    return f"step_{step:06d}.pt"
+
+
+@torch.no_grad()
+def accuracy(model: AssignAddTransformer, tokens: torch.Tensor, labels: torch.Tensor, batch: int = 4096) -> float:
+    """Fraction of sequences whose last-position argmax is the label (fp32, fast path)."""
+    correct = 0
+    dev = next(model.parameters()).device
+    for i in range(0, len(tokens), batch):
+        logits = model.last_logits(tokens[i:i + batch].to(dev))
+        correct += (logits.argmax(-1).cpu() == labels[i:i + batch]).sum().item()
+    return correct / len(tokens)
+
+
+def _autocast(device: str, enabled: bool):
+    if not enabled:
+        return contextlib.nullcontext()
+    return torch.autocast("cuda" if device.startswith("cuda") else "cpu", dtype=torch.bfloat16)
+
+
+def train(run_dir, cfg: TrainConfig, *, progress: bool = True, stop_after: int | None = None,
+          early_stop=None) -> Path:
+    """Train (or resume) the run in ``run_dir``; returns the final checkpoint's path.
+
+    ``stop_after`` ends the call after that many steps in this call without finishing the run (a
+    test's stand-in for a killed process). ``early_stop(step, accs) -> bool`` may end a run early.
+    """
+    cfg.validate()
+    run_dir = Path(run_dir)
+    if run_dir.exists() and not run_dir.is_dir():
+        raise TrainError(f"{run_dir}: exists and is not a folder")
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
+    task = Task(cfg.f, cfg.r, cfg.split_seed)
+    missing = task.numbers_missing_from_training()
+    if missing:
+        raise TrainError(
+            f"f={cfg.f} leaves numbers {missing[:5]}{'...' if len(missing) > 5 else ''} out of every training pair; "
+            "the model could never learn them"
+        )
+    run_json = run_dir / "run.json"
+    model_cfg = ModelConfig(d_vocab=task.vocab.size, d_vocab_out=task.vocab.modulus)
+    header = {"format": RUN_FORMAT, "train": cfg.identity(), "task": task.config.to_dict(),
+              "model_config": model_cfg.to_dict()}
+    model = AssignAddTransformer(model_cfg, seed=cfg.seed).to(cfg.device)
+    opt = torch.optim.AdamW(model.trainable_parameters, lr=cfg.lr, weight_decay=cfg.weight_decay, betas=cfg.betas)
+    start = 0
+    if run_json.exists():
+        try:
+            existing = json.loads(run_json.read_text())
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            raise TrainError(f"{run_json}: not valid JSON ({e})") from None
+        if {k: existing.get(k) for k in header} != header:
+            raise TrainError(f"{run_dir}: holds a run with other settings; use another folder to start a new run")
+        resume = run_dir / "resume.pt"
+        if resume.exists():
+            try:
+                state = torch.load(resume, map_location=cfg.device, weights_only=True)
+                model.load_state_dict(state["state_dict"])
+                opt.load_state_dict(state["optimizer"])
+                start = int(state["step"])
+            except Exception as e:  # a resume file we cannot use must not be silently ignored
+                raise TrainError(f"{resume}: cannot resume from it ({str(e).splitlines()[0][:200]})") from None
+    else:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        run_json.write_text(json.dumps(header, indent=2) + "\n")
+    ckpt_dir = run_dir / "checkpoints"
+    ckpt_dir.mkdir(exist_ok=True)
+    log_path = run_dir / "metrics.jsonl"
+    _truncate_log(log_path, start)
+
+    pools = {name: task.pool(name, cfg.eval_size, seed=1) for name in POOL_NAMES}
+    use_bias = not model.biases_are_zero()
+    task_meta = task.config.to_dict()
+    run_meta = {"seed": cfg.seed, "bf16": cfg.use_bf16}
+
+    def save(step, accs):
+        save_checkpoint(model, ckpt_dir / checkpoint_name(step), task=task_meta, step=step, metrics=accs,
+                        run=run_meta, drop_zero_frozen=True)
+
+    def evaluate(step, loss):
+        model.eval()
+        accs = {name: round(accuracy(model, *pools[name]), 6) for name in POOL_NAMES}
+        model.train()
+        with log_path.open("a") as fh:
+            fh.write(json.dumps({"step": step, "loss": loss, "accuracy": accs, "wall_s": round(time.time() - t0, 2)}) + "\n")
+        return accs
+
+    t0 = time.time()
+    if start == 0:
+        accs = evaluate(0, None)
+        save(0, accs)
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+        bar = tqdm(total=cfg.steps, initial=start, desc=f"train seed={cfg.seed}", unit="step", dynamic_ncols=True)
+    model.train()
+    running, n_running = 0.0, 0
+    step = start
+    accs: dict = {}
+    done_in_call = 0
+    try:
+        while step < cfg.steps:
+            tokens, labels = task.training_batch(cfg.seed, step, cfg.batch_size)
+            tokens, labels = tokens.to(cfg.device), labels.to(cfg.device)
+            with _autocast(cfg.device, cfg.use_bf16):
+                logits = model.last_logits(tokens, biases=use_bias)
+            loss = F.cross_entropy(logits.float(), labels)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            step += 1
+            done_in_call += 1
+            running += loss.item()
+            n_running += 1
+            if bar is not None:
+                bar.update(1)
+            stop_now = False
+            if step % cfg.eval_every == 0 or step == cfg.steps:
+                accs = evaluate(step, round(running / n_running, 6))
+                running, n_running = 0.0, 0
+                if bar is not None:
+                    bar.set_postfix({"loss": f"{loss.item():.3f}",
+                                     **{p.split("_")[0] + ("h" if "heldout" in p else "r"): f"{accs[p]:.2f}" for p in KEY_POOLS}})
+                if early_stop is not None and early_stop(step, accs):
+                    stop_now = True
+            if step % cfg.checkpoint_every == 0 or step == cfg.steps or stop_now:
+                save(step, accs)
+                atomic_save({"step": step, "state_dict": model.state_dict(), "optimizer": opt.state_dict()},
+                            run_dir / "resume.pt")
+            if stop_now:
+                break
+            if stop_after is not None and done_in_call >= stop_after:
+                return run_dir / "resume.pt"
+    finally:
+        if bar is not None:
+            bar.close()
+    final = run_dir / "final.pt"
+    save_checkpoint(model, final, task=task_meta, step=step, metrics=accs, run=run_meta)
+    return final
+
+
+def _truncate_log(log_path: Path, start: int) -> None:
+    """Drop log lines written after the state we resume from (a run killed between the two writes)."""
+    if not log_path.exists():
+        return
+    keep = []
+    if start > 0:  # at 0 the run starts afresh, step 0's evaluation included
+        for line in log_path.read_text().splitlines():
+            try:
+                if json.loads(line)["step"] <= start:
+                    keep.append(line)
+            except (json.JSONDecodeError, KeyError, TypeError):
+                continue
+    log_path.write_text("".join(l + "\n" for l in keep))

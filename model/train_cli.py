@@ -1,0 +1,54 @@
+"""``assignadd-train RUN_DIR``: train the paper's model (SPEC §3), resumable."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ..cli_util import exit_bad_input
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="assignadd-train",
+        description="Train the paper's 2-layer transformer on the assign-and-add task. Started again with "
+                    "the same RUN_DIR, a run continues from its last checkpoint.",
+    )
+    p.add_argument("run_dir", help="run folder (created; an existing one is resumed)")
+    p.add_argument("--seed", type=int, default=42, help="run seed: initialisation and batch order (default 42)")
+    p.add_argument("--f", type=float, default=0.7, help="fraction of number pairs in training (default 0.7)")
+    p.add_argument("--r", type=float, default=1.0, help="keep-probability of 2-var rows (default 1.0)")
+    p.add_argument("--steps", type=int, default=40_000, help="optimizer steps (default 40000, as the paper)")
+    p.add_argument("--device", default="cpu", help="cpu or cuda[:N] (default cpu)")
+    p.add_argument("--batch-size", type=int, default=512)
+    p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--weight-decay", type=float, default=0.02)
+    p.add_argument("--precision", default="auto", help="auto (bf16 on CUDA, fp32 on CPU), fp32 or bf16")
+    p.add_argument("--checkpoint-every", type=int, default=100)
+    p.add_argument("--eval-every", type=int, default=100)
+    p.add_argument("--eval-size", type=int, default=500, help="sequences per pool at each evaluation")
+    p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    return p
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    from ..model.train import TrainConfig, TrainError, train
+
+    cfg = TrainConfig(seed=args.seed, f=args.f, r=args.r, steps=args.steps, device=args.device,
+                      batch_size=args.batch_size, lr=args.lr, weight_decay=args.weight_decay,
+                      precision=args.precision, checkpoint_every=args.checkpoint_every,
+                      eval_every=args.eval_every, eval_size=args.eval_size, threads=args.threads)
+    try:
+        final = train(args.run_dir, cfg, progress=not args.quiet)
+    except TrainError as e:
+        exit_bad_input(str(e))
+    except KeyboardInterrupt:
+        print(f"interrupted; run `assignadd-train {args.run_dir}` with the same options to resume", file=sys.stderr)
+        return 130
+    print(f"final checkpoint: {final}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,277 @@
+"""The paper's transformer (SPEC §2), as a TransformerLens ``HookedRootModule``.
+
+Parameter and buffer names and shapes are those of a TransformerLens 2.x ``HookedTransformer`` state
+dict, so the authors' checkpoints load unchanged; hook points carry the legacy names
+(``blocks.0.attn.hook_pattern``, ...), so TransformerLens' ``ActivationCache``, ``patching`` and
+``FactoredMatrix`` and nnsight work on it.
+
+Forward (SPEC §2.2), per layer l:
+    q, k, v = x W_Q + b_Q, x W_K + b_K, x W_V + b_V           # (B, T, H, d_head)
+    scores = q k^T / sqrt(d_head), future keys masked          # (B, H, T, T)
+    z = softmax(scores) v;  attn_out = z W_O + b_O              # (B, T, d_model)
+    resid_mid = x + attn_out
+    mlp_out = relu(resid_mid W_in + b_in) W_out + b_out        # zero in Layer 1 (no MLP)
+    x = resid_mid + mlp_out
+logits = x W_U + b_U
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from transformer_lens import ActivationCache, HookedRootModule
+from transformer_lens.hook_points import HookPoint
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    d_vocab: int = 74
+    d_vocab_out: int = 59
+    n_ctx: int = 16
+    d_model: int = 128
+    d_head: int = 128
+    n_heads: int = 1
+    d_mlp: int = 512
+    n_layers: int = 2
+    # Layers whose MLP computes; the others hold zero, frozen MLP weights (the paper: Layer 2 only).
+    mlp_layers: tuple[int, ...] = (1,)
+
+    @property
+    def modulus(self) -> int:
+        return self.d_vocab_out
+
+    @property
+    def n_vars(self) -> int:
+        return self.d_vocab - self.d_vocab_out - 3
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["mlp_layers"] = list(self.mlp_layers)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "ModelConfig":
+        d = dict(d)
+        d["mlp_layers"] = tuple(d.get("mlp_layers", (1,)))
+        return cls(**d)
+
+
+class Embed(nn.Module):
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.W_E = nn.Parameter(torch.empty(cfg.d_vocab, cfg.d_model))
+
+    def forward(self, tokens):  # (B, T) -> (B, T, d_model)
+        return self.W_E[tokens]
+
+
+class PosEmbed(nn.Module):
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.W_pos = nn.Parameter(torch.empty(cfg.n_ctx, cfg.d_model))
+
+    def forward(self, tokens):  # (B, T) -> (B, T, d_model)
+        B, T = tokens.shape
+        return self.W_pos[:T].unsqueeze(0).expand(B, T, -1)
+
+
+class Attention(nn.Module):
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        H, D, Dh = cfg.n_heads, cfg.d_model, cfg.d_head
+        self.W_Q = nn.Parameter(torch.empty(H, D, Dh))
+        self.W_K = nn.Parameter(torch.empty(H, D, Dh))
+        self.W_V = nn.Parameter(torch.empty(H, D, Dh))
+        self.W_O = nn.Parameter(torch.empty(H, Dh, D))
+        self.b_Q = nn.Parameter(torch.zeros(H, Dh))
+        self.b_K = nn.Parameter(torch.zeros(H, Dh))
+        self.b_V = nn.Parameter(torch.zeros(H, Dh))
+        self.b_O = nn.Parameter(torch.zeros(D))
+        self.register_buffer("mask", torch.tril(torch.ones(cfg.n_ctx, cfg.n_ctx, dtype=torch.bool)))
+        self.register_buffer("IGNORE", torch.tensor(-torch.inf))
+        self.scale = math.sqrt(Dh)
+        self.hook_q = HookPoint()  # (B, T, H, d_head)
+        self.hook_k = HookPoint()
+        self.hook_v = HookPoint()
+        self.hook_z = HookPoint()
+        self.hook_attn_scores = HookPoint()  # (B, H, T_q, T_k), after the causal mask
+        self.hook_pattern = HookPoint()
+
+    def forward(self, x):  # (B, T, D) -> (B, T, D)
+        T = x.shape[1]
+        q = self.hook_q(torch.einsum("btd,hde->bthe", x, self.W_Q) + self.b_Q)
+        k = self.hook_k(torch.einsum("btd,hde->bthe", x, self.W_K) + self.b_K)
+        v = self.hook_v(torch.einsum("btd,hde->bthe", x, self.W_V) + self.b_V)
+        # Scores and softmax in fp32 whatever the autocast dtype, as CUDA autocast does.
+        scores = torch.einsum("bqhe,bkhe->bhqk", q, k).float() / self.scale
+        scores = scores.masked_fill(~self.mask[:T, :T], self.IGNORE.item())
+        scores = self.hook_attn_scores(scores)
+        pattern = self.hook_pattern(scores.softmax(dim=-1))
+        z = self.hook_z(torch.einsum("bhqk,bkhe->bqhe", pattern.to(v.dtype), v))
+        return torch.einsum("bqhe,hed->bqd", z, self.W_O) + self.b_O
+
+
+class MLP(nn.Module):
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.W_in = nn.Parameter(torch.empty(cfg.d_model, cfg.d_mlp))
+        self.b_in = nn.Parameter(torch.zeros(cfg.d_mlp))
+        self.W_out = nn.Parameter(torch.empty(cfg.d_mlp, cfg.d_model))
+        self.b_out = nn.Parameter(torch.zeros(cfg.d_model))
+        self.hook_pre = HookPoint()  # (B, T, d_mlp)
+        self.hook_post = HookPoint()
+
+    def forward(self, x):
+        pre = self.hook_pre(x @ self.W_in + self.b_in)
+        post = self.hook_post(F.relu(pre))
+        return post @ self.W_out + self.b_out
+
+
+class Block(nn.Module):
+    def __init__(self, cfg: ModelConfig, layer: int):
+        super().__init__()
+        self.has_mlp = layer in cfg.mlp_layers
+        self.attn = Attention(cfg)
+        self.mlp = MLP(cfg)
+        self.hook_resid_pre = HookPoint()  # (B, T, D)
+        self.hook_attn_out = HookPoint()
+        self.hook_resid_mid = HookPoint()
+        self.hook_mlp_out = HookPoint()
+        self.hook_resid_post = HookPoint()
+
+    def forward(self, x):
+        x = self.hook_resid_pre(x)
+        resid_mid = self.hook_resid_mid(x + self.hook_attn_out(self.attn(x)))
+        # A layer without MLP has zero weights and biases: its output is exactly zero.
+        mlp_out = self.mlp(resid_mid) if self.has_mlp else torch.zeros_like(resid_mid)
+        return self.hook_resid_post(resid_mid + self.hook_mlp_out(mlp_out))
+
+
+class Unembed(nn.Module):
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.W_U = nn.Parameter(torch.empty(cfg.d_model, cfg.d_vocab_out))
+        self.b_U = nn.Parameter(torch.zeros(cfg.d_vocab_out))
+
+    def forward(self, x):
+        return x @ self.W_U + self.b_U
+
+
+class AssignAddTransformer(HookedRootModule):
+    """The 2-layer, 1-head, attention-only-Layer-1 transformer of the paper."""
+
+    def __init__(self, cfg: ModelConfig | None = None, seed: int | None = None):
+        super().__init__()
+        self.cfg = cfg or ModelConfig()
+        self.embed = Embed(self.cfg)
+        self.hook_embed = HookPoint()
+        self.pos_embed = PosEmbed(self.cfg)
+        self.hook_pos_embed = HookPoint()
+        self.blocks = nn.ModuleList([Block(self.cfg, layer) for layer in range(self.cfg.n_layers)])
+        self.unembed = Unembed(self.cfg)
+        self.init_weights(seed)
+        self.freeze_structural_zeros()
+        self.setup()
+
+    def init_weights(self, seed: int | None = None):
+        """TransformerLens' default for this config: every W_* ~ N(0, (0.8/sqrt(d_model))^2); biases
+        and the MLP weights of MLP-less layers are zero."""
+        gen = torch.Generator().manual_seed(seed) if seed is not None else None
+        std = 0.8 / math.sqrt(self.cfg.d_model)
+        with torch.no_grad():
+            for name, p in self.named_parameters():
+                if name.rsplit(".", 1)[-1].startswith("W_"):
+                    p.copy_(torch.randn(p.shape, generator=gen) * std)
+                else:
+                    p.zero_()
+            for layer, block in enumerate(self.blocks):
+                if not block.has_mlp:
+                    block.mlp.W_in.zero_()
+                    block.mlp.W_out.zero_()
+
+    def freeze_structural_zeros(self):
+        """Biases and the MLP of MLP-less layers stay zero and untrained (SPEC §2.1)."""
+        for name, p in self.named_parameters():
+            leaf = name.rsplit(".", 1)[-1]
+            layer_mlp_off = ".mlp." in name and not self.blocks[int(name.split(".")[1])].has_mlp
+            if leaf.startswith("b_") or layer_mlp_off:
+                p.requires_grad_(False)
+
+    @property
+    def trainable_parameters(self):
+        return [p for p in self.parameters() if p.requires_grad]
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        """Logits at every position: (B, T) -> (B, T, d_vocab_out), fp32."""
+        x = self.hook_embed(self.embed(tokens)) + self.hook_pos_embed(self.pos_embed(tokens))
+        for block in self.blocks:
+            x = block(x)
+        return self.unembed(x).float()
+
+    def last_logits(self, tokens: torch.Tensor, biases: bool = True) -> torch.Tensor:
+        """Logits at the last position only, computing the last layer for that position alone.
+
+        The training fast path: the loss reads only position T-1, so the last layer needs keys and
+        values at every position but query, attention output, MLP and unembedding at one. No hooks
+        fire here. ``biases=False`` skips the bias terms, for callers that know they are zero (the
+        trainer: they are frozen at zero), which saves mixed-dtype additions under autocast.
+        (B, T) -> (B, d_vocab_out), fp32.
+        """
+        B, T = tokens.shape
+        x = self.embed.W_E[tokens] + self.pos_embed.W_pos[:T]  # (B, T, D)
+        for block in self.blocks[:-1]:
+            a = block.attn
+            H, D, Dh = a.W_Q.shape
+            W_qkv = torch.cat([a.W_Q, a.W_K, a.W_V], 0).permute(1, 0, 2).reshape(D, 3 * H * Dh)
+            qkv = x @ W_qkv
+            if biases:
+                qkv = qkv + torch.cat([a.b_Q, a.b_K, a.b_V], 0).reshape(3 * H * Dh)
+            q, k, v = qkv.view(B, T, 3, H, Dh).permute(2, 0, 3, 1, 4)  # each (B, H, T, Dh)
+            scores = (q @ k.transpose(-1, -2)).float() / a.scale
+            scores = scores.masked_fill(~a.mask[:T, :T], float("-inf"))
+            z = scores.softmax(dim=-1).to(v.dtype) @ v  # (B, H, T, Dh)
+            x = x + z.transpose(1, 2).reshape(B, T, H * Dh) @ a.W_O.reshape(H * Dh, D)
+            if biases:
+                x = x + a.b_O
+            if block.has_mlp:
+                x = x + self._mlp_fast(block.mlp, x, biases)
+        last = self.blocks[-1]
+        a = last.attn
+        H, D, Dh = a.W_Q.shape
+        x_last = x[:, -1]  # (B, D)
+        q = x_last @ a.W_Q.permute(1, 0, 2).reshape(D, H * Dh)
+        kv = x @ torch.cat([a.W_K, a.W_V], 0).permute(1, 0, 2).reshape(D, 2 * H * Dh)
+        if biases:
+            q = q + a.b_Q.reshape(H * Dh)
+            kv = kv + torch.cat([a.b_K, a.b_V], 0).reshape(2 * H * Dh)
+        k, v = kv.view(B, T, 2, H, Dh).permute(2, 0, 3, 1, 4)  # each (B, H, T, Dh)
+        scores = (q.view(B, H, 1, Dh) @ k.transpose(-1, -2)).float() / a.scale  # the last query sees all keys
+        z = (scores.softmax(dim=-1).to(v.dtype) @ v).reshape(B, H * Dh)
+        resid = x_last + z @ a.W_O.reshape(H * Dh, D)
+        if biases:
+            resid = resid + a.b_O
+        if last.has_mlp:
+            resid = resid + self._mlp_fast(last.mlp, resid, biases)
+        logits = resid @ self.unembed.W_U
+        if biases:
+            logits = logits + self.unembed.b_U
+        return logits.float()
+
+    @staticmethod
+    def _mlp_fast(mlp: MLP, x: torch.Tensor, biases: bool) -> torch.Tensor:
+        if biases:
+            return F.relu(x @ mlp.W_in + mlp.b_in) @ mlp.W_out + mlp.b_out
+        return F.relu(x @ mlp.W_in) @ mlp.W_out
+
+    def biases_are_zero(self) -> bool:
+        return all(not p.any() for n, p in self.named_parameters() if n.rsplit(".", 1)[-1].startswith("b_"))
+
+    def run_with_cache(self, *args, **kwargs):
+        """As TransformerLens', returning an ``ActivationCache`` (the base class returns a dict here)."""
+        out, cache = super().run_with_cache(*args, **kwargs)
+        if not isinstance(cache, ActivationCache):
+            cache = ActivationCache(dict(cache), self)
+        return out, cache
