@@ -1,1 +1,14 @@
-"""assignadd.hypotheses."""
+"""The paper's claims as falsifiable hypotheses (SPEC §4). Importing this package registers them all."""
+from .base import REGISTRY, ClaimResult, Context, Evidence, Hypothesis, Measurement, Threshold, decide, register
+
+__all__ = ["REGISTRY", "ClaimResult", "Context", "Evidence", "Hypothesis", "Measurement", "Threshold", "decide",
+           "register", "run_all"]
+
+
+def run_all(ctx: Context, only: list[str] | None = None) -> list[ClaimResult]:
+    """Run the registered hypotheses (or ``only`` those ids) in registry order."""
+    ids = list(REGISTRY) if only is None else only
+    unknown = [i for i in ids if i not in REGISTRY]
+    if unknown:
+        raise KeyError(f"unknown claim id(s): {', '.join(unknown)}; known: {', '.join(REGISTRY)}")
+    return [REGISTRY[i]().run(ctx) for i in ids]

@@ -1,0 +1,250 @@
+"""What a claim is, what evidence is, and how a verdict is reached (SPEC §4).
+
+A ``Hypothesis`` states one claim of the paper and lists its evidence items. An ``Evidence`` item is
+one statistic with a confidence interval, a threshold fixed in code with its reason, and the bound
+compared (the *lower* bound for ``>=`` thresholds, the *upper* bound for ``<=``: conservative both
+ways). Each item is also computed on the claim's controls, where it must fail. A claim passes when
+every required item passes on the model under test and fails on every control, and at least one
+passing item is causal.
+
+Nothing here knows any particular claim; ``hypotheses/<claim>.py`` files do.
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+import torch
+
+from ..data import Task
+from ..model import AssignAddTransformer
+
+RESULT_SCHEMA = "assignadd.claim/1"
+ROUND = 6
+
+
+def _r(x):
+    if x is None:
+        return None
+    if isinstance(x, float):
+        if math.isnan(x):
+            return None
+        return round(x, ROUND)
+    if isinstance(x, dict):
+        return {k: _r(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_r(v) for v in x]
+    return x
+
+
+@dataclass(frozen=True)
+class Threshold:
+    """A pre-registered bar: ``bound(statistic) >= value`` (or ``<=``), with why this value."""
+
+    value: float
+    direction: str  # ">=" or "<="
+    reason: str
+
+    def __post_init__(self):
+        if self.direction not in (">=", "<="):
+            raise ValueError(f"direction must be '>=' or '<=', got {self.direction!r}")
+
+    def passes(self, low: float | None, high: float | None) -> bool:
+        if low is None or high is None:
+            return False
+        return low >= self.value if self.direction == ">=" else high <= self.value
+
+    @property
+    def bound(self) -> str:
+        return "lower" if self.direction == ">=" else "upper"
+
+
+@dataclass
+class Measurement:
+    """One statistic with its interval; ``extra`` holds supporting numbers (JSON-able)."""
+
+    value: float | None
+    low: float | None
+    high: float | None
+    n: int | None = None
+    extra: dict = field(default_factory=dict)
+
+    @classmethod
+    def exact(cls, value: float, n: int | None = None, **extra) -> "Measurement":
+        """A statistic with no sampling error (computed from the weights or over an exhaustive set)."""
+        return cls(value, value, value, n, extra)
+
+    def to_dict(self) -> dict:
+        return _r({"value": self.value, "ci": [self.low, self.high], "n": self.n, "extra": self.extra})
+
+
+@dataclass
+class Evidence:
+    name: str
+    definition: str  # what is measured, as an equation
+    kind: str  # "observational" or "causal"
+    threshold: Threshold
+    measurement: Measurement
+    controls: dict[str, Measurement] = field(default_factory=dict)
+    required: bool = True
+
+    @property
+    def passed(self) -> bool:
+        return self.threshold.passes(self.measurement.low, self.measurement.high)
+
+    def control_passed(self, name: str) -> bool:
+        m = self.controls[name]
+        return self.threshold.passes(m.low, m.high)
+
+    def to_dict(self) -> dict:
+        return {
+            "name": self.name,
+            "definition": self.definition,
+            "kind": self.kind,
+            "required": self.required,
+            "threshold": {"value": _r(self.threshold.value), "direction": self.threshold.direction,
+                          "bound": self.threshold.bound, "reason": self.threshold.reason},
+            "measurement": self.measurement.to_dict(),
+            "passed": self.passed,
+            "controls": {name: {**m.to_dict(), "passed": self.control_passed(name)}
+                         for name, m in sorted(self.controls.items())},
+        }
+
+
+@dataclass
+class ClaimResult:
+    claim: str
+    spec: str
+    statement: str
+    verdict: str  # "pass", "fail" or "error"
+    reason: str
+    evidence: list[Evidence]
+    controls: dict[str, str]  # control name -> what it is
+    seed: int
+    timings: dict = field(default_factory=dict)
+
+    @property
+    def passed(self) -> bool:
+        return self.verdict == "pass"
+
+    def to_dict(self, timings: bool = False) -> dict:
+        d = {
+            "schema": RESULT_SCHEMA,
+            "claim": self.claim,
+            "spec": self.spec,
+            "statement": self.statement,
+            "verdict": self.verdict,
+            "reason": self.reason,
+            "seed": self.seed,
+            "controls": dict(sorted(self.controls.items())),
+            "evidence": [e.to_dict() for e in self.evidence],
+        }
+        if timings:
+            d["timings"] = _r(self.timings)
+        return d
+
+    def headline(self) -> Evidence | None:
+        """The first required causal item, else the first required item: the one a summary shows."""
+        for e in self.evidence:
+            if e.required and e.kind == "causal":
+                return e
+        return next((e for e in self.evidence if e.required), None)
+
+
+def decide(evidence: list[Evidence]) -> tuple[str, str]:
+    """The decision rule shared by every claim."""
+    required = [e for e in evidence if e.required]
+    if not any(e.kind == "causal" for e in required):
+        return "error", "no required causal evidence item: observational evidence alone never suffices"
+    failed = [e.name for e in required if not e.passed]
+    if failed:
+        return "fail", f"required evidence failed: {', '.join(failed)}"
+    leaked = [f"{e.name} on {c}" for e in required for c in e.controls if e.control_passed(c)]
+    if leaked:
+        return "fail", f"evidence also passed on a control (it cannot tell the claim apart): {', '.join(leaked)}"
+    return "pass", f"all {len(required)} required items passed and failed on their controls"
+
+
+class Context:
+    """What a hypothesis measures on: the model under test, the task, a seed, and cached pools.
+
+    Pools are drawn once per (name, size) and shared across hypotheses. ``n`` is the default pool
+    size (SPEC §1.4: 2000).
+    """
+
+    def __init__(self, model: AssignAddTransformer, task: Task | None = None, *, seed: int = 0, n: int = 2000,
+                 device: str | torch.device = "cpu"):
+        self.model = model.to(device).eval()
+        self.task = task or Task()
+        if self.task.vocab.size != model.cfg.d_vocab or self.task.vocab.modulus != model.cfg.d_vocab_out:
+            raise ValueError(
+                f"task vocabulary ({self.task.vocab.size} tokens, modulus {self.task.vocab.modulus}) does not match "
+                f"the model ({model.cfg.d_vocab}, {model.cfg.d_vocab_out})"
+            )
+        self.seed = seed
+        self.n = n
+        self.device = device
+        self._pools: dict = {}
+        self._memo: dict = {}
+
+    def pool(self, name: str, size: int | None = None):
+        key = (name, size or self.n)
+        if key not in self._pools:
+            self._pools[key] = self.task.pool(name, key[1], seed=self.seed)
+        return self._pools[key]
+
+    def memo(self, key, fn: Callable):
+        """Compute once per context: for results several hypotheses share (e.g. a reinitialised model)."""
+        if key not in self._memo:
+            self._memo[key] = fn()
+        return self._memo[key]
+
+    def reinitialised_model(self) -> AssignAddTransformer:
+        """The negative control of SPEC §5: same shape, fresh TransformerLens-default weights."""
+        return self.memo("reinit", lambda: AssignAddTransformer(self.model.cfg, seed=10_000 + self.seed)
+                         .to(self.device).eval())
+
+    def derive(self, model: AssignAddTransformer) -> "Context":
+        """A context on another model (a control) sharing this one's pools."""
+        c = Context.__new__(Context)
+        c.model, c.task, c.seed, c.n, c.device = model, self.task, self.seed, self.n, self.device
+        c._pools, c._memo = self._pools, {}
+        return c
+
+
+class Hypothesis:
+    """One claim. Subclasses set ``id``, ``spec``, ``statement``, ``controls`` and implement ``evidence``."""
+
+    id: str = ""
+    spec: str = ""
+    statement: str = ""
+    controls: dict[str, str] = {}
+
+    def evidence(self, ctx: Context) -> list[Evidence]:
+        raise NotImplementedError
+
+    def run(self, ctx: Context) -> ClaimResult:
+        t0 = time.perf_counter()
+        try:
+            with torch.no_grad():
+                items = self.evidence(ctx)
+            verdict, reason = decide(items)
+        except Exception as e:  # a crash is reported as an error verdict, never as a pass
+            items, verdict, reason = [], "error", f"{type(e).__name__}: {e}"
+        return ClaimResult(self.id, self.spec, self.statement, verdict, reason, items, dict(self.controls), ctx.seed,
+                           {"seconds": time.perf_counter() - t0})
+
+
+REGISTRY: dict[str, type[Hypothesis]] = {}
+
+
+def register(cls: type[Hypothesis]) -> type[Hypothesis]:
+    """Class decorator: add a hypothesis to the registry under its ``id``."""
+    if not cls.id:
+        raise ValueError(f"{cls.__name__} has no id")
+    if cls.id in REGISTRY and REGISTRY[cls.id] is not cls:
+        raise ValueError(f"two hypotheses share the id {cls.id!r}")
+    REGISTRY[cls.id] = cls
+    return cls

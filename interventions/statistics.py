@@ -1,0 +1,43 @@
+"""Confidence intervals and effect sizes, model-free and seeded.
+
+Thin wrappers over TransformerLens 4.3's ``utilities.statistics`` (exact Clopper-Pearson for rates,
+percentile bootstrap for means), returning plain floats so results serialize to JSON.
+"""
+from __future__ import annotations
+
+import torch
+from transformer_lens.utilities.statistics import bootstrap_ci, derive_generator, success_rate_ci
+
+CONFIDENCE = 0.95
+N_BOOTSTRAP = 1000
+
+
+def rate_ci(successes, confidence: float = CONFIDENCE) -> tuple[float, float, float]:
+    """``(rate, low, high)``: a success rate with its exact Clopper-Pearson interval."""
+    s = torch.as_tensor(successes).bool().flatten()
+    ci = success_rate_ci(s.tolist(), confidence=confidence)
+    return float(s.float().mean()), float(ci.low), float(ci.high)
+
+
+def mean_ci(values, *, seed: int = 0, label: str = "", confidence: float = CONFIDENCE) -> tuple[float, float, float]:
+    """``(mean, low, high)``: a mean with its percentile bootstrap interval (seeded by ``seed``, ``label``)."""
+    v = torch.as_tensor(values, dtype=torch.float64).flatten()
+    if v.numel() == 1:
+        return float(v[0]), float(v[0]), float(v[0])
+    lo, hi = bootstrap_ci(v, confidence=confidence, n_resamples=N_BOOTSTRAP, generator=derive_generator(seed, label))
+    return float(v.mean()), float(lo), float(hi)
+
+
+def fraction_worse(before, after) -> float:
+    """Fraction of examples whose metric went down: reported beside a mean, which can hide cancellation."""
+    before, after = torch.as_tensor(before, dtype=torch.float64), torch.as_tensor(after, dtype=torch.float64)
+    return float((after < before).double().mean())
+
+
+def normalized_effect(intervened: float, baseline: float, clean: float, *, min_denominator: float = 1e-3):
+    """(M_intervened - M_baseline) / (M_clean - M_baseline), or None where the denominator is near zero
+    (reported, not divided by)."""
+    denom = clean - baseline
+    if abs(denom) < min_denominator:
+        return None
+    return (intervened - baseline) / denom
