@@ -1,5 +1,13 @@
-"""The paper's claims as falsifiable hypotheses (SPEC §4). Importing this package registers them all."""
+"""The paper's claims as falsifiable hypotheses (SPEC §4). Importing this package registers them all,
+in the order a report lists them."""
 from .base import REGISTRY, ClaimResult, Context, Evidence, Hypothesis, Measurement, Threshold, decide, register
+from . import previous_token_head, identity_qk  # noqa: F401,E402  (registration order = report order)
+
+try:  # written alongside; registered when present
+    from . import shared_residual, fourier_neurons  # noqa: F401
+except ImportError:  # pragma: no cover
+    pass
+from . import heldout_generalization, restricted_slot_generalization  # noqa: F401,E402
 
 __all__ = ["REGISTRY", "ClaimResult", "Context", "Evidence", "Hypothesis", "Measurement", "Threshold", "decide",
            "register", "run_all"]

@@ -248,3 +248,33 @@ def register(cls: type[Hypothesis]) -> type[Hypothesis]:
         raise ValueError(f"two hypotheses share the id {cls.id!r}")
     REGISTRY[cls.id] = cls
     return cls
+
+
+def item(name: str, definition: str, kind: str, threshold: Threshold, measure: Callable[..., Measurement],
+         subject, controls: dict | None = None, required: bool = True) -> Evidence:
+    """Build an evidence item: ``measure(subject)`` on the model under test and ``measure(c)`` on each
+    control (a dict name -> whatever ``measure`` takes: a model, or a flag for a wrong-site variant)."""
+    return Evidence(name, definition, kind, threshold, measure(subject),
+                    {c: measure(s) for c, s in (controls or {}).items()}, required)
+
+
+def rate(successes: torch.Tensor, **extra) -> Measurement:
+    """A success rate with its Clopper-Pearson interval."""
+    from ..interventions.statistics import rate_ci
+
+    successes = successes.flatten().bool()
+    if successes.numel() == 0:
+        return Measurement(None, None, None, 0, {"note": "no examples", **extra})
+    v, lo, hi = rate_ci(successes)
+    return Measurement(v, lo, hi, int(successes.numel()), extra)
+
+
+def mean(values: torch.Tensor, *, seed: int, label: str, **extra) -> Measurement:
+    """A mean with its seeded bootstrap interval."""
+    from ..interventions.statistics import mean_ci
+
+    values = values.flatten().double()
+    if values.numel() == 0:
+        return Measurement(None, None, None, 0, {"note": "no examples", **extra})
+    v, lo, hi = mean_ci(values, seed=seed, label=label)
+    return Measurement(v, lo, hi, int(values.numel()), extra)

@@ -16,7 +16,7 @@ def rate_ci(successes, confidence: float = CONFIDENCE) -> tuple[float, float, fl
     """``(rate, low, high)``: a success rate with its exact Clopper-Pearson interval."""
     s = torch.as_tensor(successes).bool().flatten()
     ci = success_rate_ci(s.tolist(), confidence=confidence)
-    return float(s.float().mean()), float(ci.low), float(ci.high)
+    return float(s.double().mean()), float(ci.ci_low), float(ci.ci_high)
 
 
 def mean_ci(values, *, seed: int = 0, label: str = "", confidence: float = CONFIDENCE) -> tuple[float, float, float]:

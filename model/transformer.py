@@ -101,17 +101,19 @@ class Attention(nn.Module):
         self.hook_pattern = HookPoint()
 
     def forward(self, x):  # (B, T, D) -> (B, T, D)
-        T = x.shape[1]
-        q = self.hook_q(torch.einsum("btd,hde->bthe", x, self.W_Q) + self.b_Q)
-        k = self.hook_k(torch.einsum("btd,hde->bthe", x, self.W_K) + self.b_K)
-        v = self.hook_v(torch.einsum("btd,hde->bthe", x, self.W_V) + self.b_V)
+        B, T, D = x.shape
+        H, Dh = self.W_Q.shape[0], self.W_Q.shape[2]
+        # (D, H*Dh) matmuls rather than einsum: the same sums, markedly faster on CPU.
+        q = self.hook_q((x @ self.W_Q.permute(1, 0, 2).reshape(D, H * Dh)).view(B, T, H, Dh) + self.b_Q)
+        k = self.hook_k((x @ self.W_K.permute(1, 0, 2).reshape(D, H * Dh)).view(B, T, H, Dh) + self.b_K)
+        v = self.hook_v((x @ self.W_V.permute(1, 0, 2).reshape(D, H * Dh)).view(B, T, H, Dh) + self.b_V)
         # Scores and softmax in fp32 whatever the autocast dtype, as CUDA autocast does.
-        scores = torch.einsum("bqhe,bkhe->bhqk", q, k).float() / self.scale
+        scores = (q.transpose(1, 2) @ k.permute(0, 2, 3, 1)).float() / self.scale  # (B, H, T, T)
         scores = scores.masked_fill(~self.mask[:T, :T], self.IGNORE.item())
         scores = self.hook_attn_scores(scores)
         pattern = self.hook_pattern(scores.softmax(dim=-1))
-        z = self.hook_z(torch.einsum("bhqk,bkhe->bqhe", pattern.to(v.dtype), v))
-        return torch.einsum("bqhe,hed->bqd", z, self.W_O) + self.b_O
+        z = self.hook_z((pattern.to(v.dtype) @ v.transpose(1, 2)).transpose(1, 2))  # (B, T, H, Dh)
+        return z.reshape(B, T, H * Dh) @ self.W_O.reshape(H * Dh, D) + self.b_O
 
 
 class MLP(nn.Module):

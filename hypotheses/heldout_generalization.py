@@ -1,0 +1,70 @@
+"""Claim (SPEC §4.5): the model answers number pairs it never saw in training, in any form.
+
+30% of the 59 x 59 pairs never appear in training, neither as constants nor through variables. The
+paper reports 99.4% on held-out pairs as constants; it gives no figure for 1- and 2-variable
+held-out sequences, which are harder, so their bars are set below it (reasons inline). The causal
+item checks that held-out answers are *computed from the operands where they sit*: changing an
+operand's value at its position to another held-out pair moves the answer to the new sum.
+"""
+from __future__ import annotations
+
+import torch
+
+from .base import Context, Evidence, Hypothesis, Threshold, item, rate, register
+from .measures.behaviour import operand_value_interchange, pair_table
+from .measures.circuits import last_position_correct
+
+ACCURACY_BARS = {
+    "0var_heldout_pair": Threshold(0.97, ">=", "paper: 99.4% on held-out constant pairs; at n=2000 a model at that "
+                                               "level has a 95% lower bound near 0.99, so 0.97 admits it and rejects "
+                                               "one that misses more than ~3%"),
+    "1var_heldout_pair": Threshold(0.95, ">=", "no paper figure for variables (harder); 'generalizes' = within 5 "
+                                               "points of perfect, 50x chance (1/59)"),
+    "2var_heldout_pair": Threshold(0.90, ">=", "no paper figure; the hardest held-out pool; within 10 points of "
+                                               "perfect, 50x chance (1/59)"),
+}
+INTERCHANGE_BAR = Threshold(0.90, ">=", "if held-out answers are computed from the routed values, a new held-out "
+                                        "value at the operand's position must move the answer to its sum; chance 1/59")
+
+
+@register
+class HeldoutGeneralization(Hypothesis):
+    id = "heldout_generalization"
+    spec = "§4.5"
+    statement = ("The model adds number pairs that never appeared in training, as constants and through one or "
+                 "two variables, and computes those answers from the operands where they sit.")
+    controls = {
+        "reinitialised": "a freshly initialised model of the same shape (TransformerLens default init)",
+        "wrong_site": "the interchange patched at a prefix position that holds neither operand's value",
+    }
+
+    def evidence(self, ctx: Context) -> list[Evidence]:
+        reinit = ctx.reinitialised_model()
+        items = []
+        for pool, bar in ACCURACY_BARS.items():
+            tokens, labels = ctx.pool(pool)
+            items.append(item(
+                f"accuracy[{pool}]", f"mean_i 1[argmax logits(x_i)[15] = (n1_i + n2_i) mod 59], x_i ~ {pool}",
+                "observational", bar, lambda m: rate(last_position_correct(m, tokens, labels)), ctx.model,
+                {"reinitialised": reinit}))
+        tokens, labels = ctx.task.exhaustive_0var_heldout(seed=ctx.seed)
+        items.append(item(
+            "accuracy[exhaustive_0var_heldout]", "accuracy over every held-out pair once, as 0-var sequences",
+            "observational", ACCURACY_BARS["0var_heldout_pair"],
+            lambda m: rate(last_position_correct(m, tokens, labels)), ctx.model, {"reinitialised": reinit},
+            required=False))
+        allowed = pair_table(ctx.task.heldout_pairs, ctx.task.vocab.modulus)
+        tokens, labels = ctx.pool("2var_heldout_pair")
+
+        def interchange(subject):
+            model, wrong = subject
+            out = operand_value_interchange(model, tokens, labels, allowed, seed=ctx.seed, wrong_site=wrong)
+            return rate(out["moved"], dropped=out["dropped"])
+
+        items.append(item(
+            "answer_follows_operand_value",
+            "IIA = mean_i 1[argmax logits(base_i | resid_post_0[p_i] <- source_i)[15] = (x'_i + y_i) mod 59], "
+            "base ~ 2var_heldout_pair, source = base with the value at p_i set to x', (x', y) held out",
+            "causal", INTERCHANGE_BAR, interchange, (ctx.model, False),
+            {"reinitialised": (reinit, False), "wrong_site": (ctx.model, True)}))
+        return items

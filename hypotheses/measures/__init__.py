@@ -1,0 +1,1 @@
+"""Measurements shared by hypotheses and reports: each a function of a model (and tokens), no verdicts."""

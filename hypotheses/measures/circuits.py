@@ -1,0 +1,172 @@
+"""Weight- and activation-level measurements of the routing circuit (SPEC §4.1, §4.2) and the
+addition module read from weights (SPEC §4.3). The authors' progress measures, 0-indexed.
+
+Every function returns per-item tensors (so callers can attach confidence intervals) or exact
+numbers computed from the weights alone.
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+from transformer_lens import FactoredMatrix
+
+from ...data import POS_EQ, Task, operand_sources, value_positions
+from ...data.tokens import PREFIX_LEN
+from ...model import AssignAddTransformer
+
+LAYER1, LAYER2 = 0, 1
+
+
+def _attn(model, layer):
+    return model.blocks[layer].attn
+
+
+def positional_qk(model: AssignAddTransformer, head: int = 0) -> torch.Tensor:
+    """S = W_pos[:12] W_Q W_K^T W_pos^T of Layer 1: how much query position q prefers key position k
+    from positional embeddings alone. (12, 12)."""
+    a = _attn(model, LAYER1)
+    P = model.pos_embed.W_pos[:PREFIX_LEN]
+    return (FactoredMatrix(P @ a.W_Q[head], (P @ a.W_K[head]).T)).AB.detach()
+
+
+def positional_prev_token_rows(model: AssignAddTransformer, head: int = 0) -> torch.Tensor:
+    """For each query q in 1..11 of S (above), with keys > q, q itself and q-2 masked: is argmax q-1?
+    (The authors mask q and q-2 so the measure asks 'previous token rather than itself or the one
+    before', the contrast that matters in a 'var value' pair.) Bool (11,)."""
+    S = positional_qk(model, head).clone()
+    n = S.shape[0]
+    out = []
+    for q in range(1, n):
+        row = S[q].clone()
+        row[q:] = -torch.inf
+        if q >= 2:
+            row[q - 2] = -torch.inf
+        out.append(bool(row.argmax() == q - 1))
+    return torch.tensor(out)
+
+
+def variable_ov1_embeddings(model: AssignAddTransformer, head: int = 0) -> torch.Tensor:
+    """E_var OV_1: what Layer 1's head writes when it attends to each variable token. (n_vars, d_model)."""
+    a = _attn(model, LAYER1)
+    cfg = model.cfg
+    first_var = cfg.d_vocab_out + 3
+    E_var = model.embed.W_E[first_var:first_var + cfg.n_vars]
+    return (E_var @ a.W_V[head] @ a.W_O[head]).detach()
+
+
+def identity_qk_matrix(model: AssignAddTransformer, head: int = 0) -> torch.Tensor:
+    """M = (E_var OV_1) QK_2 (E_var OV_1)^T, QK_2 = W_Q W_K^T of Layer 2: the Layer-2 score between a
+    query carrying variable i's OV_1 image and a key carrying variable j's. (n_vars, n_vars)."""
+    X = variable_ov1_embeddings(model, head)
+    a2 = _attn(model, LAYER2)
+    qk2 = FactoredMatrix(a2.W_Q[head], a2.W_K[head].T)
+    return (X @ qk2 @ X.T).AB.detach() if isinstance(X @ qk2, FactoredMatrix) else (X @ qk2.AB @ X.T).detach()
+
+
+def identity_qk_diagonal(model: AssignAddTransformer, head: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per row of M: (is the argmax the diagonal? bool (V,), margin = M_ii - max_{j != i} M_ij (V,))."""
+    M = identity_qk_matrix(model, head)
+    V = M.shape[0]
+    diag = M.diagonal()
+    off = M.masked_fill(torch.eye(V, dtype=torch.bool), -torch.inf).max(dim=1).values
+    return M.argmax(dim=1) == torch.arange(V), diag - off
+
+
+def ov2_mlp2_accuracy(model: AssignAddTransformer, head: int = 0) -> tuple[float, torch.Tensor]:
+    """The authors' ``ov2_mlp2_accuracy``: over all N^2 pairs (a, b), is argmax of
+    (h + MLP_2(h)) W_U with h = OV_2 e_a + OV_2 e_b equal to (a + b) mod N? Weights only: the
+    addition module fed exactly what an ideal routing delivers. Returns (accuracy, correct (N, N))."""
+    N = model.cfg.d_vocab_out
+    a2 = _attn(model, LAYER2)
+    E_num = model.embed.W_E[:N]
+    ov = E_num @ a2.W_V[head] @ a2.W_O[head]  # (N, D)
+    h = (ov[:, None, :] + ov[None, :, :]).reshape(N * N, -1)
+    mlp = model.blocks[LAYER2].mlp
+    resid = h + torch.relu(h @ mlp.W_in + mlp.b_in) @ mlp.W_out + mlp.b_out
+    pred = (resid @ model.unembed.W_U + model.unembed.b_U).argmax(-1).reshape(N, N)
+    target = (torch.arange(N)[:, None] + torch.arange(N)[None, :]) % N
+    correct = pred == target
+    return float(correct.float().mean()), correct
+
+
+@torch.no_grad()
+def attention_patterns(model: AssignAddTransformer, tokens: torch.Tensor) -> dict[int, torch.Tensor]:
+    """Layer patterns (B, Tq, Tk) of head 0 from a hooked forward."""
+    out = {}
+
+    def keep(layer):
+        def hook(pattern, hook):
+            out[layer] = pattern[:, 0].detach()
+        return hook
+
+    model.run_with_hooks(tokens, fwd_hooks=[(f"blocks.{l}.attn.hook_pattern", keep(l)) for l in (LAYER1, LAYER2)])
+    return out
+
+
+def prev_token_attention(model: AssignAddTransformer, tokens: torch.Tensor, pattern1: torch.Tensor | None = None):
+    """Layer-1 attention from prefix value tokens (a number right after a variable): per token, is the
+    argmax key t-1, and the weight on t-1. Returns (argmax_is_prev bool (K,), weight (K,))."""
+    p = attention_patterns(model, tokens)[LAYER1] if pattern1 is None else pattern1
+    mask = value_positions(tokens)
+    b, t = mask.nonzero(as_tuple=True)
+    rows = p[b, t]  # (K, Tk)
+    return rows.argmax(-1) == t - 1, rows[torch.arange(len(t)), t - 1]
+
+
+def eq_top2_is(pattern: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """From the `=` query (last row), are the two largest keys exactly the set ``targets`` [B, 2]?"""
+    top2 = pattern[:, POS_EQ].topk(2, dim=-1).indices.sort(dim=-1).values
+    return (top2 == targets.sort(dim=-1).values).all(dim=-1)
+
+
+def layer1_eq_to_operand_slots(model, tokens, pattern1=None) -> torch.Tensor:
+    """Layer-1 attention from `=`: are its top-2 keys {13, 14}, the operand slots? Bool (B,)."""
+    p = attention_patterns(model, tokens)[LAYER1] if pattern1 is None else pattern1
+    return eq_top2_is(p, torch.tensor([[13, 14]]).expand(len(tokens), 2))
+
+
+def layer2_eq_to_operand_values(model, tokens, pattern2=None) -> torch.Tensor:
+    """Layer-2 attention from `=`: are its top-2 keys exactly where the operands' values sit (the value
+    tokens of variable operands, the slots of constant ones)? Bool (B,). Sequences whose two operands
+    resolve to one position (never, for valid sequences) count as misses."""
+    p = attention_patterns(model, tokens)[LAYER2] if pattern2 is None else pattern2
+    src = operand_sources(tokens)
+    ok = eq_top2_is(p, src)
+    return ok & (src[:, 0] != src[:, 1]) & (src >= 0).all(dim=1)
+
+
+@torch.no_grad()
+def variable_probe(model: AssignAddTransformer, tokens: torch.Tensor, *, seed: int = 0,
+                   site: str = "blocks.0.hook_attn_out") -> dict:
+    """Linear probe: decode which variable was assigned from Layer 1's output at the value position.
+
+    A ridge-regularised linear classifier (scikit-learn's RidgeClassifier: closed form, so fast and
+    deterministic) on a 50/50 split by sequence; returns held-out accuracy, its per-example
+    correctness and chance (1 / n_vars).
+    """
+    from sklearn.linear_model import RidgeClassifier
+
+    acts = {}
+    model.run_with_hooks(tokens, fwd_hooks=[(site, lambda x, hook: acts.__setitem__("x", x.detach()))])
+    mask = value_positions(tokens)
+    b, t = mask.nonzero(as_tuple=True)
+    X = acts["x"][b, t].double().numpy()
+    y = (tokens[b, t - 1] - (model.cfg.d_vocab_out + 3)).numpy()
+    rng = np.random.default_rng(seed)
+    in_train = rng.random(len(tokens)) < 0.5
+    train = in_train[b.numpy()]
+    clf = RidgeClassifier(alpha=1.0)
+    clf.fit(X[train], y[train])
+    correct = clf.predict(X[~train]) == y[~train]
+    return {"accuracy": float(correct.mean()), "correct": torch.from_numpy(correct),
+            "chance": 1.0 / model.cfg.n_vars, "n": int((~train).sum())}
+
+
+@torch.no_grad()
+def last_position_correct(model: AssignAddTransformer, tokens: torch.Tensor, labels: torch.Tensor,
+                          batch: int = 2048) -> torch.Tensor:
+    """Per-sequence correctness through the hooked forward (so permanent knock-out hooks apply). Bool (B,)."""
+    out = []
+    for i in range(0, len(tokens), batch):
+        out.append(model(tokens[i:i + batch])[:, -1].argmax(-1) == labels[i:i + batch])
+    return torch.cat(out)

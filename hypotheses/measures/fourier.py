@@ -1,0 +1,253 @@
+"""Fourier structure of the addition module (SPEC §4.4): the Layer-2 MLP read on the operand grid.
+
+The grid is every input ``PAD×12 + n m =`` for the N² operand pairs (n, m), row-major (index
+n·N + m). On it, an activation at `=` is a function A(n, m) with one value per unit (neuron or
+residual dimension). With ω_k = 2πk/N, the *single-frequency basis* of frequency k (k = 1..⌊N/2⌋)
+is the four grid functions {cos ω_k n, sin ω_k n, cos ω_k m, sin ω_k m}; for odd N they are mutually
+orthogonal over the grid, orthogonal across frequencies and to the constant, each with squared
+norm N²/2. So, for a unit's centred activation a = A − mean(A):
+
+    power_k(unit)  = Σ_{b in basis_k} <a, b>² / <b, b>              (variance carried by frequency k)
+    FVE_k(unit)    = power_k(unit) / ||a||²                          (fraction of variance explained)
+    share_k        = Σ_units power_k / Σ_k Σ_units power_k           (the spectrum over units)
+
+A neuron of the grokked-addition form cos(ω_k n + α) + cos(ω_k m + β) has FVE_k = 1 for its k.
+Everything here is a plain function of a model (no verdicts); the functions a report's figure needs
+(one neuron's grid, its fitted form, the spectrum) are at the end.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+
+from ...data.tokens import POS_EQ, SEQ_LEN, VOCAB, Vocab
+from ...model import AssignAddTransformer
+
+MLP2_PRE = "blocks.1.mlp.hook_pre"
+RESID_MID2 = "blocks.1.hook_resid_mid"
+
+# A unit whose grid variance is below this fraction of the mean unit variance is "dead" on the grid
+# (a ReLU neuron never reached, or a structural zero); FVE is undefined for it and it is left out.
+DEAD_VARIANCE_FRACTION = 1e-6
+
+
+def n_frequencies(modulus: int) -> int:
+    return modulus // 2
+
+
+def grid_tokens(vocab: Vocab = VOCAB) -> tuple[torch.Tensor, torch.Tensor]:
+    """``PAD×12 + n m =`` for all N² pairs, row-major in (n, m): (tokens [N², 16], labels [N²])."""
+    N = vocab.modulus
+    n, m = torch.meshgrid(torch.arange(N), torch.arange(N), indexing="ij")
+    n, m = n.flatten(), m.flatten()
+    tokens = torch.full((N * N, SEQ_LEN), vocab.pad, dtype=torch.long)
+    tokens[:, 12], tokens[:, 13], tokens[:, 14], tokens[:, 15] = vocab.plus, n, m, vocab.eq
+    return tokens, (n + m) % N
+
+
+@torch.no_grad()
+def activation_at(model: AssignAddTransformer, tokens: torch.Tensor, hook: str, pos: int = POS_EQ,
+                  fwd_hooks: list | None = None) -> torch.Tensor:
+    """The activation of ``hook`` at position ``pos``: (B, d). ``fwd_hooks`` are run alongside (an
+    intervention upstream); a model from ``knockout`` applies its own hooks."""
+    out = {}
+
+    def keep(act, hook):
+        out["x"] = act[:, pos].detach().double()
+
+    model.run_with_hooks(tokens, fwd_hooks=list(fwd_hooks or []) + [(hook, keep)])
+    if "x" not in out:
+        raise RuntimeError(f"hook {hook!r} did not fire on the forward pass")
+    return out["x"]
+
+
+def grid_activations(model: AssignAddTransformer, hook: str = MLP2_PRE, vocab: Vocab = VOCAB) -> torch.Tensor:
+    """A(n, m) at `=` on the grid: (N, N, d), float64. Default: Layer-2 MLP pre-activations."""
+    tokens, _ = grid_tokens(vocab)
+    N = vocab.modulus
+    return activation_at(model, tokens, hook).reshape(N, N, -1)
+
+
+def single_frequency_basis(modulus: int) -> torch.Tensor:
+    """The grid functions of each frequency: (K, 4, N, N), K = ⌊N/2⌋, in the order
+    (cos ω_k n, sin ω_k n, cos ω_k m, sin ω_k m); float64."""
+    N = modulus
+    k = torch.arange(1, n_frequencies(N) + 1, dtype=torch.float64)[:, None]  # (K, 1)
+    x = torch.arange(N, dtype=torch.float64)[None, :]
+    c, s = torch.cos(2 * math.pi * k * x / N), torch.sin(2 * math.pi * k * x / N)  # (K, N)
+    ones = torch.ones(N, dtype=torch.float64)
+    along_n = lambda f: f[:, :, None] * ones[None, None, :]  # noqa: E731  (K, N, N), varies with n
+    along_m = lambda f: ones[None, :, None] * f[:, None, :]  # noqa: E731
+    return torch.stack([along_n(c), along_n(s), along_m(c), along_m(s)], dim=1)
+
+
+def frequency_coefficients(grid: torch.Tensor) -> torch.Tensor:
+    """Least-squares coefficients of each centred unit on each basis function:
+    C[k, j, unit] = <a_unit, b_kj> / <b_kj, b_kj>. grid (N, N, d) -> (K, 4, d)."""
+    N = grid.shape[0]
+    a = grid - grid.mean(dim=(0, 1), keepdim=True)
+    B = single_frequency_basis(N)  # (K, 4, N, N)
+    return torch.einsum("kjnm,nmd->kjd", B, a) / (N * N / 2)
+
+
+def frequency_power(grid: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(power [K, d], total variance [d]) of the centred grid: power_k(unit) = Σ_j C² <b, b>."""
+    N = grid.shape[0]
+    C = frequency_coefficients(grid)
+    power = (C ** 2).sum(dim=1) * (N * N / 2)  # (K, d)
+    total = ((grid - grid.mean(dim=(0, 1), keepdim=True)) ** 2).sum(dim=(0, 1))  # (d,)
+    return power, total
+
+
+def live_units(total: torch.Tensor) -> torch.Tensor:
+    """Units whose grid variance is not negligible (see DEAD_VARIANCE_FRACTION). Bool (d,)."""
+    if total.max() <= 0:
+        return torch.zeros_like(total, dtype=torch.bool)
+    return total > DEAD_VARIANCE_FRACTION * total.mean()
+
+
+def neuron_fve(grid: torch.Tensor) -> dict:
+    """Per live unit: the best single frequency and the fraction of its grid variance it explains.
+
+    Returns {"best_k" (L,) 1-based, "fve" (L,), "units" (L,) indices of live units, "power" [K, d],
+    "total" [d]}.
+    """
+    power, total = frequency_power(grid)
+    live = live_units(total)
+    fve_all = power[:, live] / total[live]  # (K, L)
+    fve, best = fve_all.max(dim=0)
+    return {"best_k": best + 1, "fve": fve, "units": live.nonzero().flatten(), "power": power, "total": total}
+
+
+def frequency_share(power: torch.Tensor) -> torch.Tensor:
+    """share_k = Σ_units power_k / Σ_k Σ_units power_k: the spectrum of single-frequency power (K,)."""
+    s = power.sum(dim=1)
+    return s / s.sum() if s.sum() > 0 else torch.zeros_like(s)
+
+
+# The key-frequency rule (fixed before looking at any trained checkpoint): a frequency is *key* when
+# it carries at least KEY_SHARE_FACTOR times the share it would have if the single-frequency power of
+# the Layer-2 MLP pre-activations were spread evenly over the ⌊N/2⌋ frequencies (1/29 for N = 59).
+# With 512 neurons the even-spread share is tightly concentrated (re-initialised models and the
+# step-100 checkpoints of seeds 0 and 42 have no frequency above 1.3× even), so a factor of 2 picks
+# out frequencies the model concentrates on, and never more than ⌊N/2⌋/2 of them, leaving as many
+# non-key frequencies for the placebo.
+KEY_SHARE_FACTOR = 2.0
+
+
+def key_frequencies(model: AssignAddTransformer, vocab: Vocab = VOCAB, grid: torch.Tensor | None = None) -> list[int]:
+    """The model's key frequencies (1-based, ascending) by the rule above, from its own grid."""
+    grid = grid_activations(model, MLP2_PRE, vocab) if grid is None else grid
+    power, _ = frequency_power(grid)
+    share = frequency_share(power)
+    K = share.shape[0]
+    return [int(k) + 1 for k in (share >= KEY_SHARE_FACTOR / K).nonzero().flatten().tolist()]
+
+
+def frequency_directions(grid: torch.Tensor, freqs: list[int]) -> torch.Tensor:
+    """The residual (or neuron) directions that carry the given frequencies on the grid: the 4 coefficient
+    vectors C[k, j] of each k, stacked and orthonormalised (SVD; directions with negligible weight
+    dropped). (r, d) float64, r <= 4·len(freqs); (0, d) if none."""
+    d = grid.shape[-1]
+    if not freqs:
+        return torch.zeros(0, d, dtype=torch.float64)
+    C = frequency_coefficients(grid)[torch.tensor(freqs) - 1].reshape(-1, d)  # (4|F|, d)
+    U, S, Vh = torch.linalg.svd(C, full_matrices=False)
+    keep = S > 1e-6 * max(float(S.max()), 1e-30)
+    return Vh[keep]
+
+
+def non_key_frequencies(key: list[int], count: int, modulus: int, seed: int) -> list[int]:
+    """``count`` frequencies drawn (seeded) from the non-key ones: the placebo of the same size."""
+    pool = [k for k in range(1, n_frequencies(modulus) + 1) if k not in set(key)]
+    if count > len(pool):
+        raise ValueError(f"cannot draw {count} non-key frequencies: only {len(pool)} are not key")
+    rng = np.random.default_rng([int(seed), 44])
+    return sorted(int(k) for k in rng.choice(pool, size=count, replace=False))
+
+
+def centred_projection(basis: torch.Tensor, mean: torch.Tensor, mode: str):
+    """An edit of activations x (..., d) in a subspace with orthonormal rows Q (r, d), about a
+    reference mean μ (d,):
+
+        keep:    x -> μ + (x - μ) Q^T Q        (everything outside the subspace mean-ablated)
+        remove:  x -> x - (x - μ) Q^T Q        (the subspace mean-ablated)
+
+    Projecting about the mean rather than the origin keeps the constant part of the input (the `=`
+    embedding, the position), which carries no operand information but sets every neuron's offset:
+    the analogue of grokking's restricted / excluded loss for an MLP input."""
+    if mode not in ("keep", "remove"):
+        raise ValueError(f"mode must be 'keep' or 'remove', got {mode!r}")
+
+    def edit(x):
+        Q = basis.to(device=x.device, dtype=x.dtype)
+        mu = mean.to(device=x.device, dtype=x.dtype)
+        inside = ((x - mu) @ Q.T) @ Q
+        return mu + inside if mode == "keep" else x - inside
+
+    return edit
+
+
+def embedding_spectrum(model: AssignAddTransformer, vocab: Vocab = VOCAB) -> torch.Tensor:
+    """Fourier spectrum of the number embeddings W_E[0:N] (centred over numbers): the share of their
+    variance at each frequency k = 1..⌊N/2⌋ (K,)."""
+    N = vocab.modulus
+    E = model.embed.W_E[:N].detach().double()
+    E = E - E.mean(0, keepdim=True)
+    F = torch.fft.rfft(E, dim=0)[1:n_frequencies(N) + 1]  # (K, d)
+    p = (F.abs() ** 2).sum(1)
+    return p / p.sum()
+
+
+def logit_weights(model: AssignAddTransformer) -> torch.Tensor:
+    """W_logit = W_out W_U of Layer 2: what each neuron writes to each answer logit. (d_mlp, N)."""
+    return (model.blocks[1].mlp.W_out @ model.unembed.W_U).detach().double()
+
+
+def logit_spectrum(model: AssignAddTransformer) -> torch.Tensor:
+    """Fourier spectrum of W_logit over the answer axis: share of its variance per frequency (K,)."""
+    W = logit_weights(model)
+    W = W - W.mean(1, keepdim=True)
+    N = W.shape[1]
+    F = torch.fft.rfft(W, dim=1)[:, 1:n_frequencies(N) + 1]
+    p = (F.abs() ** 2).sum(0)
+    return p / p.sum() if p.sum() > 0 else p
+
+
+# ----- for figures -------------------------------------------------------------------------------
+
+def neuron_grid(model: AssignAddTransformer, neuron: int, vocab: Vocab = VOCAB) -> torch.Tensor:
+    """One Layer-2 MLP neuron's pre-activation on the grid: (N, N), [n, m]."""
+    return grid_activations(model, MLP2_PRE, vocab)[:, :, neuron]
+
+
+def fitted_cos_form(grid_one: torch.Tensor, k: int) -> dict:
+    """The best fit of a^n,m by mean + r_n cos(ω_k n + α) + r_m cos(ω_k m + β) (the paper's form), from
+    the least-squares coefficients: returns {"k", "mean", "amp_n", "phase_n", "amp_m", "phase_m",
+    "fitted" (N, N), "fve"}."""
+    N = grid_one.shape[0]
+    g = grid_one.double()[:, :, None]
+    c = frequency_coefficients(g)[k - 1, :, 0]  # (4,)
+    # a cos x + b sin x = r cos(x + φ) with r = hypot(a, b), φ = atan2(-b, a)
+    amp_n, phase_n = math.hypot(c[0], c[1]), math.atan2(-float(c[1]), float(c[0]))
+    amp_m, phase_m = math.hypot(c[2], c[3]), math.atan2(-float(c[3]), float(c[2]))
+    B = single_frequency_basis(N)[k - 1]  # (4, N, N)
+    mean = float(g.mean())
+    fitted = mean + torch.einsum("j,jnm->nm", c, B)
+    total = float(((g[:, :, 0] - mean) ** 2).sum())
+    fve = float(((fitted - mean) ** 2).sum() / total) if total > 0 else float("nan")
+    return {"k": k, "mean": mean, "amp_n": amp_n, "phase_n": phase_n, "amp_m": amp_m, "phase_m": phase_m,
+            "fitted": fitted, "fve": fve}
+
+
+def key_frequency_spectrum(model: AssignAddTransformer, vocab: Vocab = VOCAB) -> dict:
+    """What a spectrum figure needs: {"k" 1..K, "share" (K,), "key" [..], "threshold" (the share a key
+    frequency must reach)} for the Layer-2 MLP pre-activations on the grid."""
+    grid = grid_activations(model, MLP2_PRE, vocab)
+    power, _ = frequency_power(grid)
+    share = frequency_share(power)
+    K = share.shape[0]
+    return {"k": list(range(1, K + 1)), "share": share, "key": key_frequencies(model, vocab, grid),
+            "threshold": KEY_SHARE_FACTOR / K}

@@ -1,0 +1,181 @@
+"""The Layer-2 MLP input at `=` for constant and variable operands (SPEC §4.3).
+
+A 1- or 2-variable sequence x = (prefix, + LHS RHS =) has a *constant rewrite* c(x): the same
+prefix, with each variable operand at positions 13/14 replaced by the value it is assigned. x and
+c(x) ask for the same sum and differ only in how the operands arrive (through Layer 1's routing vs
+directly). An *other-values rewrite* c'(x) has the same prefix and constant operands (n', m') with
+another sum. The claim is that r(x) = resid_mid_2(x)[15], the Layer-2 MLP input at `=`, is nearly
+r(c(x)): one addition module serves both.
+
+Everything here is a plain function of a model and tokens; verdicts live in
+``hypotheses/shared_residual.py``.
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from ...data import POS_EQ, operand_sources
+from ...data.tokens import POS_LHS, POS_RHS, VOCAB, Vocab
+from ...interventions import Replace, Site, run
+from ...model import AssignAddTransformer
+
+RESID_MID2 = "blocks.1.hook_resid_mid"
+ATTN_OUT2 = "blocks.1.hook_attn_out"
+
+
+def constant_rewrite(tokens: torch.Tensor, vocab: Vocab = VOCAB) -> torch.Tensor:
+    """c(x): each variable operand replaced by its assigned value; constants and prefix unchanged.
+    Raises if an operand variable has no assignment (not a valid sequence of the task)."""
+    src = operand_sources(tokens, vocab)
+    if (src < 0).any():
+        bad = int((src < 0).any(dim=1).nonzero()[0])
+        raise ValueError(f"constant_rewrite: sequence {bad} uses an unassigned variable")
+    out = tokens.clone()
+    rows = torch.arange(len(tokens))
+    out[:, POS_LHS] = tokens[rows, src[:, 0]]
+    out[:, POS_RHS] = tokens[rows, src[:, 1]]
+    return out
+
+
+def operand_values(tokens: torch.Tensor, vocab: Vocab = VOCAB) -> torch.Tensor:
+    """(num1, num2) per sequence, read through the assignments: (B, 2)."""
+    c = constant_rewrite(tokens, vocab)
+    return c[:, [POS_LHS, POS_RHS]]
+
+
+def other_values_rewrite(tokens: torch.Tensor, seed: int, vocab: Vocab = VOCAB) -> tuple[torch.Tensor, torch.Tensor]:
+    """c'(x): the same prefix, constant operands (n', m') drawn uniformly (seeded) among pairs whose sum
+    differs from x's. Returns (tokens, the new sums)."""
+    N = vocab.modulus
+    vals = operand_values(tokens, vocab)
+    s = (vals[:, 0] + vals[:, 1]) % N
+    rng = np.random.default_rng([int(seed), 43])
+    n2 = torch.from_numpy(rng.integers(0, N, size=len(tokens)))
+    # m' = (s + shift - n') mod N with shift in 1..N-1 gives any other sum, uniformly.
+    shift = torch.from_numpy(rng.integers(1, N, size=len(tokens)))
+    m2 = (s + shift - n2) % N
+    out = tokens.clone()
+    out[:, POS_LHS], out[:, POS_RHS] = n2, m2
+    return out, (n2 + m2) % N
+
+
+class _Stop(Exception):
+    """Raised by the last capturing hook: nothing after it is needed, so the forward stops there."""
+
+
+@torch.no_grad()
+def activations_at(model: AssignAddTransformer, tokens: torch.Tensor, hooks: list[str], pos: int = POS_EQ) -> dict:
+    """{hook: activation at ``pos`` (B, d) float64} from one forward (a knockout model's hooks act). The
+    forward stops at the last of ``hooks`` to fire (the Layer-2 MLP, the costly part, is often not needed)."""
+    out = {}
+
+    def keep(act, hook):
+        out[hook.name] = act[:, pos].detach().double()
+        if len(out) == len(set(hooks)):
+            raise _Stop
+
+    try:
+        model.run_with_hooks(tokens, fwd_hooks=[(h, keep) for h in hooks])
+    except _Stop:
+        pass
+    missing = set(hooks) - set(out)
+    if missing:
+        raise RuntimeError(f"hook(s) {sorted(missing)} did not fire on the forward pass")
+    return out
+
+
+def centred_cosine(x: torch.Tensor, y: torch.Tensor, mean: torch.Tensor) -> torch.Tensor:
+    """cos(x_i - μ, y_i - μ) per row: (B,). Centring removes what every `=` residual shares (the `=`
+    embedding, position 15), which would make any two residuals look alike."""
+    x, y = x - mean, y - mean
+    return torch.nn.functional.cosine_similarity(x, y, dim=-1, eps=1e-12)
+
+
+N_REFERENCE_REWRITES = 8
+
+
+def matched_vs_mismatched(model: AssignAddTransformer, tokens: torch.Tensor, seed: int,
+                          n_reference: int = N_REFERENCE_REWRITES) -> dict:
+    """Is r(x) the constant run's r(c(x)), beyond what the shared prefix gives?
+
+    Each sequence's residuals are centred on its own prefix: μ_i = mean_j r(c'_j(x_i)) over
+    ``n_reference`` other-values rewrites (same prefix, other sums). Then per sequence
+
+        matched_i    = cos(r(x_i) - μ_i, r(c(x_i)) - μ_i)
+        mismatched_i = cos(r(x_i) - μ_i, r(c'_0(x_i)) - μ_i)     (c'_0 not among the references)
+
+    Centring on the prefix removes what any two runs with the same prefix share (the `=` embedding,
+    position 15, the assignments Layer 2 reads), which makes even a re-initialised model's residuals
+    look alike; what is left is the operand-dependent part, which the claim says is the same vector.
+    Returns {"matched", "mismatched", "raw_matched" (uncentred cos(r(x), r(c(x))), the paper's
+    number)} (B,) each.
+    """
+    B = len(tokens)
+    const = constant_rewrite(tokens)
+    rewrites = [other_values_rewrite(tokens, seed * 1000 + j)[0] for j in range(n_reference + 1)]
+    r = activations_at(model, torch.cat([tokens, const, *rewrites]), [RESID_MID2])[RESID_MID2]
+    r = r.reshape(n_reference + 3, B, -1)
+    r_var, r_const, r_mis, refs = r[0], r[1], r[2], r[3:]
+    mu = refs.mean(0)
+    return {"matched": centred_cosine(r_var, r_const, mu), "mismatched": centred_cosine(r_var, r_mis, mu),
+            "raw_matched": torch.nn.functional.cosine_similarity(r_var, r_const, dim=-1)}
+
+
+def ov2_number_images(model: AssignAddTransformer, head: int = 0) -> torch.Tensor:
+    """OV_2 e_n = W_E[n] W_V W_O of Layer 2 for every number n: (N, d_model) float64."""
+    a = model.blocks[1].attn
+    N = model.cfg.d_vocab_out
+    return (model.embed.W_E[:N] @ a.W_V[head] @ a.W_O[head]).detach().double()
+
+
+def ov2_additivity(model: AssignAddTransformer, tokens: torch.Tensor, seed: int) -> dict:
+    """Is Layer 2's attention output at `=` the sum of its operands' OV_2 images?
+
+    Per sequence: cos(attn_out_2[15] - μ_a, s_i - μ_s) with s_i = OV_2 e_{n1} + OV_2 e_{n2} (matched)
+    and the same with s_{π(i)} for a seeded permutation π (shuffled), μ the means over the pool.
+    Returns {"matched", "shuffled", "difference"} (B,) each."""
+    vals = operand_values(tokens)
+    ov = ov2_number_images(model)
+    s = ov[vals[:, 0]] + ov[vals[:, 1]]
+    a = activations_at(model, tokens, [ATTN_OUT2])[ATTN_OUT2]
+    perm = torch.from_numpy(np.random.default_rng([int(seed), 45]).permutation(len(tokens)))
+    mu_a, mu_s = a.mean(0), s.mean(0)
+    matched = torch.nn.functional.cosine_similarity(a - mu_a, s - mu_s, dim=-1, eps=1e-12)
+    shuffled = torch.nn.functional.cosine_similarity(a - mu_a, s[perm] - mu_s, dim=-1, eps=1e-12)
+    return {"matched": matched, "shuffled": shuffled, "difference": matched - shuffled}
+
+
+def constant_difference_interchange(model: AssignAddTransformer, tokens: torch.Tensor, seed: int, *,
+                                    position: int = POS_EQ, matched: bool = True) -> dict:
+    """The causal test of a shared residual: move the variable run along a *constant-run* difference.
+
+        r(x)[p]  <-  r(x)[p] + r(c'(x))[p] - r(c(x))[p]          (p = 15, the `=` position)
+
+    If r(x) ≈ r(c(x)) in the directions the Layer-2 MLP and unembedding read, the edited run is r(c'(x))
+    and answers c'(x)'s sum; if the variable run used its own representation, subtracting the constant
+    run's would not cancel it. Returns {"moved": bool (B,) argmax == c'(x)'s sum, "kept": bool (B,)
+    argmax == x's sum}.
+
+    Controls: ``position`` (the same edit at another position, e.g. 12, which the answer at 15 cannot
+    read through Layer 2's MLP); ``matched=False`` subtracts the constant run of *another* sequence's
+    values (a seeded permutation) instead of c(x), so nothing cancels x's own operands.
+    """
+    N = model.cfg.d_vocab_out
+    const = constant_rewrite(tokens)
+    other, other_sum = other_values_rewrite(tokens, seed)
+    vals = operand_values(tokens)
+    if not matched:
+        perm = torch.from_numpy(np.random.default_rng([int(seed), 46]).permutation(len(tokens)))
+        const = const.clone()
+        const[:, [POS_LHS, POS_RHS]] = vals[perm]
+    r_const = activations_at(model, const, [RESID_MID2], pos=position)[RESID_MID2]
+    r_other = activations_at(model, other, [RESID_MID2], pos=position)[RESID_MID2]
+    delta = (r_other - r_const)  # (B, d)
+
+    def add_delta(act, hook):
+        return act + delta.to(act.dtype)[:, None, :]  # the Site keeps only `position`
+
+    out = run(model, tokens, [Replace(Site(RESID_MID2, positions=position), add_delta)])
+    pred = out.last_logits.argmax(-1)
+    return {"moved": pred == other_sum, "kept": pred == (vals[:, 0] + vals[:, 1]) % N}
