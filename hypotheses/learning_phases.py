@@ -16,8 +16,9 @@ The phase rule (fixed before any reference series was looked at; see docs/dynami
   noisy evaluation neither makes nor breaks a phase, and a curve that is later forgotten has no onset.
 - The onset is *coherent* when a two-level step split at it explains at least ``COHERENCE_R2`` of the
   curve's variance: a learning curve is a step, a shuffled one is not.
-- Phases are *clearly separated* when at least ``MIN_SEPARATING`` checkpoints lie between two onsets at
-  which the earlier phase holds and the later one does not yet (raw value below ``LEARNED``).
+- Phases are *clearly separated* when both onsets are coherent and at least ``MIN_SEPARATING``
+  checkpoints lie between them at which the earlier phase holds and the later one does not yet (raw
+  value below ``LEARNED``). Separation is not measured between onsets that are not coherent.
 
 Decision. The shared ``decide`` rule demands a causal item; a claim about the *order* of events in
 training has none (one cannot intervene on history with a finished run). This claim therefore uses
@@ -150,8 +151,12 @@ def detect_phases(records: list[dict]) -> dict:
             "supporting_onsets": supporting,
         })
     gaps = []
+    coherent = {p["id"]: p["coherent"] for p in phases}
     for a, b in zip(PHASES, PHASES[1:]):
-        n_sep = separating_checkpoints(curves[b.id], onsets[a.id], onsets[b.id])
+        # Only steps are ordered: an onset whose curve is not a step (noise, a shuffled series) has no place
+        # in time to compare, so the separation is not measured (None) rather than counted.
+        both = coherent[a.id] and coherent[b.id]
+        n_sep = separating_checkpoints(curves[b.id], onsets[a.id], onsets[b.id]) if both else None
         gaps.append({"earlier": a.id, "later": b.id, "separating_checkpoints": n_sep,
                      "clear": n_sep is not None and n_sep >= MIN_SEPARATING})
     in_order = all(g["separating_checkpoints"] not in (None, 0) for g in gaps)

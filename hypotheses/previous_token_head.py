@@ -11,7 +11,7 @@ import torch
 
 from ..data import value_positions
 from ..interventions import Replace, Site, run
-from .base import Context, Evidence, Hypothesis, Threshold, item, mean, rate, register
+from .base import Context, Evidence, Hypothesis, Measurement, Threshold, item, mean, rate, register
 from .measures.circuits import (
     layer1_eq_to_operand_slots,
     last_position_correct,
@@ -68,7 +68,9 @@ class PreviousTokenHead(Hypothesis):
                  ctx.model, {"reinitialised": reinit}),
             item("positional_previous_token",
                  "fraction of q in 1..11 with argmax_k S[q, k] = q - 1, S = W_pos W_Q^1 W_K^1T W_pos^T, keys > q, q, q-2 masked",
-                 "observational", POSITIONAL, lambda m: rate(positional_prev_token_rows(m)), ctx.model,
+                 "observational", POSITIONAL,
+                 lambda m: (lambda r: Measurement.exact(float(r.double().mean()), n=len(r)))(positional_prev_token_rows(m)),
+                 ctx.model,
                  {"reinitialised": reinit}, required=False),
             item("eq_attends_to_operand_slots", "mean_i 1[top2_k A1_i[15, k] = {13, 14}]", "observational", EQ_SLOTS,
                  lambda m: rate(layer1_eq_to_operand_slots(m, mixed)), ctx.model, {"reinitialised": reinit}),

@@ -65,7 +65,9 @@ class Embed(nn.Module):
         self.W_E = nn.Parameter(torch.empty(cfg.d_vocab, cfg.d_model))
 
     def forward(self, tokens):  # (B, T) -> (B, T, d_model)
-        return self.W_E[tokens]
+        # F.embedding, not W_E[tokens]: indexing's CPU backward accumulates in a thread-dependent
+        # order, so multi-threaded training would not be bit-reproducible (nor resume exactly).
+        return F.embedding(tokens, self.W_E)
 
 
 class PosEmbed(nn.Module):
@@ -206,12 +208,24 @@ class AssignAddTransformer(HookedRootModule):
     def trainable_parameters(self):
         return [p for p in self.parameters() if p.requires_grad]
 
-    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
-        """Logits at every position: (B, T) -> (B, T, d_vocab_out), fp32."""
+    def forward(self, tokens: torch.Tensor, stop_at_layer: int | None = None) -> torch.Tensor:
+        """Logits at every position: (B, T) -> (B, T, d_vocab_out), fp32.
+
+        ``stop_at_layer=L`` (as TransformerLens) runs blocks 0..L-1 only and returns the residual
+        stream (B, T, d_model): for measurements that read Layer 1 alone.
+        """
         x = self.hook_embed(self.embed(tokens)) + self.hook_pos_embed(self.pos_embed(tokens))
-        for block in self.blocks:
+        for block in self.blocks[:stop_at_layer]:
             x = block(x)
+        if stop_at_layer is not None:
+            return x
         return self.unembed(x).float()
+
+    def has_hooks(self) -> bool:
+        """True when any hook function (temporary, permanent or a forward pre-hook) is attached:
+        then only the hooked ``forward`` computes what the caller expects, not ``last_logits``."""
+        return bool(self._forward_pre_hooks or self._forward_hooks) or any(
+            hp._forward_hooks or hp._backward_hooks for hp in self.hook_dict.values())
 
     def last_logits(self, tokens: torch.Tensor, biases: bool = True) -> torch.Tensor:
         """Logits at the last position only, computing the last layer for that position alone.
@@ -223,7 +237,7 @@ class AssignAddTransformer(HookedRootModule):
         (B, T) -> (B, d_vocab_out), fp32.
         """
         B, T = tokens.shape
-        x = self.embed.W_E[tokens] + self.pos_embed.W_pos[:T]  # (B, T, D)
+        x = F.embedding(tokens, self.embed.W_E) + self.pos_embed.W_pos[:T]  # (B, T, D)
         for block in self.blocks[:-1]:
             a = block.attn
             H, D, Dh = a.W_Q.shape

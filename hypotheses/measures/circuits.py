@@ -90,8 +90,8 @@ def ov2_mlp2_accuracy(model: AssignAddTransformer, head: int = 0) -> tuple[float
 
 
 @torch.no_grad()
-def attention_patterns(model: AssignAddTransformer, tokens: torch.Tensor) -> dict[int, torch.Tensor]:
-    """Layer patterns (B, Tq, Tk) of head 0 from a hooked forward."""
+def attention_patterns(model: AssignAddTransformer, tokens: torch.Tensor, layers=(LAYER1, LAYER2)) -> dict[int, torch.Tensor]:
+    """Layer patterns (B, Tq, Tk) of head 0 from a hooked forward (stopping after the last layer asked)."""
     out = {}
 
     def keep(layer):
@@ -99,14 +99,15 @@ def attention_patterns(model: AssignAddTransformer, tokens: torch.Tensor) -> dic
             out[layer] = pattern[:, 0].detach()
         return hook
 
-    model.run_with_hooks(tokens, fwd_hooks=[(f"blocks.{l}.attn.hook_pattern", keep(l)) for l in (LAYER1, LAYER2)])
+    model.run_with_hooks(tokens, stop_at_layer=max(layers) + 1,
+                         fwd_hooks=[(f"blocks.{l}.attn.hook_pattern", keep(l)) for l in layers])
     return out
 
 
 def prev_token_attention(model: AssignAddTransformer, tokens: torch.Tensor, pattern1: torch.Tensor | None = None):
     """Layer-1 attention from prefix value tokens (a number right after a variable): per token, is the
     argmax key t-1, and the weight on t-1. Returns (argmax_is_prev bool (K,), weight (K,))."""
-    p = attention_patterns(model, tokens)[LAYER1] if pattern1 is None else pattern1
+    p = attention_patterns(model, tokens, (LAYER1,))[LAYER1] if pattern1 is None else pattern1
     mask = value_positions(tokens)
     b, t = mask.nonzero(as_tuple=True)
     rows = p[b, t]  # (K, Tk)
@@ -121,7 +122,7 @@ def eq_top2_is(pattern: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
 
 def layer1_eq_to_operand_slots(model, tokens, pattern1=None) -> torch.Tensor:
     """Layer-1 attention from `=`: are its top-2 keys {13, 14}, the operand slots? Bool (B,)."""
-    p = attention_patterns(model, tokens)[LAYER1] if pattern1 is None else pattern1
+    p = attention_patterns(model, tokens, (LAYER1,))[LAYER1] if pattern1 is None else pattern1
     return eq_top2_is(p, torch.tensor([[13, 14]]).expand(len(tokens), 2))
 
 
@@ -147,7 +148,9 @@ def variable_probe(model: AssignAddTransformer, tokens: torch.Tensor, *, seed: i
     from sklearn.linear_model import RidgeClassifier
 
     acts = {}
-    model.run_with_hooks(tokens, fwd_hooks=[(site, lambda x, hook: acts.__setitem__("x", x.detach()))])
+    layer = int(site.split(".")[1]) if site.startswith("blocks.") else 0
+    model.run_with_hooks(tokens, stop_at_layer=layer + 1,
+                         fwd_hooks=[(site, lambda x, hook: acts.__setitem__("x", x.detach()))])
     mask = value_positions(tokens)
     b, t = mask.nonzero(as_tuple=True)
     X = acts["x"][b, t].double().numpy()
@@ -165,8 +168,10 @@ def variable_probe(model: AssignAddTransformer, tokens: torch.Tensor, *, seed: i
 @torch.no_grad()
 def last_position_correct(model: AssignAddTransformer, tokens: torch.Tensor, labels: torch.Tensor,
                           batch: int = 2048) -> torch.Tensor:
-    """Per-sequence correctness through the hooked forward (so permanent knock-out hooks apply). Bool (B,)."""
+    """Per-sequence correctness. Through the hooked forward when hooks are attached (so knock-out
+    hooks apply), else through the equivalent last-position fast path. Bool (B,)."""
+    forward = (lambda t: model(t)[:, -1]) if model.has_hooks() else model.last_logits
     out = []
     for i in range(0, len(tokens), batch):
-        out.append(model(tokens[i:i + batch])[:, -1].argmax(-1) == labels[i:i + batch])
+        out.append(forward(tokens[i:i + batch]).argmax(-1) == labels[i:i + batch])
     return torch.cat(out)

@@ -47,24 +47,48 @@ def grid_tokens(vocab: Vocab = VOCAB) -> tuple[torch.Tensor, torch.Tensor]:
     return tokens, (n + m) % N
 
 
+class _Stop(Exception):
+    """Raised once the wanted activations are captured: the rest of the forward is not needed."""
+
+
 @torch.no_grad()
-def activation_at(model: AssignAddTransformer, tokens: torch.Tensor, hook: str, pos: int = POS_EQ,
-                  fwd_hooks: list | None = None) -> torch.Tensor:
-    """The activation of ``hook`` at position ``pos``: (B, d). ``fwd_hooks`` are run alongside (an
-    intervention upstream); a model from ``knockout`` applies its own hooks."""
-    out = {}
+def activations_at(model: AssignAddTransformer, tokens: torch.Tensor, hooks: tuple[str, ...],
+                   pos: int = POS_EQ) -> dict[str, torch.Tensor]:
+    """{hook: activation at position ``pos`` (B, d) float64} from one forward, stopped after the last of
+    ``hooks`` fires. A model from ``knockout`` applies its own (permanent) hooks on the way."""
+    out: dict[str, torch.Tensor] = {}
 
     def keep(act, hook):
-        out["x"] = act[:, pos].detach().double()
+        out[hook.name] = act[:, pos].detach().double()
+        if len(out) == len(set(hooks)):
+            raise _Stop
 
-    model.run_with_hooks(tokens, fwd_hooks=list(fwd_hooks or []) + [(hook, keep)])
-    if "x" not in out:
-        raise RuntimeError(f"hook {hook!r} did not fire on the forward pass")
-    return out["x"]
+    try:
+        model.run_with_hooks(tokens, fwd_hooks=[(h, keep) for h in hooks])
+    except _Stop:
+        pass
+    missing = set(hooks) - set(out)
+    if missing:
+        raise RuntimeError(f"hook(s) {sorted(missing)} did not fire on the forward pass")
+    return out
+
+
+def activation_at(model: AssignAddTransformer, tokens: torch.Tensor, hook: str, pos: int = POS_EQ) -> torch.Tensor:
+    """The activation of one hook at ``pos``: (B, d) float64."""
+    return activations_at(model, tokens, (hook,), pos)[hook]
+
+
+def grids(model: AssignAddTransformer, vocab: Vocab = VOCAB) -> dict[str, torch.Tensor]:
+    """Both grids a Fourier analysis needs, from one forward: {MLP2_PRE: (N, N, d_mlp), RESID_MID2:
+    (N, N, d_model)}, A(n, m) at `=`, float64."""
+    tokens, _ = grid_tokens(vocab)
+    N = vocab.modulus
+    acts = activations_at(model, tokens, (RESID_MID2, MLP2_PRE))
+    return {h: a.reshape(N, N, -1) for h, a in acts.items()}
 
 
 def grid_activations(model: AssignAddTransformer, hook: str = MLP2_PRE, vocab: Vocab = VOCAB) -> torch.Tensor:
-    """A(n, m) at `=` on the grid: (N, N, d), float64. Default: Layer-2 MLP pre-activations."""
+    """A(n, m) at `=` on the grid for one hook: (N, N, d), float64. Default: Layer-2 MLP pre-activations."""
     tokens, _ = grid_tokens(vocab)
     N = vocab.modulus
     return activation_at(model, tokens, hook).reshape(N, N, -1)
@@ -130,9 +154,10 @@ def frequency_share(power: torch.Tensor) -> torch.Tensor:
 # The key-frequency rule (fixed before looking at any trained checkpoint): a frequency is *key* when
 # it carries at least KEY_SHARE_FACTOR times the share it would have if the single-frequency power of
 # the Layer-2 MLP pre-activations were spread evenly over the ⌊N/2⌋ frequencies (1/29 for N = 59).
-# With 512 neurons the even-spread share is tightly concentrated (re-initialised models and the
-# step-100 checkpoints of seeds 0 and 42 have no frequency above 1.3× even), so a factor of 2 picks
-# out frequencies the model concentrates on, and never more than ⌊N/2⌋/2 of them, leaving as many
+# The null: with 512 neurons the even-spread share is concentrated; the largest share, as a multiple
+# of even, is 1.26-1.40 in re-initialised models and 1.46-1.84 in the step-100 and step-200
+# checkpoints of seeds 0 and 42 (before any addition is learned), so none of them has a key
+# frequency. A factor of 2 also caps the key set at ⌊N/2⌋/2 frequencies, leaving at least as many
 # non-key frequencies for the placebo.
 KEY_SHARE_FACTOR = 2.0
 
@@ -155,8 +180,10 @@ def frequency_directions(grid: torch.Tensor, freqs: list[int]) -> torch.Tensor:
         return torch.zeros(0, d, dtype=torch.float64)
     C = frequency_coefficients(grid)[torch.tensor(freqs) - 1].reshape(-1, d)  # (4|F|, d)
     U, S, Vh = torch.linalg.svd(C, full_matrices=False)
-    keep = S > 1e-6 * max(float(S.max()), 1e-30)
-    return Vh[keep]
+    # A direction counts if its coefficient is not rounding noise relative to the grid's own scale
+    # (a frequency the activations do not carry at all contributes no direction).
+    scale = float((grid - grid.mean(dim=(0, 1), keepdim=True)).pow(2).mean().sqrt())
+    return Vh[S > 1e-6 * max(scale, 1e-30)]
 
 
 def non_key_frequencies(key: list[int], count: int, modulus: int, seed: int) -> list[int]:
@@ -188,6 +215,83 @@ def centred_projection(basis: torch.Tensor, mean: torch.Tensor, mode: str):
         return mu + inside if mode == "keep" else x - inside
 
     return edit
+
+
+def frequency_component(grid: torch.Tensor, freqs: list[int], n: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
+    """φ_F(n, m) = Σ_{k in F} Σ_j C[k, j] b_kj(n, m): the part of the grid activation that frequencies F
+    carry, evaluated at each sequence's operands. (B, d) float64; zeros if F is empty."""
+    B, d = len(n), grid.shape[-1]
+    if not freqs:
+        return torch.zeros(B, d, dtype=torch.float64)
+    idx = torch.tensor(freqs) - 1
+    C = frequency_coefficients(grid)[idx]  # (|F|, 4, d)
+    basis = single_frequency_basis(grid.shape[0])[idx][:, :, n, m]  # (|F|, 4, B)
+    return torch.einsum("fjd,fjb->bd", C, basis)
+
+
+def key_frequency_edits(model: AssignAddTransformer, tokens: torch.Tensor, labels: torch.Tensor, *, seed: int,
+                        vocab: Vocab = VOCAB, grid: dict | None = None) -> dict:
+    """Restricted / excluded / placebo runs of the Layer-2 MLP input (``blocks.1.hook_resid_mid`` at `=`),
+    in the frequency domain of the operands, as grokking's restricted and excluded loss.
+
+    The key frequencies K come from the model's own grid (``key_frequencies``); φ_F(n, m) is the part of
+    the grid's resid_mid that frequencies F carry (``frequency_component``), evaluated at each
+    sequence's operands (n, m); μ is the pool's mean resid_mid at `=`. Per sequence, is the answer right
+        clean     : no edit
+        kept      : x -> μ + φ_K(n, m)        (restricted: nothing but the key frequencies' content)
+        excluded  : x -> x - φ_K(n, m)        (excluded: the key frequencies' content removed)
+        placebo   : x -> x - φ_P(n, m)        (|K| non-key frequencies P, drawn with ``seed``, removed)
+    Returns those four bool (B,) tensors and {"key", "placebo_frequencies", "norm_key", "norm_placebo"}
+    (the mean norms of φ_K and φ_P, to show how much each edit moves the input). ``grid``: the model's
+    ``grids`` if already computed.
+    """
+    from ...data import operand_sources
+    from ...interventions import Replace, Site, run
+
+    grid = grids(model, vocab) if grid is None else grid
+    key = key_frequencies(model, vocab, grid[MLP2_PRE])
+    placebo = non_key_frequencies(key, len(key), vocab.modulus, seed)
+    resid_grid = grid[RESID_MID2]
+    src = operand_sources(tokens, vocab)
+    if (src < 0).any():
+        raise ValueError("key_frequency_edits: a sequence uses an unassigned variable")
+    rows = torch.arange(len(tokens))
+    n, m = tokens[rows, src[:, 0]], tokens[rows, src[:, 1]]
+    phi_key = frequency_component(resid_grid, key, n, m)
+    phi_placebo = frequency_component(resid_grid, placebo, n, m)
+    # One clean forward gives both the clean answers and μ.
+    seen = {}
+    with torch.no_grad():
+        logits = model.run_with_hooks(tokens, fwd_hooks=[(RESID_MID2, lambda act, hook: seen.__setitem__(
+            "x", act[:, POS_EQ].detach().double()))])
+    mu = seen["x"].mean(0)
+    site = Site(RESID_MID2, positions=POS_EQ)
+
+    def correct(new_value):
+        edit = Replace(site, lambda act, hook: new_value(act).to(act.dtype))
+        return run(model, tokens, [edit]).last_logits.argmax(-1) == labels
+
+    return {
+        "clean": logits[:, -1].argmax(-1) == labels,
+        "kept": correct(lambda x: (mu + phi_key)[:, None, :].expand_as(x)),
+        "excluded": correct(lambda x: x - phi_key[:, None, :]),
+        "placebo": correct(lambda x: x - phi_placebo[:, None, :]),
+        "key": key, "placebo_frequencies": placebo,
+        "norm_key": float(phi_key.norm(dim=-1).mean()), "norm_placebo": float(phi_placebo.norm(dim=-1).mean()),
+    }
+
+
+def key_frequencies_removed(model: AssignAddTransformer, reference_tokens: torch.Tensor, vocab: Vocab = VOCAB,
+                            grid: dict | None = None):
+    """A control model: a copy of ``model`` with its key-frequency directions permanently removed from the
+    Layer-2 MLP input at `=` (about the mean over ``reference_tokens``), via the engine's ``knockout``."""
+    from ...interventions import Replace, Site, knockout
+
+    grid = grids(model, vocab) if grid is None else grid
+    Q = frequency_directions(grid[RESID_MID2], key_frequencies(model, vocab, grid[MLP2_PRE]))
+    mu = activation_at(model, reference_tokens, RESID_MID2).mean(0)
+    edit = centred_projection(Q, mu, "remove")
+    return knockout(model, [Replace(Site(RESID_MID2, positions=POS_EQ), lambda act, hook: edit(act))])
 
 
 def embedding_spectrum(model: AssignAddTransformer, vocab: Vocab = VOCAB) -> torch.Tensor:
@@ -246,8 +350,7 @@ def key_frequency_spectrum(model: AssignAddTransformer, vocab: Vocab = VOCAB) ->
     """What a spectrum figure needs: {"k" 1..K, "share" (K,), "key" [..], "threshold" (the share a key
     frequency must reach)} for the Layer-2 MLP pre-activations on the grid."""
     grid = grid_activations(model, MLP2_PRE, vocab)
-    power, _ = frequency_power(grid)
-    share = frequency_share(power)
+    share = frequency_share(frequency_power(grid)[0])
     K = share.shape[0]
     return {"k": list(range(1, K + 1)), "share": share, "key": key_frequencies(model, vocab, grid),
             "threshold": KEY_SHARE_FACTOR / K}

@@ -1,0 +1,281 @@
+"""Running a model under interventions, through TransformerLens hooks or nnsight, with a guard.
+
+``run(model, tokens, interventions)`` does one forward pass in which every intervention edits its
+hook's activation, and returns the logits with the number of times each intervened hook fired.
+Every intervened hook must fire exactly once per forward pass; if one did not (a wrong name, a hook
+the forward bypasses such as Layer 1's absent MLP, a fast path that runs no hooks), the run raises
+InterventionError instead of returning logits that were never intervened on.
+
+The two backends do the same thing by different means: "tl" adds temporary TransformerLens hook
+functions (``run_with_hooks``); "nnsight" writes the edited value through an ``nnsight.NNsight``
+trace. Reference activations (means, resample pools, patch sources) are read by the same backend
+from clean forwards, so the two agree to the last bit on the same intervention (tested).
+
+``knockout(model, interventions)`` returns a deep copy with the interventions installed as
+permanent hooks: a control model ("mechanism ablated") that any later code runs as usual.
+"""
+from __future__ import annotations
+
+import copy
+import difflib
+import types
+import weakref
+from collections import Counter
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+import torch
+
+from .kinds import Edit, Intervention
+from .site import InterventionError, Site
+
+BACKENDS = ("tl", "nnsight")
+
+
+@dataclass
+class Result:
+    """One intervened forward pass: ``logits`` (B, T, V) and ``hook_calls`` {intervened hook name: times
+    it fired} (always 1 in a returned Result: anything else raised)."""
+
+    logits: torch.Tensor
+    hook_calls: dict[str, int]
+    interventions: list = field(default_factory=list)
+
+    @property
+    def last_logits(self) -> torch.Tensor:
+        """Logits at the last position, where the answer is read: (B, V)."""
+        return self.logits[:, -1]
+
+
+# ----- hook names and their execution order ---------------------------------------------------------
+def check_hook_names(model, interventions) -> None:
+    """Raise InterventionError naming every intervention whose hook the model does not have."""
+    known = model.hook_dict
+    for iv in interventions:
+        if not isinstance(iv, Intervention):
+            raise InterventionError(f"expected Intervention objects (Zero, Mean, Resample, Replace, Patch, Project), "
+                                    f"found {type(iv).__name__}")
+        if iv.site.hook not in known:
+            close = difflib.get_close_matches(iv.site.hook, list(known), n=3)
+            hint = f"; did you mean {', '.join(close)}?" if close else ""
+            raise InterventionError(f"{iv!r}: the model has no hook named {iv.site.hook!r}{hint}")
+
+
+_ORDER: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def execution_order(model) -> list[str]:
+    """Hook names in the order a forward pass fires them (nnsight must be addressed in that order).
+    Hooks that never fire come last. Found once per model by a one-sequence dry run."""
+    if model not in _ORDER:
+        fired: list[str] = []
+        handles = [model.hook_dict[n].register_forward_hook(
+            lambda m, i, o, n=n: fired.append(n) if n not in fired else None) for n in model.hook_dict]
+        try:
+            with torch.no_grad():
+                model(torch.zeros(1, model.cfg.n_ctx, dtype=torch.long, device=_device(model)))
+        finally:
+            for h in handles:
+                h.remove()
+        _ORDER[model] = (fired, [n for n in model.hook_dict if n not in fired])
+    fired, never = _ORDER[model]
+    return fired + never
+
+
+def _device(model) -> torch.device:
+    return next(model.parameters()).device
+
+
+def firing_hooks(model) -> list[str]:
+    """The hooks a forward pass of ``model`` fires, in order (e.g. not ``blocks.0.mlp.*``: no Layer-1 MLP)."""
+    execution_order(model)
+    return list(_ORDER[model][0])
+
+
+@contextmanager
+def _counting(model, names):
+    """Count the calls of the named hook points (plain torch forward hooks, so any backend counts)."""
+    counts: Counter = Counter({n: 0 for n in names})
+    handles = [model.hook_dict[n].register_forward_hook(lambda m, i, o, n=n: counts.update([n])) for n in set(names)]
+    try:
+        yield counts
+    finally:
+        for h in handles:
+            h.remove()
+
+
+def _check_fired(counts: Counter, names, expected: int, what: str) -> None:
+    for name in names:
+        if counts[name] != expected:
+            why = (" (the forward bypasses it: e.g. Layer 1 has no MLP, or a fast path such as last_logits runs "
+                   "no hooks)") if counts[name] == 0 else ""
+            raise InterventionError(f"{what}: hook {name!r} fired {counts[name]} time(s) where {expected} were "
+                                    f"expected{why}; its intervention did not act as asked")
+
+
+# ----- reference activations --------------------------------------------------------------------------
+def _nnsight(model):
+    """The model wrapped for nnsight (about a millisecond, so not cached: a cache would keep the model alive)."""
+    import nnsight
+
+    return nnsight.NNsight(model)
+
+
+def _envoy(wrapped, hook: str):
+    node = wrapped
+    for part in hook.split("."):
+        node = node[int(part)] if part.isdigit() else getattr(node, part)
+    return node
+
+
+def clean_activations(model, tokens: torch.Tensor, hooks, backend: str = "tl") -> dict[str, torch.Tensor]:
+    """The activations of ``hooks`` on a clean forward of ``tokens`` (no temporary interventions;
+    a knockout model's permanent ones do act)."""
+    hooks = list(dict.fromkeys(hooks))
+    unknown = [h for h in hooks if h not in model.hook_dict]
+    if unknown:
+        raise InterventionError(f"clean_activations: the model has no hook named {', '.join(map(repr, unknown))}")
+    store: dict[str, torch.Tensor] = {}
+    order = execution_order(model)  # before counting starts: finding it runs a forward pass
+    with torch.no_grad(), _counting(model, hooks) as counts:
+        if backend == "tl":
+            def save(act, hook):
+                store[hook.name] = act.detach()
+            model.run_with_hooks(tokens, fwd_hooks=[(h, save) for h in hooks])
+        else:
+            wrapped = _nnsight(model)
+            saved = {}
+            try:
+                with wrapped.trace(tokens):
+                    for h in sorted(hooks, key=order.index):
+                        saved[h] = _envoy(wrapped, h).output.save()
+            except Exception:  # nnsight's own error for a hook that never fired: say it our way
+                _check_fired(counts, hooks, 1, "reading reference activations")
+                raise
+            store = {h: v.detach() for h, v in saved.items()}
+    _check_fired(counts, hooks, 1, "reading reference activations")
+    return store
+
+
+def _bind_all(model, interventions, backend: str) -> list[tuple[Site, Edit]]:
+    """Bind every intervention, running one clean forward per distinct reference token tensor."""
+    wanted: dict[int, tuple[torch.Tensor, set]] = {}
+    for iv in interventions:
+        for tokens, hook in iv.reference_requests():
+            wanted.setdefault(id(tokens), (tokens, set()))[1].add(hook)
+    acts = {key: clean_activations(model, tokens, hooks, backend) for key, (tokens, hooks) in wanted.items()}
+
+    def fetch(tokens, hook):
+        return acts[id(tokens)][hook]
+    return [(iv.site, iv.bind(model, fetch)) for iv in interventions]
+
+
+def _hook_fn(edits: list[tuple[Site, Edit]], batch: dict, allow_empty: bool = False):
+    """One hook function applying, in order, each edit to the cells its site selects.
+    ``batch["tokens"]`` is the running batch, for callable position sets."""
+    def hook_fn(act, hook):
+        for site, edit in edits:
+            mask = site.mask(act, batch.get("tokens"), allow_empty=allow_empty)
+            act = torch.where(mask, edit(act, hook), act)
+        return act
+    return hook_fn
+
+
+def _grouped(bound) -> dict[str, list[tuple[Site, Edit]]]:
+    by_hook: dict[str, list] = {}
+    for site, edit in bound:
+        by_hook.setdefault(site.hook, []).append((site, edit))
+    return by_hook
+
+
+# ----- the two entry points ---------------------------------------------------------------------------
+def run(model, tokens: torch.Tensor, interventions=(), backend: str = "tl") -> Result:
+    """One forward pass of ``tokens`` with every intervention applied; raises if any did not act.
+
+    ``interventions``: Intervention objects (or one); several at one hook apply in list order, each to
+    its own cells. Reference activations come from clean forwards of this model, one per distinct
+    reference token tensor. No gradients are kept. The nnsight backend instruments the model's
+    modules the way nnsight does (plain calls are unaffected).
+    """
+    if backend not in BACKENDS:
+        raise InterventionError(f"backend must be one of {BACKENDS}, found {backend!r}")
+    interventions = [interventions] if isinstance(interventions, Intervention) else list(interventions)
+    check_hook_names(model, interventions)
+    by_hook = _grouped(_bind_all(model, interventions, backend))
+    order = execution_order(model)  # before counting starts: finding it runs a forward pass
+    batch = {"tokens": tokens}
+    with torch.no_grad(), _counting(model, list(by_hook)) as counts:
+        if backend == "tl":
+            logits = model.run_with_hooks(tokens, fwd_hooks=[(h, _hook_fn(e, batch)) for h, e in by_hook.items()])
+        else:
+            wrapped = _nnsight(model)
+            try:
+                with wrapped.trace(tokens):
+                    for hook in sorted(by_hook, key=order.index):
+                        envoy = _envoy(wrapped, hook)
+                        envoy.output = _hook_fn(by_hook[hook], batch)(envoy.output, model.hook_dict[hook])
+                    saved = wrapped.output.save()
+            except InterventionError:
+                raise
+            except Exception:  # nnsight's own error for a hook that never fired: say it our way
+                _check_fired(counts, by_hook, 1, "run (nnsight)")
+                raise
+            logits = saved
+    _check_fired(counts, by_hook, 1, f"run ({backend})")
+    return Result(logits=logits.detach(), hook_calls=dict(counts), interventions=interventions)
+
+
+def knockout(model, interventions, probe_tokens: torch.Tensor | None = None):
+    """A deep copy of ``model`` with ``interventions`` installed as permanent hooks; the original is
+    untouched. For control models ("the mechanism ablated") that later code runs as usual.
+
+    Only self-contained kinds (Zero, Mean, Resample, Replace, Project): Patch needs a source run per
+    batch. Reference activations are read from the original model. Position sets fixed to one batch
+    (tensors) only fit batches of that size; a callable position set (``Site(hook, value_positions)``)
+    is evaluated on every batch the copy runs. A batch in which a site selects no cell passes through
+    unchanged (a control model must run any batch). The copy is checked once on ``probe_tokens``
+    (default: a batch of token-0 sequences, as many as any per-sequence positions need): each
+    intervened hook must fire once, else InterventionError. The copy's ``last_logits`` fast path,
+    which runs no hooks, is rerouted through the hooked forward. ``copy.knockout_interventions``
+    lists what was installed.
+    """
+    interventions = list(interventions)
+    check_hook_names(model, interventions)
+    for iv in interventions:
+        if not iv.self_contained:
+            raise InterventionError(f"knockout: {iv!r} needs a source run per batch and cannot be permanent; "
+                                    "use run(..., [Patch(...)]) instead")
+    bound = _bind_all(model, interventions, "tl")
+    ablated = copy.deepcopy(model)
+    by_hook = _grouped(bound)
+    batch: dict = {}
+    # The hooks see activations, not tokens: remember each batch for callable position sets.
+    ablated.register_forward_pre_hook(
+        lambda module, args, kwargs: batch.__setitem__("tokens", args[0] if args else kwargs.get("tokens")),
+        with_kwargs=True)
+    # The hook-free fast path would skip the knockout silently: route it through the hooked forward.
+    ablated.last_logits = types.MethodType(_last_logits_through_hooks, ablated)
+    for hook, edits in by_hook.items():
+        ablated.add_perma_hook(hook, _hook_fn(edits, batch, allow_empty=True))
+    if probe_tokens is None:
+        probe_tokens = torch.zeros(_probe_batch(interventions), model.cfg.n_ctx, dtype=torch.long, device=_device(model))
+    with torch.no_grad(), _counting(ablated, list(by_hook)) as counts:
+        ablated(probe_tokens)
+    _check_fired(counts, by_hook, 1, "knockout")
+    ablated.knockout_interventions = interventions
+    return ablated
+
+
+def _last_logits_through_hooks(self, tokens: torch.Tensor, biases: bool = True) -> torch.Tensor:
+    """``last_logits`` of a knockout model: the full hooked forward, read at the last position."""
+    return self(tokens)[:, -1]
+
+
+def _probe_batch(interventions) -> int:
+    for iv in interventions:
+        for spec in (iv.site.positions, iv.site.keys):
+            if isinstance(spec, torch.Tensor) and (spec.dtype != torch.bool or spec.dim() == 2):
+                return spec.shape[0]
+        if getattr(iv, "match", None) is not None:
+            return len(iv.indices)
+    return 1
