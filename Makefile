@@ -20,12 +20,20 @@ $(VENV)/.installed: pyproject.toml
 verify: setup
 	$(BIN)/assignadd-verify --out out/reference
 
+# The suite, then every claim on the bundled checkpoint through the shipped pytest plugin.
 test: setup
 	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -m assignadd_claim --assignadd-checkpoint reference
+
+# Render a report in headless Chromium and check every figure loaded (needs Debian's chromium).
+html-check: setup
+	$(BIN)/python -m pytest -q tests/test_verify_html.py
 
 bench: setup
 	$(BIN)/python bench/data_speed.py
 	$(BIN)/python bench/train_speed.py
+	$(BIN)/python bench/intervention_speed.py
+	$(BIN)/python bench/verify_speed.py
 
 clean:
 	rm -rf $(VENV) out

@@ -1,1 +1,155 @@
-"""pytest plugin (filled in by the verify issue)."""
+"""pytest plugin: every registered claim as a test item, on any checkpoint.
+
+    pytest --assignadd-checkpoint run/step_040000.pt --assignadd-checkpoint reference -m assignadd_claim
+
+collects one item per registered claim per checkpoint, with ids like
+``claim[previous_token_head]@reference.pt``; an item fails with the claim's reason and its evidence.
+``reference`` names the bundled reference checkpoint. Options: ``--assignadd-only ID,...``,
+``--assignadd-n N`` (pool size, default 2000), ``--assignadd-seed N``, ``--assignadd-device``.
+Results match ``assignadd-verify`` with the same seed and pool size.
+
+Installed as the ``pytest11`` entry point ``assignadd``, so it is loaded by every pytest run in the
+environment: nothing heavy is imported here unless ``--assignadd-checkpoint`` is given.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+MARKER = "assignadd_claim"
+_CONTEXTS = pytest.StashKey[dict]()
+
+
+def pytest_addoption(parser):
+    group = parser.getgroup("assignadd", "assignadd: the paper's claims as test items")
+    group.addoption("--assignadd-checkpoint", action="append", default=[], metavar="PATH",
+                    dest="assignadd_checkpoints",
+                    help="checkpoint to test every registered claim on (repeatable; 'reference' = the bundled one)")
+    group.addoption("--assignadd-only", metavar="ID,...", default=None, dest="assignadd_only",
+                    help="comma-separated claim ids (default: all registered)")
+    group.addoption("--assignadd-n", type=int, default=2000, metavar="N", dest="assignadd_n",
+                    help="evaluation pool size (default 2000)")
+    group.addoption("--assignadd-seed", type=int, default=0, metavar="N", dest="assignadd_seed",
+                    help="seed for pools and resampling (default 0)")
+    group.addoption("--assignadd-device", default="cpu", choices=("cpu", "cuda"), dest="assignadd_device",
+                    help="device (default cpu)")
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", f"{MARKER}: a claim of assignadd run on a checkpoint (--assignadd-checkpoint)")
+
+
+def _resolve(path: str) -> Path:
+    if path == "reference":
+        from .. import reference_checkpoint
+
+        return reference_checkpoint()
+    return Path(path)
+
+
+@pytest.hookimpl(tryfirst=True)  # before -k/-m deselection, so those select claim items too
+def pytest_collection_modifyitems(session, config, items):
+    paths = config.getoption("assignadd_checkpoints")
+    if not paths:
+        return
+    if config.getoption("assignadd_n") < 1:
+        raise pytest.UsageError(f"--assignadd-n must be positive, got {config.getoption('assignadd_n')}")
+    from ..hypotheses import REGISTRY
+
+    only = config.getoption("assignadd_only")
+    if only is not None:
+        only = [s.strip() for s in only.split(",") if s.strip()]
+        unknown = [i for i in only if i not in REGISTRY]
+        if unknown or not only:
+            raise pytest.UsageError(f"--assignadd-only: unknown claim id(s) {', '.join(unknown) or '(none given)'}; "
+                                    f"known: {', '.join(REGISTRY) or 'none'}")
+    ids = [i for i in REGISTRY if only is None or i in only]
+    resolved = [(p, _resolve(p)) for p in dict.fromkeys(paths)]
+    names = [r.name for _, r in resolved]
+    for given, path in resolved:
+        label = path.name if names.count(path.name) == 1 else given  # the full path only where names clash
+        claims = CheckpointClaims.from_parent(session, name=label, nodeid=f"assignadd@{label}", path=path,
+                                              given=given, label=label, ids=ids)
+        # genitems reports the collection, so "collected N items" counts the claims.
+        items.extend(session.genitems(claims))
+
+
+class CheckpointClaims(pytest.Collector):
+    """The claims on one checkpoint."""
+
+    def __init__(self, *, given: str, label: str, ids: list[str], **kwargs):
+        super().__init__(**kwargs)
+        self.given, self.label, self.ids = given, label, ids
+
+    def collect(self):
+        out = []
+        for cid in self.ids:
+            name = f"claim[{cid}]@{self.label}"
+            item = ClaimItem.from_parent(self, name=name, nodeid=name, path=self.path, claim=cid, given=self.given)
+            item.add_marker(MARKER)
+            out.append(item)
+        return out
+
+
+class ClaimFailed(Exception):
+    def __init__(self, result: dict):
+        super().__init__(result["reason"])
+        self.result = result
+
+
+class ClaimItem(pytest.Item):
+    """One claim on one checkpoint. The checkpoint is loaded once and shared by its items."""
+
+    def __init__(self, *, claim: str, given: str, **kwargs):
+        super().__init__(**kwargs)
+        self.claim = claim
+        self.given = given  # the path as given on the command line
+
+    def _context(self):
+        cache = self.config.stash.setdefault(_CONTEXTS, {})
+        key = str(self.path)
+        if key not in cache:
+            from .verify_cli import load_context
+
+            if not self.path.exists():
+                cache[key] = ValueError(f"{self.path}: no such file" + (
+                    " (the bundled reference checkpoint is missing)" if self.given == "reference" else ""))
+            else:
+                try:
+                    cache[key] = load_context(self.path, seed=self.config.getoption("assignadd_seed"),
+                                              n=self.config.getoption("assignadd_n"),
+                                              device=self.config.getoption("assignadd_device"))[0]
+                except ValueError as e:  # CheckpointError included
+                    cache[key] = e
+        got = cache[key]
+        if isinstance(got, Exception):
+            raise got
+        return got
+
+    def runtest(self):
+        from ..hypotheses import run_all
+        from .verify_cli import seed_everything
+
+        ctx = self._context()
+        seed_everything(ctx.seed)
+        result = run_all(ctx, [self.claim])[0]
+        self.user_properties.append(("verdict", result.verdict))
+        if not result.passed:
+            raise ClaimFailed(result.to_dict())
+
+    def repr_failure(self, excinfo, style=None):
+        if isinstance(excinfo.value, ClaimFailed):
+            from .render import _evidence_lines
+
+            r = excinfo.value.result
+            lines = [f"{r['claim']} ({r['spec']}): {r['verdict']}: {r['reason']}"]
+            for e in r.get("evidence") or []:
+                lines += _evidence_lines(e)
+            return "\n".join(lines)
+        if isinstance(excinfo.value, ValueError):
+            return f"cannot load the checkpoint: {excinfo.value}"
+        return super().repr_failure(excinfo, style=style)
+
+    def reportinfo(self):
+        return self.path, None, self.name

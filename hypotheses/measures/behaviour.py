@@ -2,8 +2,6 @@
 and token-aware knock-outs used as "mechanism ablated" controls."""
 from __future__ import annotations
 
-import copy
-
 import numpy as np
 import torch
 
@@ -73,30 +71,3 @@ def operand_value_interchange(model: AssignAddTransformer, tokens: torch.Tensor,
     out = run(model, tokens, [Patch(Site(RESID_AFTER_LAYER1, positions=patch_pos), source)])
     moved = out.last_logits.argmax(-1) == counterfactual
     return {"moved": moved, "n": int(len(keep)), "dropped": int(B - len(keep)), "hook_calls": out.hook_calls}
-
-
-def uniform_value_attention(model: AssignAddTransformer) -> AssignAddTransformer:
-    """A copy of ``model`` whose Layer-1 attention rows at value positions (a number right after a
-    variable) are uniform over the causal keys: the previous-token mechanism removed, everything else
-    intact. Token-aware: the copy reads each batch's tokens as it runs."""
-    ablated = copy.deepcopy(model)
-    state = {}
-
-    def remember(module, args):
-        state["tokens"] = args[0]
-
-    def flatten(pattern, hook):
-        mask = value_positions(state["tokens"]).to(pattern.device)  # (B, T)
-        T = pattern.shape[-1]
-        causal = torch.tril(torch.ones(T, T, dtype=pattern.dtype, device=pattern.device))
-        uniform = causal / causal.sum(-1, keepdim=True)  # (T, T)
-        return torch.where(mask[:, None, :, None], uniform, pattern)
-
-    ablated.register_forward_pre_hook(remember)
-    ablated.add_perma_hook("blocks.0.attn.hook_pattern", flatten)
-    ablated.knockout_name = "uniform Layer-1 attention at value positions"
-    return ablated
-
-
-def accuracy_on(model, tokens, labels) -> torch.Tensor:
-    return last_position_correct(model, tokens, labels)

@@ -28,11 +28,11 @@ from ...model import AssignAddTransformer
 MLP2_PRE = "blocks.1.mlp.hook_pre"
 RESID_MID2 = "blocks.1.hook_resid_mid"
 
-# A unit whose grid variance is below this fraction of the mean unit variance is "dead" on the grid
-# (a ReLU neuron never reached, or a structural zero); FVE is undefined for it and it is left out.
-DEAD_VARIANCE_FRACTION = 1e-6
-
-
+# A unit whose grid standard deviation is below this fraction of what its input could give it
+# (||W_in[:, u]|| times the RMS norm of the MLP input on the grid) is "dead": its pre-activation does
+# not vary with the operands beyond float rounding (a knocked-out input, a structural zero). FVE is
+# scale-free, so without this floor rounding noise would look like structure.
+DEAD_FRACTION = 1e-4
 def n_frequencies(modulus: int) -> int:
     return modulus // 2
 
@@ -125,24 +125,38 @@ def frequency_power(grid: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return power, total
 
 
-def live_units(total: torch.Tensor) -> torch.Tensor:
-    """Units whose grid variance is not negligible (see DEAD_VARIANCE_FRACTION). Bool (d,)."""
-    if total.max() <= 0:
-        return torch.zeros_like(total, dtype=torch.bool)
-    return total > DEAD_VARIANCE_FRACTION * total.mean()
+def mlp_input_scale(model: AssignAddTransformer, resid_grid: torch.Tensor) -> torch.Tensor:
+    """Per Layer-2 neuron u: ||W_in[:, u]|| x RMS_n,m ||resid_mid_2(n, m)||, the size of pre-activation
+    its input could produce. (d_mlp,)."""
+    rms = float(resid_grid.pow(2).sum(-1).mean().sqrt())
+    return model.blocks[1].mlp.W_in.detach().double().norm(dim=0) * rms
 
 
-def neuron_fve(grid: torch.Tensor) -> dict:
-    """Per live unit: the best single frequency and the fraction of its grid variance it explains.
+def live_units(total: torch.Tensor, n_cells: int, scale: torch.Tensor | None = None) -> torch.Tensor:
+    """Units whose grid standard deviation is at least DEAD_FRACTION x ``scale`` (per unit; default: the
+    mean unit standard deviation). ``total`` is the summed squared deviation over ``n_cells``. Bool (d,)."""
+    std = (total / n_cells).sqrt()
+    ref = std.mean() if scale is None else scale
+    return (std > DEAD_FRACTION * ref) & (std > 0)
+
+
+def neuron_fve(grid: torch.Tensor, scale: torch.Tensor | None = None) -> dict:
+    """Per live unit (``live_units`` with ``scale``): the best single frequency and the fraction of its
+    grid variance it explains.
 
     Returns {"best_k" (L,) 1-based, "fve" (L,), "units" (L,) indices of live units, "power" [K, d],
-    "total" [d]}.
+    "total" [d], "live" bool [d]}.
     """
     power, total = frequency_power(grid)
-    live = live_units(total)
+    live = live_units(total, grid.shape[0] * grid.shape[1], scale)
     fve_all = power[:, live] / total[live]  # (K, L)
+    if fve_all.shape[1] == 0:
+        empty = torch.zeros(0, dtype=torch.float64)
+        return {"best_k": empty.long(), "fve": empty, "units": empty.long(), "power": power, "total": total,
+                "live": live}
     fve, best = fve_all.max(dim=0)
-    return {"best_k": best + 1, "fve": fve, "units": live.nonzero().flatten(), "power": power, "total": total}
+    return {"best_k": best + 1, "fve": fve, "units": live.nonzero().flatten(), "power": power, "total": total,
+            "live": live}
 
 
 def frequency_share(power: torch.Tensor) -> torch.Tensor:
@@ -162,11 +176,13 @@ def frequency_share(power: torch.Tensor) -> torch.Tensor:
 KEY_SHARE_FACTOR = 2.0
 
 
-def key_frequencies(model: AssignAddTransformer, vocab: Vocab = VOCAB, grid: torch.Tensor | None = None) -> list[int]:
-    """The model's key frequencies (1-based, ascending) by the rule above, from its own grid."""
-    grid = grid_activations(model, MLP2_PRE, vocab) if grid is None else grid
-    power, _ = frequency_power(grid)
-    share = frequency_share(power)
+def key_frequencies(model: AssignAddTransformer, vocab: Vocab = VOCAB, grid: dict | None = None) -> list[int]:
+    """The model's key frequencies (1-based, ascending) by the rule above, from its own grid (``grids``),
+    over its live Layer-2 neurons."""
+    grid = grids(model, vocab) if grid is None else grid
+    pre = grid[MLP2_PRE]
+    r = neuron_fve(pre, mlp_input_scale(model, grid[RESID_MID2]))
+    share = frequency_share(r["power"][:, r["live"]])
     K = share.shape[0]
     return [int(k) + 1 for k in (share >= KEY_SHARE_FACTOR / K).nonzero().flatten().tolist()]
 
@@ -249,7 +265,7 @@ def key_frequency_edits(model: AssignAddTransformer, tokens: torch.Tensor, label
     from ...interventions import Replace, Site, run
 
     grid = grids(model, vocab) if grid is None else grid
-    key = key_frequencies(model, vocab, grid[MLP2_PRE])
+    key = key_frequencies(model, vocab, grid)
     placebo = non_key_frequencies(key, len(key), vocab.modulus, seed)
     resid_grid = grid[RESID_MID2]
     src = operand_sources(tokens, vocab)
@@ -288,7 +304,7 @@ def key_frequencies_removed(model: AssignAddTransformer, reference_tokens: torch
     from ...interventions import Replace, Site, knockout
 
     grid = grids(model, vocab) if grid is None else grid
-    Q = frequency_directions(grid[RESID_MID2], key_frequencies(model, vocab, grid[MLP2_PRE]))
+    Q = frequency_directions(grid[RESID_MID2], key_frequencies(model, vocab, grid))
     mu = activation_at(model, reference_tokens, RESID_MID2).mean(0)
     edit = centred_projection(Q, mu, "remove")
     return knockout(model, [Replace(Site(RESID_MID2, positions=POS_EQ), lambda act, hook: edit(act))])
@@ -348,9 +364,10 @@ def fitted_cos_form(grid_one: torch.Tensor, k: int) -> dict:
 
 def key_frequency_spectrum(model: AssignAddTransformer, vocab: Vocab = VOCAB) -> dict:
     """What a spectrum figure needs: {"k" 1..K, "share" (K,), "key" [..], "threshold" (the share a key
-    frequency must reach)} for the Layer-2 MLP pre-activations on the grid."""
-    grid = grid_activations(model, MLP2_PRE, vocab)
-    share = frequency_share(frequency_power(grid)[0])
+    frequency must reach)} for the live Layer-2 MLP neurons on the grid."""
+    grid = grids(model, vocab)
+    r = neuron_fve(grid[MLP2_PRE], mlp_input_scale(model, grid[RESID_MID2]))
+    share = frequency_share(r["power"][:, r["live"]])
     K = share.shape[0]
     return {"k": list(range(1, K + 1)), "share": share, "key": key_frequencies(model, vocab, grid),
             "threshold": KEY_SHARE_FACTOR / K}

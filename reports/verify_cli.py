@@ -1,0 +1,286 @@
+"""``assignadd-verify``: run every registered claim on a checkpoint and report which hold and why.
+
+    assignadd-verify [CHECKPOINT] [--only ID,...] [--out DIR] [--json PATH] [--junit PATH]
+                     [--seed N] [--n N] [--device cpu|cuda] [--quiet]
+
+Exit status: 0 every claim passed; 1 a claim failed or errored; 2 bad input or usage (one ``error:``
+line on stderr). Same checkpoint and flags give a byte-identical report.json; run times go to
+timings.json. Report schema: docs/reports.md.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from ..cli_util import exit_bad_input
+
+DEFAULT_N = 2000
+REPORT_FILES = ("report.json", "report.md", "report.html", "junit.xml", "timings.json")
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="assignadd-verify",
+        description="Run the paper's claims (SPEC §4) as falsifiable tests on a checkpoint and report the verdicts.",
+        epilog="Exit status: 0 all claims passed, 1 a claim failed or errored, 2 bad input or usage.",
+    )
+    p.add_argument("checkpoint", nargs="?", default=None,
+                   help="checkpoint file, either format of SPEC §2.4 (default: the bundled reference checkpoint)")
+    p.add_argument("--only", metavar="ID,...", help="comma-separated claim ids to run (default: all registered)")
+    p.add_argument("--out", metavar="DIR", help="write report.json, report.md, report.html, junit.xml, timings.json")
+    p.add_argument("--json", metavar="PATH", help="write report.json to PATH")
+    p.add_argument("--junit", metavar="PATH", help="write the JUnit XML to PATH")
+    p.add_argument("--seed", type=int, default=0, help="seed for pools and resampling (default 0)")
+    p.add_argument("--n", type=int, default=DEFAULT_N, help=f"evaluation pool size (default {DEFAULT_N})")
+    p.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="device to run on (default cpu)")
+    p.add_argument("--quiet", action="store_true", help="no progress output on stderr")
+    return p
+
+
+def _check_writable(path: Path, flag: str, want_dir: bool) -> None:
+    """Fail early (exit 2) when ``path`` cannot be written, creating nothing: probe the nearest existing
+    folder above it."""
+    if path.exists() and path.is_dir() != want_dir:
+        exit_bad_input(f"{flag} {path}: " + ("exists and is not a directory" if want_dir
+                                             else "is a directory, expected a file path"))
+    anchor = path.parent
+    while not anchor.exists() and anchor != anchor.parent:
+        anchor = anchor.parent
+    if not anchor.is_dir():
+        exit_bad_input(f"{flag} {path}: cannot write there ({anchor} is not a directory)")
+    try:
+        os.rmdir(tempfile.mkdtemp(dir=anchor, prefix=".assignadd-verify-probe."))
+    except OSError as e:
+        exit_bad_input(f"{flag} {path}: cannot write there ({e.strerror or e})")
+
+
+def _stage_out_dir(out: Path) -> Path:
+    """A temporary folder beside ``out``: reports are written there and moved in only when complete."""
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        return Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp"))
+    except OSError as e:
+        exit_bad_input(f"--out {out}: cannot write there ({e.strerror or e})")
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def _commit_out_dir(staging: Path, out: Path) -> None:
+    if not out.exists():
+        os.chmod(staging, 0o777 & ~_umask())  # mkdtemp made it private
+        os.rename(staging, out)
+        return
+    for name in sorted(os.listdir(staging)):  # an existing folder: replace each report file atomically
+        os.replace(staging / name, out / name)
+    staging.rmdir()
+
+
+def _atomic_write(path: Path, text: str | bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(text.encode("utf-8") if isinstance(text, str) else text)
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp made it private
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def sha256(path: Path) -> str:
+    import hashlib
+
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def task_for(meta: dict, model_cfg, path) -> tuple[object, str]:
+    """The task a checkpoint was trained on, and where it came from: our format's ``task`` metadata
+    (``"checkpoint"``), else the paper's default, with the modulus and variable count read off the
+    shapes should they differ (``"default"``). Raises ``ValueError`` when neither fits."""
+    from ..data import Task, TaskConfig
+
+    task_meta = meta.get("task")
+    if task_meta:
+        try:
+            return Task(**TaskConfig.from_dict(task_meta).to_dict()), "checkpoint"
+        except (TypeError, ValueError, KeyError) as e:
+            raise ValueError(f"{path}: bad task metadata ({e})") from None
+    try:
+        task = Task()
+        if task.vocab.size != model_cfg.d_vocab or task.vocab.modulus != model_cfg.d_vocab_out:
+            task = Task(modulus=model_cfg.d_vocab_out, n_vars=model_cfg.n_vars)
+    except ValueError as e:
+        raise ValueError(f"{path}: no task metadata, and the paper's default task does not fit the model ({e})") from None
+    return task, "default"
+
+
+def load_context(path, *, seed: int, n: int, device: str):
+    """Checkpoint -> (Context, metadata, task source). Raises ``CheckpointError`` or ``ValueError``
+    with one line naming the file: the shared start of the CLI and the pytest plugin."""
+    from ..hypotheses import Context
+    from ..model import load_checkpoint_full
+
+    model, meta = load_checkpoint_full(path, device=device)
+    task, task_source = task_for(meta, model.cfg, path)
+    try:
+        ctx = Context(model, task, seed=seed, n=n, device=device)
+    except ValueError as e:
+        raise ValueError(f"{path}: {e}") from None
+    return ctx, meta, task_source
+
+
+def seed_everything(seed: int) -> None:
+    """Each claim starts from the same RNG state, so its result does not depend on which claims ran before."""
+    import random
+
+    import numpy as np
+    import torch
+
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def verify(args) -> int:
+    t_start = time.perf_counter()
+    if args.n < 1:
+        exit_bad_input(f"--n must be a positive pool size, got {args.n}")
+    if args.seed < 0:
+        exit_bad_input(f"--seed must be non-negative, got {args.seed}")
+    only = None
+    if args.only is not None:
+        only = list(dict.fromkeys(s.strip() for s in args.only.split(",") if s.strip()))
+        if not only:
+            exit_bad_input("--only needs at least one claim id")
+
+    from .. import __version__, reference_checkpoint
+
+    if args.checkpoint is None:
+        path = reference_checkpoint()
+        if not path.exists():
+            exit_bad_input(f"the bundled reference checkpoint is missing ({path}); pass a checkpoint path")
+        shown_path = str(path)
+    else:
+        path, shown_path = Path(args.checkpoint), args.checkpoint
+
+    from ..hypotheses import REGISTRY, run_all
+
+    if only is not None:
+        unknown = [i for i in only if i not in REGISTRY]
+        if unknown:
+            exit_bad_input(f"--only: unknown claim id(s) {', '.join(unknown)}; known: {', '.join(REGISTRY) or 'none'}")
+    ids = [i for i in REGISTRY if only is None or i in only]  # registry order, whatever order --only gives
+
+    json_path = Path(args.json) if args.json else None
+    junit_path = Path(args.junit) if args.junit else None
+    out = Path(args.out) if args.out else None
+    for p, flag, want_dir in ((json_path, "--json", False), (junit_path, "--junit", False), (out, "--out", True)):
+        if p is not None:
+            _check_writable(p, flag, want_dir)
+    staging: list[Path] = []
+    try:
+        return _run(args, path, shown_path, only, ids, json_path, junit_path, out, staging, t_start,
+                    __version__, run_all)
+    finally:
+        for d in staging:
+            if d.exists():
+                shutil.rmtree(d, ignore_errors=True)
+
+
+def _run(args, path, shown_path, only, ids, json_path, junit_path, out, staging_dirs, t_start, version,
+         run_all) -> int:
+    import torch
+
+    from . import render
+
+    if args.device == "cuda" and not torch.cuda.is_available():
+        exit_bad_input("--device cuda: CUDA is not available on this machine")
+    t0 = time.perf_counter()
+    try:
+        ctx, meta, task_source = load_context(path, seed=args.seed, n=args.n, device=args.device)
+    except ValueError as e:  # CheckpointError is a ValueError
+        exit_bad_input(str(e))
+    model, task = ctx.model, ctx.task
+    digest = sha256(path)
+    timings = {"schema": render.TIMINGS_SCHEMA, "load_seconds": time.perf_counter() - t0, "claims": {}}
+
+    from tqdm import tqdm
+
+    results = []
+    bar = tqdm(ids, desc="claims", unit="claim", file=sys.stderr, disable=args.quiet, leave=False)
+    for cid in bar:
+        bar.set_postfix_str(cid)
+        seed_everything(args.seed)
+        t1 = time.perf_counter()
+        results.extend(run_all(ctx, [cid]))
+        timings["claims"][cid] = time.perf_counter() - t1
+    bar.close()
+
+    report = render.build_report(
+        checkpoint={"path": shown_path, "sha256": digest, "format": meta.get("format"), "step": meta.get("step"),
+                    "size_bytes": path.stat().st_size},
+        model_config=model.cfg.to_dict(), task=task.config.to_dict(), task_source=task_source, seed=args.seed,
+        n=args.n, device=args.device, only=only, claims=[r.to_dict() for r in results], tool_version=version)
+    sys.stdout.write(render.terminal_table(report))
+    sys.stdout.flush()
+
+    report_json = render.dumps(report)
+    staging = None
+    if out is not None:
+        staging = _stage_out_dir(out)
+        staging_dirs.append(staging)
+        if not args.quiet:
+            print(f"writing reports to {out}", file=sys.stderr)
+        t2 = time.perf_counter()
+        from .figures import forest_figure, model_figures
+
+        figures = [f for f in (forest_figure(c) for c in report["claims"]) if f is not None]
+        seed_everything(args.seed)
+        figures += model_figures(model, task, seed=args.seed)
+        timings["figures_seconds"] = time.perf_counter() - t2
+        (staging / "report.json").write_text(report_json, encoding="utf-8")
+        (staging / "report.md").write_text(render.markdown(report), encoding="utf-8")
+        (staging / "report.html").write_text(render.html_page(report, figures), encoding="utf-8")
+    if json_path is not None:
+        _atomic_write(json_path, report_json)
+    timings["total_seconds"] = time.perf_counter() - t_start
+    junit = render.junit_xml(report, timings)
+    if junit_path is not None:
+        _atomic_write(junit_path, junit)
+    if staging is not None:
+        (staging / "junit.xml").write_text(junit, encoding="utf-8")
+        timings["total_seconds"] = time.perf_counter() - t_start
+        (staging / "timings.json").write_text(render.dumps(render._clean(timings)), encoding="utf-8")
+        _commit_out_dir(staging, out)
+    return 0 if report["summary"]["all_passed"] else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    args_list = sys.argv[1:] if argv is None else list(argv)
+    try:
+        args = _parser().parse_args(args_list)
+        return verify(args)
+    except SystemExit as e:  # argparse usage errors and exit_bad_input: 2; --help: 0
+        return e.code if isinstance(e.code, int) else (0 if e.code is None else 2)
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
