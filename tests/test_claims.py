@@ -106,3 +106,15 @@ def test_claim_results_are_deterministic(task):
     a = [r.to_dict() for r in run_all(Context(model, task, n=200, seed=3), ["previous_token_head", "identity_qk"])]
     b = [r.to_dict() for r in run_all(Context(model, task, n=200, seed=3), ["previous_token_head", "identity_qk"])]
     assert a == b
+
+
+def test_adding_a_hypothesis_recipe_runs_as_written(capsys):
+    import re
+    from pathlib import Path
+
+    page = Path(__file__).resolve().parent.parent / "docs" / "adding_a_hypothesis.md"
+    code = re.search(r"```python\n(.*?)```", page.read_text(), re.S).group(1)
+    before = list(REGISTRY)
+    exec(compile(code, str(page), "exec"), {})
+    assert capsys.readouterr().out.startswith("fail ")
+    assert list(REGISTRY) == before
