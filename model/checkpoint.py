@@ -10,8 +10,11 @@ Every problem raises ``CheckpointError`` with one line naming the file and what 
 """
 from __future__ import annotations
 
+import io
 import os
 import pickle
+import pickletools
+import struct
 import tempfile
 import zipfile
 from pathlib import Path
@@ -27,6 +30,98 @@ class CheckpointError(ValueError):
     """A file that is not a loadable assignadd or TransformerLens checkpoint."""
 
 
+def _downgrade_pickle(data: bytes) -> bytes:
+    """The same pickle stream written with the protocol-2 opcodes torch's weights-only unpickler reads.
+
+    TransformerLens 2.x runs saved with pickle protocol 4 (SPEC §2.4), and that unpickler refuses
+    protocol 4's FRAME, MEMOIZE, SHORT_BINUNICODE and STACK_GLOBAL (pytorch/pytorch#118092). This only
+    parses the stream (``pickletools.genops`` runs nothing); the result still goes through
+    ``torch.load(weights_only=True)``, which decides what is allowed. Other opcodes pass unchanged.
+    """
+    ops = list(pickletools.genops(data))
+    out: list[tuple[bytes, str | None]] = []  # (encoded op, string it pushes or None); PUTs hold None
+    puts: list[int | None] = []  # memo index of each PUT in `out`, None for other ops
+    memo_keys: set[int] = set()
+    memo_str: dict[int, str] = {}  # memo entries that hold a string
+    dropped: dict[int, str] = {}  # memo entries whose PUT went with a STACK_GLOBAL operand
+
+    def emit(raw: bytes, pushed: str | None = None, put: int | None = None):
+        out.append((raw, pushed))
+        puts.append(put)
+
+    for i, (op, arg, pos) in enumerate(ops):
+        end = ops[i + 1][2] if i + 1 < len(ops) else len(data)
+        name = op.name
+        if name == "PROTO":
+            emit(b"\x80\x02")
+        elif name == "FRAME":
+            continue
+        elif name in ("SHORT_BINUNICODE", "BINUNICODE", "BINUNICODE8"):
+            enc = arg.encode("utf-8", "surrogatepass")
+            emit(b"X" + struct.pack("<I", len(enc)) + enc, pushed=arg)
+        elif name in ("MEMOIZE", "BINPUT", "LONG_BINPUT"):
+            idx = len(memo_keys) if name == "MEMOIZE" else arg
+            memo_keys.add(idx)
+            if out and out[-1][1] is not None:
+                memo_str[idx] = out[-1][1]
+            else:
+                memo_str.pop(idx, None)
+            emit(b"r" + struct.pack("<I", idx), put=idx)
+        elif name in ("BINGET", "LONG_BINGET"):
+            if arg in dropped:
+                enc = dropped[arg].encode("utf-8", "surrogatepass")
+                emit(b"X" + struct.pack("<I", len(enc)) + enc, pushed=dropped[arg])
+            else:
+                emit(b"j" + struct.pack("<I", arg), pushed=memo_str.get(arg))
+        elif name == "STACK_GLOBAL":
+            names = []
+            for _ in range(2):  # the two operands: string pushes, each maybe followed by PUTs
+                put_idx = []
+                while puts and puts[-1] is not None:
+                    put_idx.append(puts.pop())
+                    out.pop()
+                if not out or out[-1][1] is None:
+                    raise pickle.UnpicklingError("STACK_GLOBAL whose operands are not plain strings")
+                value = out.pop()[1]
+                puts.pop()
+                dropped.update({k: value for k in put_idx})
+                names.append(value)
+            qualname, module = names
+            if "\n" in module or "\n" in qualname:
+                raise pickle.UnpicklingError("STACK_GLOBAL with a newline in its name")
+            emit(b"c" + module.encode("utf-8") + b"\n" + qualname.encode("utf-8") + b"\n")
+        else:
+            emit(data[pos:end])
+    return b"".join(raw for raw, _ in out)
+
+
+def _pickle_protocol(path: Path) -> int | None:
+    """The pickle protocol of a zip-format torch file's ``data.pkl``, or None for anything else."""
+    try:
+        with zipfile.ZipFile(path) as zf:
+            names = [n for n in zf.namelist() if n == "data.pkl" or n.endswith("/data.pkl")]
+            if len(names) != 1:
+                return None
+            with zf.open(names[0]) as fh:
+                head = fh.read(2)
+    except (zipfile.BadZipFile, OSError, ValueError, EOFError):
+        return None
+    return head[1] if len(head) == 2 and head[0] == 0x80 else None
+
+
+def _load_downgraded(path: Path, device) -> object:
+    """``torch.load(weights_only=True)`` of a protocol 3-5 file, its pickle rewritten in memory."""
+    buf = io.BytesIO()
+    with zipfile.ZipFile(path) as src, zipfile.ZipFile(buf, "w", zipfile.ZIP_STORED) as dst:
+        for info in src.infolist():
+            data = src.read(info)
+            if info.filename == "data.pkl" or info.filename.endswith("/data.pkl"):
+                data = _downgrade_pickle(data)
+            dst.writestr(info.filename, data)
+    buf.seek(0)
+    return torch.load(buf, map_location=device, weights_only=True)
+
+
 def _read(path: Path, device) -> object:
     if not path.exists():
         raise CheckpointError(f"{path}: no such file")
@@ -35,6 +130,8 @@ def _read(path: Path, device) -> object:
     if path.stat().st_size == 0:
         raise CheckpointError(f"{path}: the file is empty")
     try:
+        if (_pickle_protocol(path) or 2) > 2:
+            return _load_downgraded(path, device)
         return torch.load(path, map_location=device, weights_only=True)
     except pickle.UnpicklingError as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
@@ -55,30 +152,35 @@ def _read(path: Path, device) -> object:
 def infer_config(state_dict: dict, path: Path | str = "<state dict>") -> ModelConfig:
     """The model config implied by a TransformerLens state dict's shapes (SPEC §2.4)."""
 
-    def shape(key):
+    def shape(key, ndim):
         if key not in state_dict:
             raise CheckpointError(f"{path}: missing key {key!r}; not a TransformerLens state dict of this model")
         t = state_dict[key]
         if not isinstance(t, torch.Tensor):
             raise CheckpointError(f"{path}: {key!r} is a {type(t).__name__}, expected a tensor")
+        if t.dim() != ndim:
+            raise CheckpointError(f"{path}: {key!r} has shape {list(t.shape)}, expected {ndim} dimensions")
         return tuple(t.shape)
 
-    d_vocab, d_model = shape("embed.W_E")
-    n_ctx = shape("pos_embed.W_pos")[0]
-    d_vocab_out = shape("unembed.W_U")[1]
+    def nonzero(key, ndim):
+        shape(key, ndim)
+        return bool((state_dict[key] != 0).any())  # NaN counts as nonzero; the finiteness check refuses it
+
+    d_vocab, d_model = shape("embed.W_E", 2)
+    n_ctx = shape("pos_embed.W_pos", 2)[0]
+    d_vocab_out = shape("unembed.W_U", 2)[1]
     layers = sorted({int(k.split(".")[1]) for k in state_dict if k.startswith("blocks.") and k.split(".")[1].isdigit()})
     if layers != list(range(len(layers))) or not layers:
         raise CheckpointError(f"{path}: expected blocks 0..L-1, found {layers}")
-    n_heads, _, d_head = shape("blocks.0.attn.W_Q")
-    d_mlp = shape("blocks.0.mlp.W_in")[1]
+    n_heads, _, d_head = shape("blocks.0.attn.W_Q", 3)
+    d_mlp = shape("blocks.0.mlp.W_in", 2)[1]
     if d_vocab - d_vocab_out - 3 < 2:
         raise CheckpointError(
             f"{path}: vocabulary {d_vocab} and {d_vocab_out} output classes leave no room for variables"
         )
     mlp_layers = tuple(
         layer for layer in layers
-        if bool(state_dict[f"blocks.{layer}.mlp.W_in"].abs().sum() > 0)
-        or bool(shape(f"blocks.{layer}.mlp.W_out") and state_dict[f"blocks.{layer}.mlp.W_out"].abs().sum() > 0)
+        if nonzero(f"blocks.{layer}.mlp.W_in", 2) or nonzero(f"blocks.{layer}.mlp.W_out", 2)
     )
     return ModelConfig(d_vocab=d_vocab, d_vocab_out=d_vocab_out, n_ctx=n_ctx, d_model=d_model, d_head=d_head,
                        n_heads=n_heads, d_mlp=d_mlp, n_layers=len(layers), mlp_layers=mlp_layers)
@@ -108,8 +210,15 @@ def _check_and_load(model: AssignAddTransformer, state_dict: dict, path, zero_ke
             raise CheckpointError(
                 f"{path}: {k!r} has shape {list(t.shape)}, expected {list(expected[k].shape)}"
             )
-        # IGNORE is -inf by design (the attention mask's fill value): skip it in the finiteness check.
-        if k.endswith("IGNORE") or t.dtype == torch.bool:
+        # Buffers are fixed by the architecture: the causal mask, and IGNORE = -inf by design (the mask's
+        # fill value), which the finiteness check below must skip.
+        if k in buffers:
+            want = expected[k].to(t.device)
+            is_mask = want.dtype == torch.bool
+            right_kind = t.dtype == torch.bool if is_mask else t.is_floating_point()
+            if not right_kind or not torch.equal(t.to(want.dtype), want):
+                what = "the causal mask" if is_mask else "-inf"
+                raise CheckpointError(f"{path}: buffer {k!r} does not hold {what} as the architecture fixes")
             continue
         if not t.is_floating_point():
             raise CheckpointError(f"{path}: {k!r} has dtype {t.dtype}, expected floating point")

@@ -1,0 +1,88 @@
+"""How fast the training step runs on CPU: the fast path ``last_logits`` against the full-sequence
+forward (the baseline), in fp32 and under bf16 autocast, on one thread.
+
+    python bench/train_speed.py [--batch-size 512] [--steps 10] [--rounds 3]
+
+One step is what ``model/train.py`` does: a fresh batch, forward, cross-entropy at the last position,
+backward, AdamW. Prints steps/s for each variant and its ratio to the full fp32 forward. The variants
+alternate within each round so that all see the same load; each is timed in wall seconds (best
+round) and in CPU seconds of this process, which moves less with other processes on the machine.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import platform
+import time
+
+import torch
+import torch.nn.functional as F
+
+from assignadd import AssignAddTransformer, Task
+
+torch.set_num_threads(1)
+
+VARIANTS = {
+    # name: (fast path?, bf16 autocast?)
+    "full fp32": (False, False),
+    "last_logits fp32": (True, False),
+    "full bf16": (False, True),
+    "last_logits bf16": (True, True),
+}
+BASELINE = "full fp32"
+
+
+def make_step(fast: bool, bf16: bool, batch_size: int):
+    model = AssignAddTransformer(seed=0)
+    opt = torch.optim.AdamW(model.trainable_parameters, lr=1e-3, weight_decay=0.02, betas=(0.9, 0.999))
+    task = Task()
+    state = {"step": 0}
+
+    def step():
+        tokens, labels = task.training_batch(run_seed=0, step=state["step"], batch_size=batch_size)
+        state["step"] += 1
+        autocast = torch.autocast("cpu", dtype=torch.bfloat16) if bf16 else contextlib.nullcontext()
+        with autocast:
+            logits = model.last_logits(tokens, biases=False) if fast else model(tokens)[:, -1]
+        loss = F.cross_entropy(logits.float(), labels)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        return loss.item()
+
+    return step
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--batch-size", type=int, default=512)
+    p.add_argument("--steps", type=int, default=10, help="timed steps per variant per round")
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--warmup", type=int, default=2)
+    args = p.parse_args(argv)
+
+    steps = {name: make_step(*flags, args.batch_size) for name, flags in VARIANTS.items()}
+    for step in steps.values():
+        for _ in range(args.warmup):
+            step()
+    runs: dict[str, list[tuple[float, float]]] = {name: [] for name in VARIANTS}
+    for _ in range(args.rounds):
+        for name, step in steps.items():
+            w, c = time.perf_counter(), time.process_time()
+            for _ in range(args.steps):
+                step()
+            runs[name].append((time.perf_counter() - w, time.process_time() - c))
+
+    print(f"train_speed: batch {args.batch_size}, {args.steps} steps x {args.rounds} rounds per variant, "
+          f"torch {torch.__version__}, threads {torch.get_num_threads()}, "
+          f"{platform.processor() or platform.machine()}")
+    rate = {name: (max(args.steps / w for w, _ in r), max(args.steps / c for _, c in r if c > 0))
+            for name, r in runs.items()}
+    base = rate[BASELINE]
+    for name, (wall, cpu) in rate.items():
+        print(f"  {name:<17} {wall:6.2f} steps/s wall (best)  {cpu:6.2f} steps/s CPU   "
+              f"x{wall / base[0]:.2f} wall  x{cpu / base[1]:.2f} CPU vs {BASELINE}")
+
+
+if __name__ == "__main__":
+    main()

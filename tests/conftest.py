@@ -1,0 +1,92 @@
+"""Shared fixtures: the paper's task and small random checkpoints in the two formats of SPEC §2.4.
+
+Kept generic: nothing here knows a particular test. Everything is seeded and CPU-only.
+"""
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from assignadd.data import Task
+
+D_MODEL, D_HEAD, D_MLP, N_CTX, D_VOCAB, D_VOCAB_OUT = 128, 128, 512, 16, 74, 59
+
+
+@pytest.fixture(scope="session", autouse=True)
+def single_threaded_torch():
+    """Tests run torch on one thread: their tensors are tiny, and on a shared machine a second
+    intra-op thread mostly waits for the first (a 1-step training run: 0.3 s against 15 s)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="session")
+def paper_task() -> Task:
+    """The paper's task: f = 0.7, r = 1, split seed 42 (SPEC §1.3)."""
+    return Task()
+
+
+def tl_state_dict(seed: int = 0, *, biases: bool = True, layer1_mlp: bool = True, scale: float = 1.0) -> dict:
+    """A random state dict in the bare TransformerLens 2.x layout of SPEC §2.4, buffers included.
+
+    ``biases`` makes every bias nonzero; ``layer1_mlp`` gives Layer 1 (``blocks.0``) a nonzero MLP.
+    Weights are N(0, (scale * 0.8 / sqrt(d_model))^2), TransformerLens' init scale.
+    """
+    gen = torch.Generator().manual_seed(seed)
+    std = scale * 0.8 / math.sqrt(D_MODEL)
+
+    def w(*shape):
+        return torch.randn(*shape, generator=gen) * std
+
+    def b(*shape):
+        return torch.randn(*shape, generator=gen) * 0.1 if biases else torch.zeros(*shape)
+
+    sd = {"embed.W_E": w(D_VOCAB, D_MODEL), "pos_embed.W_pos": w(N_CTX, D_MODEL)}
+    for layer in (0, 1):
+        p = f"blocks.{layer}."
+        mlp_on = layer == 1 or layer1_mlp
+        sd.update({
+            p + "attn.W_Q": w(1, D_MODEL, D_HEAD), p + "attn.W_K": w(1, D_MODEL, D_HEAD),
+            p + "attn.W_V": w(1, D_MODEL, D_HEAD), p + "attn.W_O": w(1, D_HEAD, D_MODEL),
+            p + "attn.b_Q": b(1, D_HEAD), p + "attn.b_K": b(1, D_HEAD), p + "attn.b_V": b(1, D_HEAD),
+            p + "attn.b_O": b(D_MODEL),
+            p + "attn.mask": torch.tril(torch.ones(N_CTX, N_CTX)).bool(),
+            p + "attn.IGNORE": torch.tensor(-torch.inf),
+            p + "mlp.W_in": w(D_MODEL, D_MLP) if mlp_on else torch.zeros(D_MODEL, D_MLP),
+            p + "mlp.b_in": b(D_MLP) if mlp_on else torch.zeros(D_MLP),
+            p + "mlp.W_out": w(D_MLP, D_MODEL) if mlp_on else torch.zeros(D_MLP, D_MODEL),
+            p + "mlp.b_out": b(D_MODEL) if mlp_on else torch.zeros(D_MODEL),
+        })
+    sd.update({"unembed.W_U": w(D_MODEL, D_VOCAB_OUT), "unembed.b_U": b(D_VOCAB_OUT)})
+    return sd
+
+
+def save_tl(state_dict: dict, path) -> None:
+    """Save as a TransformerLens 2.x run does: ``torch.save`` with pickle protocol 4."""
+    torch.save(state_dict, path, pickle_protocol=4)
+
+
+@pytest.fixture
+def tl_checkpoint(tmp_path):
+    """Path of a bare TransformerLens checkpoint with nonzero biases and a nonzero Layer-1 MLP: the
+    weights of ``tl_state_dict(seed=0)``, saved with pickle protocol 4."""
+    path = tmp_path / "tl_random.pt"
+    save_tl(tl_state_dict(seed=0), path)
+    return path
+
+
+@pytest.fixture(scope="session")
+def make_tl_state_dict():
+    """The factory ``tl_state_dict(seed, biases=..., layer1_mlp=..., scale=...)`` (tests take helpers
+    as fixtures rather than importing conftest)."""
+    return tl_state_dict
+
+
+@pytest.fixture(scope="session")
+def save_tl_checkpoint():
+    """The saver ``save_tl(state_dict, path)``: pickle protocol 4, as TransformerLens 2.x."""
+    return save_tl
