@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import torch
 
-from .base import Context, Evidence, Hypothesis, Measurement, Threshold, item, mean, rate, register
+from .base import Context, Evidence, Hypothesis, Threshold, item, mean, rate, register
 from .measures import fourier
 
 SINGLE_FREQUENCY_FVE = 0.5  # a neuron is "single-frequency" when its best k explains > half its variance
@@ -66,10 +66,10 @@ class FourierNeurons(Hypothesis):
                             lambda: fourier.key_frequency_edits(model, tokens, labels, seed=ctx.seed, grid=grid(model)))
 
         def neurons(model):
-            pre = grid(model)[fourier.MLP2_PRE]
-            r = fourier.neuron_fve(pre)
-            share = fourier.frequency_share(r["power"])
-            key = fourier.key_frequencies(model, grid=pre)
+            g = grid(model)
+            r = fourier.neuron_fve(g[fourier.MLP2_PRE], fourier.mlp_input_scale(model, g[fourier.RESID_MID2]))
+            share = fourier.frequency_share(r["power"][:, r["live"]])
+            key = fourier.key_frequencies(model, grid=g)
             key_idx = torch.tensor(key, dtype=torch.long) - 1
             return rate(r["fve"] >= SINGLE_FREQUENCY_FVE,
                         key_frequencies=key, key_power_share=float(share[key_idx].sum()),
