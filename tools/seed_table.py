@@ -1,0 +1,44 @@
+"""Measure finished runs against the reference floors of issue 2 and write the seeds table.
+
+    python tools/seed_table.py RUN_DIR [RUN_DIR ...] > checkpoints/SEEDS.md
+
+Accuracy on every pool of SPEC §1.4 (2000 sequences each, pool seed 0, as assignadd-verify draws
+them) and on the two exhaustive sets, of each run's final checkpoint.
+"""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from assignadd import Task, load_checkpoint
+from assignadd.data import POOL_NAMES
+from assignadd.model.train import accuracy
+
+FLOORS = {"0var_heldout_pair": 0.99, "1var_heldout_pair": 0.99, "1var_restricted_slot": 0.99,
+          "2var_heldout_pair": 0.97, "2var_restricted_1": 0.97, "2var_restricted_2": 0.97}
+
+
+def measure(run: Path, task: Task) -> dict:
+    model = load_checkpoint(run / "final.pt")
+    acc = {name: accuracy(model, *task.pool(name, 2000, seed=0)) for name in POOL_NAMES}
+    acc["exhaustive_0var_heldout"] = accuracy(model, *task.exhaustive_0var_heldout())
+    acc["exhaustive_2var_union"] = accuracy(model, *task.exhaustive_2var_union())
+    return acc
+
+
+def main(runs: list[str]) -> None:
+    task = Task()
+    cols = list(POOL_NAMES) + ["exhaustive_0var_heldout", "exhaustive_2var_union"]
+    print("| run seed | meets floors | " + " | ".join(cols) + " |")
+    print("|---|---|" + "---|" * len(cols))
+    for run in map(Path, runs):
+        seed = json.loads((run / "run.json").read_text())["train"]["seed"]
+        acc = measure(run, task)
+        short = [f"{k} {acc[k]:.4f} < {v}" for k, v in FLOORS.items() if acc[k] < v]
+        verdict = "yes" if not short else "no: " + "; ".join(short)
+        print(f"| {seed} | {verdict} | " + " | ".join(f"{acc[c]:.4f}" for c in cols) + " |")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
