@@ -1,0 +1,98 @@
+"""``assignadd-report PATH``: a checkpoint series into curves, learning phases and per-step verdicts.
+
+Writes ``series.json`` (schema ``assignadd.series/1``, byte-identical for the same inputs),
+``series.csv`` (long form: step, measure, value) and ``series.html`` (self-contained) into ``--out``.
+Bad input: one ``error: ...`` line, exit 2, nothing written.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from ..cli_util import exit_bad_input
+
+EPILOG = """examples:
+  assignadd-report runs/seed42 --out out/seed42 --jobs 2
+  assignadd-report path/to/authors_checkpoints --every 4 --n 500
+The phase rule is in assignadd/hypotheses/learning_phases.py and docs/dynamics.md."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="assignadd-report", description=__doc__.splitlines()[0],
+                                epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("path", help="a run folder of assignadd-train, or a folder of checkpoints (either format)")
+    p.add_argument("--out", default=None, help="output folder (default: out/report-<folder name>)")
+    p.add_argument("--every", type=int, default=1, help="measure every K-th checkpoint (the last always)")
+    p.add_argument("--jobs", type=int, default=1, help="processes (1 torch thread each)")
+    p.add_argument("--n", type=int, default=1000, help="sequences per pool (default 1000)")
+    p.add_argument("--claims", type=int, default=8,
+                   help="run every registered claim on this many checkpoints, evenly spread, first and last "
+                        "included (0: none; default 8; a claim run costs tens of CPU-seconds)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar, no summary")
+    return p
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def _write_atomic(out: Path, files: dict[str, str]) -> None:
+    """Write every file to a temporary name first, then rename them all: no half-written output."""
+    out.mkdir(parents=True, exist_ok=True)
+    tmps = {}
+    try:
+        for name, text in files.items():
+            fd, tmp = tempfile.mkstemp(dir=out, prefix=f".{name}.", suffix=".tmp")
+            os.chmod(tmp, 0o666 & ~_umask())
+            with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
+                fh.write(text)
+            tmps[name] = tmp
+        for name, tmp in tmps.items():
+            os.replace(tmp, out / name)
+    finally:
+        for tmp in tmps.values():
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    from .series import SeriesError, compute_series, to_csv, to_json
+    from .series_html import render_html
+
+    out = Path(args.out) if args.out else Path("out") / f"report-{Path(args.path).resolve().name}"
+    if out.exists() and not out.is_dir():
+        exit_bad_input(f"{out}: exists and is not a folder")
+    t0 = time.perf_counter()
+    try:
+        doc = compute_series(args.path, every=args.every, jobs=args.jobs, n=args.n, claims=args.claims,
+                             progress=not args.quiet)
+    except SeriesError as e:
+        exit_bad_input(str(e))
+    except KeyboardInterrupt:
+        print("interrupted: nothing written", file=sys.stderr)
+        return 130
+    files = {"series.json": to_json(doc), "series.csv": to_csv(doc), "series.html": render_html(doc)}
+    _write_atomic(out, files)
+    if not args.quiet:
+        ph = doc["phases"]
+        print(f"{len(doc['checkpoints'])} checkpoints in {time.perf_counter() - t0:.1f} s -> {out}")
+        for p in ph["phases"]:
+            print(f"  {p['id']:<17} onset step {p['onset_step']}  (R^2 {p['coherence_r2']})")
+        for s in ph["separations"]:
+            print(f"  {s['earlier']} -> {s['later']}: {s['separating_checkpoints']} separating checkpoints")
+        for cid, r in doc["series_claims"].items():
+            print(f"  {cid}: {r['verdict']} ({r['reason']})")
+        for cid, h in doc["claims_first_hold"].items():
+            print(f"  {cid}: holds from step {h['first_step_holding']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

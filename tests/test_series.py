@@ -1,0 +1,262 @@
+"""assignadd-report over a checkpoint series, and the learning_phases claim (SPEC §4.5)."""
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+import torch
+
+import assignadd
+from assignadd import hypotheses
+from assignadd.hypotheses.base import ClaimResult, Evidence, Hypothesis, Measurement, Threshold
+from assignadd.hypotheses.learning_phases import (
+    LEARNED,
+    PHASES,
+    SERIES_REGISTRY,
+    LearningPhases,
+    detect_phases,
+    onset_index,
+)
+from assignadd.model import load_checkpoint
+from assignadd.model.train import TrainConfig, train
+from assignadd.reports.report_cli import main as report_main
+from assignadd.reports.series import SeriesError, claim_indices, compute_series, find_checkpoints, to_json
+
+N = 40  # sequences per pool in these tests: enough to exercise every measure, small enough to be quick
+
+
+# ----- a tiny real run, and the same weights in the authors' naming ------------------------------
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    """A 30-step run: checkpoints at steps 0, 10, 20, 30, plus final.pt (the same weights as step 30)."""
+    run = tmp_path_factory.mktemp("series") / "run"
+    train(run, TrainConfig(steps=30, batch_size=32, checkpoint_every=10, eval_every=10, eval_size=8, threads=1),
+          progress=False)
+    return run
+
+
+@pytest.fixture(scope="module")
+def authors_folder(tiny_run, tmp_path_factory):
+    """The tiny run's weights as bare TransformerLens state dicts, named as the authors name them, with
+    steps whose text order is not their numeric order (11 < 101 < 1001 but "1001" < "101" < "11")."""
+    folder = tmp_path_factory.mktemp("authors")
+    names = {0: "checkpoint_step_11.pth", 10: "checkpoint_step_101.pth", 20: "checkpoint_step_1001.pth",
+             30: "model_state_dict.pth"}
+    for step, name in names.items():
+        model = load_checkpoint(tiny_run / "checkpoints" / f"step_{step:06d}.pt")
+        torch.save(model.state_dict(), folder / name, pickle_protocol=4)
+    (folder / "notes.txt").write_text("not a checkpoint")
+    return folder
+
+
+def test_authors_named_state_dicts_are_read_and_ordered_by_step(authors_folder):
+    entries = find_checkpoints(authors_folder)
+    assert [e.path.name for e in entries] == ["checkpoint_step_11.pth", "checkpoint_step_101.pth",
+                                             "checkpoint_step_1001.pth", "model_state_dict.pth"]
+    assert [e.step for e in entries[:3]] == [11, 101, 1001]
+    assert entries[3].step_from == "inferred" and entries[3].step > 1001
+
+
+def test_authors_state_dicts_measure_the_same_as_our_checkpoints_of_the_same_weights(tiny_run, authors_folder):
+    ours = compute_series(tiny_run, n=N, claims=0, progress=False)
+    theirs = compute_series(authors_folder, n=N, claims=0, progress=False)
+    assert [c["values"] for c in ours["checkpoints"]] == [c["values"] for c in theirs["checkpoints"]]
+
+
+def test_run_folder_final_checkpoint_is_not_counted_twice(tiny_run):
+    entries = find_checkpoints(tiny_run)
+    assert [e.step for e in entries] == [0, 10, 20, 30]
+    assert all(e.path.name.startswith("step_") for e in entries)
+
+
+def test_every_keeps_the_last_checkpoint(tiny_run):
+    doc = compute_series(tiny_run, every=3, n=N, claims=0, progress=False)
+    assert [c["step"] for c in doc["checkpoints"]] == [0, 30]
+
+
+def test_claims_are_spread_over_the_series_first_and_last_included():
+    assert claim_indices(400, 8) == [0, 57, 114, 171, 228, 285, 342, 399]
+    assert claim_indices(5, 1) == [4] and claim_indices(5, 0) == [] and claim_indices(3, 10) == [0, 1, 2]
+
+
+def test_series_json_is_byte_identical_across_runs_and_jobs(tiny_run, tmp_path):
+    for name, jobs in (("a", 1), ("b", 2)):
+        assert report_main([str(tiny_run), "--out", str(tmp_path / name), "--n", str(N), "--claims", "0",
+                            "--jobs", str(jobs), "--quiet"]) == 0
+    a = (tmp_path / "a" / "series.json").read_bytes()
+    assert a == (tmp_path / "b" / "series.json").read_bytes()
+    assert a == to_json(compute_series(tiny_run, n=N, claims=0, progress=False)).encode()
+    doc = json.loads(a)
+    assert doc["schema"] == "assignadd.series/1"
+    assert set(doc["checkpoints"][0]["values"]) == set(doc["measures"])
+
+
+def test_series_csv_is_long_form_and_html_is_self_contained(tiny_run, tmp_path):
+    assert report_main([str(tiny_run), "--out", str(tmp_path), "--n", str(N), "--claims", "0", "--quiet"]) == 0
+    rows = (tmp_path / "series.csv").read_text().splitlines()
+    assert rows[0] == "step,measure,value"
+    doc = json.loads((tmp_path / "series.json").read_text())
+    assert len(rows) - 1 == sum(len(c["values"]) for c in doc["checkpoints"])
+    page = (tmp_path / "series.html").read_text()
+    assert page.count("data:image/png;base64,") >= 2
+    assert "http://" not in page and "https://" not in page and "<script" not in page
+
+
+def test_missing_folder_is_refused_with_exit_2(tmp_path, capsys):
+    with pytest.raises(SystemExit) as e:
+        report_main([str(tmp_path / "nope"), "--out", str(tmp_path / "out"), "--quiet"])
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "out").exists()
+
+
+def test_folder_without_checkpoints_is_refused_with_exit_2(tmp_path):
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / "readme.txt").write_text("nothing here")
+    with pytest.raises(SystemExit) as e:
+        report_main([str(tmp_path / "empty"), "--out", str(tmp_path / "out"), "--quiet"])
+    assert e.value.code == 2
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_corrupt_checkpoint_among_good_ones_is_refused_and_nothing_is_written(tiny_run, tmp_path, capsys):
+    folder = tmp_path / "ckpts"
+    shutil.copytree(tiny_run / "checkpoints", folder)
+    (folder / "step_000020.pt").write_bytes((folder / "step_000020.pt").read_bytes()[:500])
+    out = tmp_path / "out"
+    out.mkdir()
+    with pytest.raises(SystemExit) as e:
+        report_main([str(folder), "--out", str(out), "--n", str(N), "--claims", "0", "--quiet"])
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "step_000020.pt" in err and len(err.strip().splitlines()) == 1
+    assert list(out.iterdir()) == []
+
+
+# ----- per-checkpoint claims ----------------------------------------------------------------------
+class _AlwaysLate(Hypothesis):
+    """A stand-in claim: holds once the 0-var training accuracy is above chance x 2."""
+    id, spec, statement = "stand_in", "test", "0-var training accuracy above twice chance"
+
+    def evidence(self, ctx):
+        acc = float((ctx.model.last_logits(ctx.pool("0var_train")[0]).argmax(-1) == ctx.pool("0var_train")[1])
+                    .double().mean())
+        return [Evidence("acc", "mean correct", "causal", Threshold(2 / 59, ">=", "test"), Measurement.exact(acc))]
+
+
+def test_registered_claims_run_on_the_chosen_checkpoints(tiny_run, monkeypatch):
+    monkeypatch.setattr(hypotheses, "REGISTRY", {"stand_in": _AlwaysLate})
+    doc = compute_series(tiny_run, n=N, claims=2, claims_n=N, progress=False)
+    with_claims = [c["step"] for c in doc["checkpoints"] if "claims" in c]
+    assert with_claims == [0, 30]
+    hold = doc["claims_first_hold"]["stand_in"]
+    assert hold["evaluated_steps"] == [0, 30]
+    assert hold["verdicts"][-1] in ("pass", "fail")
+
+
+# ----- phase detection on planted curves ----------------------------------------------------------
+def planted(onsets=(1000, 4000, 12000), *, width=150, last=20000, every=100, n=1000, seed=0):
+    """Records whose phase curves are logistic rises centred at ``onsets`` (addition, assignment,
+    restricted slots), sampled as accuracies on n sequences (binomial noise)."""
+    rng = np.random.default_rng(seed)
+    steps = list(range(0, last + 1, every))
+    records = []
+    for s in steps:
+        values = {}
+        for phase, centre in zip(PHASES, onsets):
+            p = 1 / 59 + (1 - 1 / 59) * 0.995 / (1 + np.exp(-(s - centre) / width))
+            for m in phase.curve:
+                values[m] = float(rng.binomial(n, p) / n)
+        records.append({"step": s, "values": values})
+    return records
+
+
+def test_phase_detection_finds_planted_phases_in_order():
+    found = detect_phases(planted())
+    onsets = [p["onset_step"] for p in found["phases"]]
+    for got, centre in zip(onsets, (1000, 4000, 12000)):
+        assert centre <= got <= centre + 600  # 0.9 is crossed ~2.2 widths after the centre
+    assert found["in_order"] and found["all_clear"]
+
+
+def test_learning_phases_passes_on_planted_phases():
+    r = LearningPhases().run_series(planted())
+    assert r.verdict == "pass", r.reason
+
+
+def test_learning_phases_fails_on_a_shuffled_series():
+    records = planted()
+    order = np.random.default_rng(123).permutation(len(records))
+    shuffled = [{"step": r["step"], "values": records[k]["values"]} for r, k in zip(records, order)]
+    r = LearningPhases().run_series(shuffled)
+    assert r.verdict == "fail", r.reason
+
+
+def test_learning_phases_fails_when_assignment_and_restricted_slots_coincide():
+    r = LearningPhases().run_series(planted((1000, 4000, 4000)))
+    assert r.verdict == "fail"
+    assert "assignment_before_restricted_slots" in r.reason
+
+
+def test_learning_phases_fails_when_restricted_slots_come_before_assignment():
+    r = LearningPhases().run_series(planted((1000, 12000, 4000)))
+    assert r.verdict == "fail"
+
+
+def test_learning_phases_fails_when_the_series_starts_after_addition():
+    r = LearningPhases().run_series([x for x in planted() if x["step"] >= 2000])
+    assert r.verdict == "fail" and "addition_phase_is_a_step" in r.reason
+
+
+def test_a_single_noisy_dip_does_not_move_an_onset_but_forgetting_removes_it():
+    curve = [0.0, 0.1, 0.5, 0.95, 0.97, 0.98, 0.2, 0.99, 0.99, 0.99]
+    assert onset_index(curve) == 3
+    assert onset_index(curve[:-3] + [0.3, 0.2, 0.1]) is None
+    assert onset_index([0.99] * 5) == 0 and LEARNED == 0.9
+
+
+def test_learning_phases_is_not_a_per_checkpoint_claim(tiny_run):
+    assert "learning_phases" not in hypotheses.REGISTRY and "learning_phases" in SERIES_REGISTRY
+    ctx = hypotheses.Context(load_checkpoint(tiny_run / "final.pt"), n=N)
+    r = LearningPhases().run(ctx)
+    assert isinstance(r, ClaimResult) and r.verdict == "skipped" and "assignadd-report" in r.reason
+
+
+def test_series_json_serialises_a_failing_claim_without_nan(tiny_run):
+    doc = compute_series(tiny_run, n=N, claims=0, progress=False)
+    assert doc["series_claims"]["learning_phases"]["verdict"] == "fail"  # 30 steps: no phase at all
+    json.loads(to_json(doc))
+
+
+def test_bad_options_are_series_errors(tiny_run):
+    for kwargs in ({"every": 0}, {"jobs": 0}, {"n": 1}, {"claims": -1}):
+        with pytest.raises(SeriesError):
+            compute_series(tiny_run, progress=False, **kwargs)
+
+
+# ----- the shipped series ------------------------------------------------------------------------
+shipped = pytest.mark.skipif(not assignadd.reference_series(), reason="the thinned reference series is not shipped yet")
+
+
+@pytest.fixture(scope="module")
+def shipped_doc():
+    return compute_series(assignadd.reference_series()[0].parent, n=500, claims=0, progress=False)
+
+
+@shipped
+def test_shipped_series_shows_the_three_phases_in_order_at_plausible_steps(shipped_doc):
+    onsets = [p["onset_step"] for p in shipped_doc["phases"]["phases"]]
+    assert None not in onsets and onsets == sorted(onsets) and len(set(onsets)) == 3
+    assert onsets[0] <= 5_000 and onsets[1] <= 15_000 and onsets[2] <= 25_000  # paper: spike ~5k, refinement ~15k
+
+
+@shipped
+@pytest.mark.xfail(strict=True, reason=(
+    "finding, not tuned away: on the shipped series the assignment curve min(1var_train, 2var_train) rises in "
+    "two stages (0.47 at 500, 0.81 at 3000, 0.86-0.92 from 4000 to 8000) so the pre-registered step test gives "
+    "R^2 0.44 < 0.5 and learning_phases fails; see docs/dynamics.md. strict: a pass must be looked at."))
+def test_learning_phases_passes_on_the_shipped_series(shipped_doc):
+    assert shipped_doc["series_claims"]["learning_phases"]["verdict"] == "pass"
