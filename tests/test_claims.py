@@ -118,3 +118,27 @@ def test_adding_a_hypothesis_recipe_runs_as_written(capsys):
     exec(compile(code, str(page), "exec"), {})
     assert capsys.readouterr().out.startswith("fail ")
     assert list(REGISTRY) == before
+
+
+@needs_reference
+def test_fourier_neurons_fails_when_key_frequencies_are_projected_out_of_the_reference(reference, task):
+    from assignadd.hypotheses.measures import fourier
+
+    knocked = fourier.key_frequencies_removed(reference, task.pool("0var_train", 200, seed=9)[0])
+    r = verdicts(knocked, task, ["fourier_neurons"], n=500)["fourier_neurons"]
+    assert r.verdict == "fail"
+    assert not {e.name: e for e in r.evidence}["key_frequencies_kept"].passed
+
+
+@needs_reference
+def test_shared_residual_fails_when_layer2_output_at_eq_is_scrambled_in_the_reference(reference, task):
+    from assignadd.interventions import Replace, Site, knockout
+
+    def scramble(act, hook):
+        return act[torch.randperm(act.shape[0], generator=torch.Generator().manual_seed(0))]
+
+    knocked = knockout(reference, [Replace(Site("blocks.1.hook_attn_out", positions=15), scramble)],
+                       probe_tokens=torch.zeros(4, 16, dtype=torch.long))
+    r = verdicts(knocked, task, ["shared_residual"], n=500)["shared_residual"]
+    assert r.verdict == "fail"
+    assert not {e.name: e for e in r.evidence}["constant_difference_moves_variable_run"].passed
