@@ -63,6 +63,10 @@ def _write_atomic(out: Path, files: dict[str, str]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    from .sweep_report import is_sweep_folder, main_for_sweep
+
+    if is_sweep_folder(args.path):  # a folder made by assignadd-sweep (or holding an f and an r sweep)
+        return main_for_sweep(args.path, args.out, quiet=args.quiet)
     from .series import SeriesError, compute_series, to_csv, to_json
     from .series_html import render_html
 

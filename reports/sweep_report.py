@@ -1,0 +1,274 @@
+"""``assignadd-report SWEEP_DIR``: a data-requirement sweep into accuracy-against-f (or r) curves, the
+threshold, and the ``data_requirements`` verdict (SPEC §4.5).
+
+``SWEEP_DIR`` is a sweep folder of ``assignadd-sweep`` (it holds ``sweep.json``), or a folder whose
+sub-folders are sweep folders (an f sweep and an r sweep side by side: one report, both halves of the
+claim). Writes into ``out``:
+    sweep.json   schema ``assignadd.sweep/1``: the grids, every point's metric, the thresholds, the verdict
+                 (byte-identical for the same folders: no timestamps, no absolute paths)
+    sweep.csv    one row per point
+    sweep.html   self-contained (figures as base64 PNG)
+Bad input: one ``error: ...`` line, exit 2, nothing written.
+"""
+from __future__ import annotations
+
+import base64
+import csv
+import html
+import io
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from ..cli_util import exit_bad_input
+
+SCHEMA = "assignadd.sweep/1"
+CSV_FIELDS = ("param", "point", "value", "seed", "f", "r", "metric", "accuracy", "ci_low", "ci_high", "n", "sample",
+              "generalizes", "steps_trained", "stopped_early")
+
+
+class SweepReportError(ValueError):
+    """A path that is not a sweep folder, nor a folder of them."""
+
+
+def is_sweep_folder(path) -> bool:
+    """True when ``path`` is a sweep folder or holds sweep folders (for ``assignadd-report`` to dispatch)."""
+    return bool(find_sweeps(path, strict=False))
+
+
+def find_sweeps(path, strict: bool = True) -> list[Path]:
+    path = Path(path)
+    if (path / "sweep.json").is_file():
+        return [path]
+    found = sorted(p for p in path.iterdir() if (p / "sweep.json").is_file()) if path.is_dir() else []
+    if not found and strict:
+        raise SweepReportError(f"{path}: not a sweep folder (no sweep.json in it or in its sub-folders)")
+    return found
+
+
+def _training_summary(point_dir: Path, steps: int) -> dict:
+    """Steps trained, whether early stopping ended the point, and its last pool accuracies."""
+    log = point_dir / "metrics.jsonl"
+    last = None
+    if log.exists():
+        for line in log.read_text().splitlines():
+            try:
+                last = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+    done = (point_dir / "final.pt").exists()
+    step = last["step"] if last else None
+    return {"steps_trained": step, "finished": done,
+            "stopped_early": bool(done and step is not None and step < steps),
+            "final_pools": last["accuracy"] if last else None}
+
+
+def compute_sweep_report(path, *, union_sample=None, device: str = "cpu", progress: bool = False) -> dict:
+    """The ``assignadd.sweep/1`` document for a sweep folder (or a folder of sweep folders).
+
+    ``union_sample``: 2-var union sequences scored per r point (None: ``UNION_SAMPLE``; 0: all of them)."""
+    from ..hypotheses import data_requirements as dr
+    from ..model.sweep import points_dir
+
+    # None: the claim's default subsample of the 2-var union; 0: every sequence of it.
+    union_sample = dr.UNION_SAMPLE if union_sample is None else (union_sample or None)
+    folders = find_sweeps(path)
+    sweeps, by_param = [], {}
+    for folder in folders:
+        def note(r, folder=folder):
+            if progress:
+                acc = "unfinished" if r.accuracy is None else f"{r.accuracy:.4f}"
+                print(f"  {folder.name}/{r.name}: {r.metric} {acc}", file=sys.stderr)
+
+        try:
+            grid_doc, results = dr.sweep_results(folder, union_sample=union_sample, device=device, progress=note)
+        except Exception as e:
+            raise SweepReportError(f"{folder}: {e}") from None
+        param = grid_doc["grid"]["param"]
+        if param in by_param:
+            raise SweepReportError(f"{path}: two {param} sweeps; give one sweep per parameter")
+        by_param[param] = results
+        try:
+            threshold = dr.estimate_threshold(results)
+        except dr.SweepDataError as e:
+            threshold = {"error": str(e)}
+        points = []
+        for r in results:
+            points.append({**r.to_dict(), **_training_summary(points_dir(folder) / r.name, grid_doc["grid"]["steps"])})
+        sweeps.append({"folder": folder.name if folder != Path(path) else ".", "param": param,
+                       "grid": grid_doc["grid"], "points": points, "threshold": threshold})
+    claim = dr.DataRequirements().run_results(by_param).to_dict()
+    return {
+        "schema": SCHEMA,
+        "rule": {"generalizes": dr.GENERALIZES, "band": {p: list(b) for p, b in dr.BAND.items()},
+                 "paper": dr.PAPER, "metrics": dr.METRICS, "union_sample": union_sample},
+        "sweeps": sweeps,
+        "claim": claim,
+    }
+
+
+def to_json(doc: dict) -> str:
+    return json.dumps(doc, indent=2, sort_keys=True, allow_nan=False) + "\n"
+
+
+def to_csv(doc: dict) -> str:
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=CSV_FIELDS, lineterminator="\n")
+    w.writeheader()
+    for s in doc["sweeps"]:
+        for p in s["points"]:
+            w.writerow({"param": s["param"], "point": p["name"], "value": p["value"], "seed": p["seed"], "f": p["f"],
+                        "r": p["r"], "metric": p["metric"], "accuracy": p["accuracy"], "ci_low": p["low"],
+                        "ci_high": p["high"], "n": p["n"], "sample": p["sample"], "generalizes": p["generalizes"],
+                        "steps_trained": p["steps_trained"], "stopped_early": p["stopped_early"]})
+    return buf.getvalue()
+
+
+def _png(fig) -> str:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=100, bbox_inches="tight", metadata={"Software": None})
+    return base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+def sweep_figure(doc: dict, sweep: dict) -> str:
+    """Accuracy against the swept parameter, one line per seed; the bar, the band, the paper's value and
+    the estimated threshold marked. Returns base64 PNG."""
+    import matplotlib
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    param, rule = sweep["param"], doc["rule"]
+    fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    band = rule["band"][param]
+    ax.axvspan(band[0], band[1], color="tab:green", alpha=0.12, label=f"pass band {band[0]}-{band[1]}")
+    ax.axhline(rule["generalizes"], color="grey", ls=":", lw=1, label=f"generalizes: acc >= {rule['generalizes']}")
+    ax.axvline(rule["paper"][param], color="black", ls=":", lw=1, label=f"paper: {param} ≈ {rule['paper'][param]}")
+    for seed in sorted({p["seed"] for p in sweep["points"]}):
+        pts = sorted((p for p in sweep["points"] if p["seed"] == seed), key=lambda p: p["value"])
+        xs = [p["value"] for p in pts if p["accuracy"] is not None]
+        ys = [p["accuracy"] for p in pts if p["accuracy"] is not None]
+        ax.plot(xs, ys, marker="o", lw=1.4, label=f"seed {seed}")
+    th = sweep["threshold"]
+    if th.get("low") is not None:
+        ax.axvline(th["median"], color="tab:red", ls="--", lw=1.5, label=f"threshold θ = {th['median']:.3g}")
+        if th["high"] > th["low"]:
+            ax.axvspan(th["low"], th["high"], color="tab:red", alpha=0.12, label="θ over seeds")
+    metric = doc["rule"]["metrics"][param]
+    ax.set_xlabel({"f": "f: fraction of number pairs in training", "r": "r: keep-probability of 2-var rows"}[param])
+    ax.set_ylabel(f"accuracy ({metric})")
+    ax.set_ylim(-0.02, 1.02)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="lower right")
+    ax.set_title(f"Accuracy against {param}")
+    out = _png(fig)
+    plt.close(fig)
+    return out
+
+
+def _fmt(x, digits=4) -> str:
+    if x is None:
+        return "–"
+    if isinstance(x, bool):
+        return "yes" if x else "no"
+    if isinstance(x, float):
+        return f"{x:.{digits}g}"
+    return html.escape(str(x))
+
+
+def render_html(doc: dict) -> str:
+    claim = doc["claim"]
+    colour = {"pass": "#2ca02c", "fail": "#d62728"}.get(claim["verdict"], "#bcbd22")
+    parts = [
+        "<!doctype html><html><head><meta charset=\"utf-8\"><title>assignadd sweep report</title>",
+        "<style>body{font-family:sans-serif;max-width:1000px;margin:2em auto}table{border-collapse:collapse;"
+        "font-size:13px}td,th{border:1px solid #ccc;padding:3px 6px;text-align:right}th{background:#f3f3f3}"
+        ".v{font-weight:bold}</style></head><body>",
+        "<h1>Data requirements (SPEC §4.5)</h1>",
+        f"<p>{html.escape(claim['statement'])}</p>",
+        f"<p class=\"v\" style=\"color:{colour}\">data_requirements: {html.escape(claim['verdict'])} — "
+        f"{html.escape(claim['reason'])}</p>",
+        f"<p>A point generalizes when the lower 95% bound of its accuracy is ≥ {doc['rule']['generalizes']}. "
+        "θ: the smallest grid value from which every larger value generalizes (per seed). Rule and band: "
+        "<code>assignadd/hypotheses/data_requirements.py</code>, docs/sweeps.md.</p>",
+    ]
+    if claim["evidence"]:
+        parts.append("<table><tr><th>item</th><th>value</th><th>interval</th><th>threshold</th><th>passed</th></tr>")
+        for e in claim["evidence"]:
+            m, t = e["measurement"], e["threshold"]
+            parts.append(f"<tr><td style=\"text-align:left\">{html.escape(e['name'])}</td><td>{_fmt(m['value'])}</td>"
+                         f"<td>[{_fmt(m['ci'][0])}, {_fmt(m['ci'][1])}]</td><td>{t['direction']} {_fmt(t['value'])}</td>"
+                         f"<td>{_fmt(e['passed'])}</td></tr>")
+        parts.append("</table>")
+    for s in doc["sweeps"]:
+        p = s["param"]
+        parts.append(f"<h2>Sweep over {p} ({html.escape(s['folder'])})</h2>")
+        fixed = ", ".join(f"{k} = {v}" for k, v in s["grid"]["fixed"].items())
+        parts.append(f"<p>{fixed}; seeds {s['grid']['seeds']}; up to {s['grid']['steps']} steps; early stop: "
+                     f"{html.escape(json.dumps(s['grid']['early_stop']))}</p>")
+        if "error" in s["threshold"]:
+            parts.append(f"<p style=\"color:#d62728\">{html.escape(s['threshold']['error'])}</p>")
+        parts.append(f"<img alt=\"accuracy against {p}\" src=\"data:image/png;base64,{sweep_figure(doc, s)}\">")
+        parts.append("<table><tr><th>point</th><th>accuracy</th><th>95% CI</th><th>n</th><th>generalizes</th>"
+                     "<th>steps</th><th>early stop</th></tr>")
+        for q in s["points"]:
+            parts.append(f"<tr><td style=\"text-align:left\">{html.escape(q['name'])}</td><td>{_fmt(q['accuracy'])}</td>"
+                         f"<td>[{_fmt(q['low'])}, {_fmt(q['high'])}]</td><td>{_fmt(q['n'])}</td>"
+                         f"<td>{_fmt(q['generalizes'])}</td><td>{_fmt(q['steps_trained'])}</td>"
+                         f"<td>{_fmt(q['stopped_early'])}</td></tr>")
+        parts.append("</table>")
+    parts.append("</body></html>\n")
+    return "\n".join(parts)
+
+
+def _write_atomic(out: Path, files: dict[str, str]) -> None:
+    """Every file to a temporary name first, then all renamed: no half-written report."""
+    out.mkdir(parents=True, exist_ok=True)
+    tmps = {}
+    try:
+        for name, text in files.items():
+            fd, tmp = tempfile.mkstemp(dir=out, prefix=f".{name}.", suffix=".tmp")
+            with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
+                fh.write(text)
+            os.chmod(tmp, 0o644)
+            tmps[name] = tmp
+        for name, tmp in tmps.items():
+            os.replace(tmp, out / name)
+    finally:
+        for tmp in tmps.values():
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+
+
+def main_for_sweep(path, out=None, *, quiet: bool = False, union_sample: int | None = None,
+                   device: str = "cpu") -> int:
+    """What ``assignadd-report SWEEP_DIR [--out OUT]`` runs: writes sweep.json/.csv/.html into ``out``
+    (default ``out/report-<folder name>``); bad input exits 2 with one ``error:`` line."""
+    path = Path(path)
+    out = Path(out) if out else Path("out") / f"report-{path.resolve().name}"
+    if out.exists() and not out.is_dir():
+        exit_bad_input(f"{out}: exists and is not a folder")
+    try:
+        sweeps = find_sweeps(path)
+    except (SweepReportError, OSError) as e:
+        exit_bad_input(str(e))
+    if any(out.resolve() == s.resolve() for s in sweeps):
+        exit_bad_input(f"{out}: is the sweep folder itself (its sweep.json is the grid); choose another --out")
+    t0 = time.perf_counter()
+    try:
+        doc = compute_sweep_report(path, union_sample=union_sample, device=device, progress=not quiet)
+    except SweepReportError as e:
+        exit_bad_input(str(e))
+    _write_atomic(out, {"sweep.json": to_json(doc), "sweep.csv": to_csv(doc), "sweep.html": render_html(doc)})
+    if not quiet:
+        print(f"{sum(len(s['points']) for s in doc['sweeps'])} points in {time.perf_counter() - t0:.1f} s -> {out}")
+        for s in doc["sweeps"]:
+            th = s["threshold"]
+            if "error" in th:
+                print(f"  {s['param']}: {th['error']}")
+            else:
+                print(f"  {s['param']}: threshold {th['median']} (seeds: {th['low']}-{th['high']})")
+        print(f"  data_requirements: {doc['claim']['verdict']} ({doc['claim']['reason']})")
+    return 0

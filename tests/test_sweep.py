@@ -1,0 +1,311 @@
+"""Sweeps (SPEC §1.3, §4.5): the sweep folder, resumption, early stopping, the batched trainer, the
+``data_requirements`` claim and the sweep report.
+
+Training runs here are tiny (a few steps of batch 16, pools of 20): they test bookkeeping and equality
+of arithmetic, not learning. The claim is tested on synthetic sweep folders whose per-point metric
+files (``generalization.json``) are written by hand, so the answer is known by construction.
+"""
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from assignadd.hypotheses import REGISTRY
+from assignadd.hypotheses import data_requirements as dr
+from assignadd.model import load_checkpoint
+from assignadd.model.batched import train_batched
+from assignadd.model.sweep import (
+    EARLY_STOP_BAR,
+    GRID_FORMAT,
+    EarlyStop,
+    SweepConfig,
+    early_stop_metric,
+    open_sweep,
+    point_status,
+    points_dir,
+    run_sweep,
+)
+from assignadd.model.sweep_cli import main as sweep_main
+from assignadd.model.train import TrainConfig, TrainError, train
+from assignadd.reports import sweep_report
+
+TINY = dict(steps=4, batch_size=16, eval_size=20, eval_every=2, checkpoint_every=2)
+
+
+def tiny_config(**overrides) -> SweepConfig:
+    return SweepConfig(**{"param": "f", "values": (0.5, 0.7), "seeds": (0,), **TINY, **overrides})
+
+
+def run_cli(argv, capsys):
+    """``assignadd-sweep argv`` -> (exit code, stdout, stderr)."""
+    try:
+        code = sweep_main(argv)
+    except SystemExit as e:
+        code = e.code
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def weights(path) -> dict:
+    return load_checkpoint(path).state_dict()
+
+
+# ----- grid parsing and bad flags --------------------------------------------------------------------
+def test_grid_lists_every_value_and_seed_in_order():
+    cfg = SweepConfig(param="r", values=(0.3, 0.05, 1.0), seeds=(1, 0))
+    names = [p.name for p in cfg.points()]
+    assert names == ["r=0.05_seed=1", "r=0.05_seed=0", "r=0.3_seed=1", "r=0.3_seed=0", "r=1_seed=1", "r=1_seed=0"]
+    assert all(p.f == 0.7 for p in cfg.points())  # the paper's f when r is swept
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["--param", "x", "--values", "0.5", "--out", "{out}"], "--param"),
+    (["--param", "f", "--values", "0.5,abc", "--out", "{out}"], "comma-separated numbers"),
+    (["--param", "f", "--values", "0.5", "--seeds", "0,x", "--out", "{out}"], "integers"),
+    (["--param", "f", "--values", "0.5"], "--out"),
+    (["--param", "f", "--values", "0.5,0.5", "--out", "{out}"], "twice"),
+    (["--param", "f", "--values", "1.5", "--out", "{out}"], "outside"),
+    (["--param", "f", "--values", "0.5", "--f", "0.3", "--out", "{out}"], "swept parameter"),
+    (["--param", "f", "--values", "0.5", "--batched", "2", "--jobs", "2", "--out", "{out}"], "--batched"),
+    (["--param", "f", "--values", "0.5", "--ray-address", "x:1", "--out", "{out}"], "--backend ray"),
+    (["--param", "f", "--values", "0.5", "--steps", "0", "--out", "{out}"], "--steps"),
+    (["--param", "f", "--values", "0.5", "--early-stop", "-1", "--out", "{out}"], "--early-stop"),
+])
+def test_bad_flags_exit_2_with_one_error_line_and_write_nothing(tmp_path, capsys, argv, says):
+    out = tmp_path / "sweep"
+    code, stdout, err = run_cli([a.replace("{out}", str(out)) for a in argv], capsys)
+    assert code == 2
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and says in lines[0]
+    assert not out.exists()
+
+
+def test_split_that_leaves_a_number_out_of_training_is_refused(tmp_path, capsys):
+    code, _, err = run_cli(["--param", "f", "--values", "0.02,0.5", "--out", str(tmp_path / "s")], capsys)
+    assert code == 2 and "f=0.02" in err and "no model could learn" in err
+    code, _, err = run_cli(["--param", "r", "--values", "0.5", "--f", "0.02", "--out", str(tmp_path / "s")], capsys)
+    assert code == 2 and "f=0.02" in err
+    assert not (tmp_path / "s").exists()
+
+
+# ----- early stopping --------------------------------------------------------------------------------
+def accs(value: float, **pools) -> dict:
+    names = ("0var_heldout_pair", "2var_heldout_pair", "2var_restricted_1", "2var_restricted_2")
+    return {**{n: value for n in names}, **pools}
+
+
+def test_early_stop_triggers_after_k_consecutive_evaluations_at_the_bar():
+    stop = EarlyStop("f", patience=3)
+    seq = [0.5, EARLY_STOP_BAR, 0.99, 0.2, 0.98, 0.97, 1.0]  # the streak breaks at 0.2, then three in a row
+    fired = [stop(100 * (i + 1), accs(v)) for i, v in enumerate(seq)]
+    assert fired == [False, False, False, False, False, False, True]
+
+
+def test_early_stop_metric_for_r_is_the_mean_of_the_2var_union_pools():
+    a = accs(1.0, **{"2var_restricted_2": 0.9, "0var_heldout_pair": 0.0})
+    assert early_stop_metric("r", a) == pytest.approx((1.0 + 1.0 + 0.9) / 3)
+    assert early_stop_metric("f", a) == 0.0
+    assert not EarlyStop("r", patience=1)(100, a)  # the bar is 0.97; the mean is 0.967
+
+
+def test_early_stop_counts_the_streak_logged_before_a_resume(tmp_path):
+    lines = [{"step": s, "accuracy": accs(v)} for s, v in ((0, 0.0), (100, 0.99), (200, 0.99), (300, 0.1))]
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    resumed = EarlyStop("f", patience=3, run_dir=tmp_path)
+    assert resumed(300, accs(0.99))  # steps 100 and 200 were at the bar; the line for 300 is being replaced
+
+
+# ----- a tiny sweep ----------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def tiny_sweep(tmp_path_factory):
+    """A 2-point sweep whose first point was killed at step 2 before the sweep ran."""
+    out = tmp_path_factory.mktemp("sweep") / "f"
+    cfg = tiny_config()
+    open_sweep(out, cfg)
+    first = cfg.points()[0]
+    train(points_dir(out) / first.name, cfg.train_config(first), progress=False, stop_after=2)
+    partial = point_status(points_dir(out) / first.name)
+    summary = run_sweep(out, cfg, progress=False)
+    return out, cfg, partial, summary
+
+
+def test_tiny_sweep_makes_an_ordinary_run_folder_per_point(tiny_sweep):
+    out, cfg, _, _ = tiny_sweep
+    grid = json.loads((out / "sweep.json").read_text())
+    assert grid["format"] == "assignadd.sweep-grid/1" and grid["grid"]["values"] == [0.5, 0.7]
+    assert [p["name"] for p in grid["points"]] == ["f=0.5_seed=0", "f=0.7_seed=0"]
+    for p in cfg.points():
+        d = points_dir(out) / p.name
+        run = json.loads((d / "run.json").read_text())
+        assert run["task"]["f"] == p.f and run["train"]["seed"] == 0
+        assert [json.loads(x)["step"] for x in (d / "metrics.jsonl").read_text().splitlines()] == [0, 2, 4]
+        assert (d / "final.pt").exists() and (d / "checkpoints" / "step_000004.pt").exists()
+
+
+def test_killed_point_resumes_and_finished_points_are_skipped(tiny_sweep, capsys):
+    out, cfg, partial, summary = tiny_sweep
+    assert partial == ("partial", 2)
+    assert [s["status"] for s in summary] == ["trained (full length)", "trained (full length)"]
+    finals = {p.name: (points_dir(out) / p.name / "final.pt").stat().st_mtime_ns for p in cfg.points()}
+    argv = ["--param", "f", "--values", "0.7,0.5", "--steps", "4", "--batch-size", "16", "--eval-size", "20",
+            "--eval-every", "2", "--checkpoint-every", "2", "--out", str(out)]
+    code, stdout, _ = run_cli(argv, capsys)
+    assert code == 0 and stdout.count("skipped (finished)") == 2
+    assert finals == {p.name: (points_dir(out) / p.name / "final.pt").stat().st_mtime_ns for p in cfg.points()}
+
+
+def test_existing_sweep_with_another_grid_is_refused(tiny_sweep, capsys):
+    out, *_ = tiny_sweep
+    before = (out / "sweep.json").read_text()
+    argv = ["--param", "f", "--values", "0.5,0.7", "--steps", "8", "--batch-size", "16", "--eval-size", "20",
+            "--eval-every", "2", "--checkpoint-every", "2", "--out", str(out)]
+    code, _, err = run_cli(argv, capsys)
+    assert code == 2 and "another grid (steps: 4 there, 8 asked)" in err
+    assert (out / "sweep.json").read_text() == before
+
+
+def test_point_metric_is_computed_from_final_pt_and_cached_beside_it(tiny_sweep, monkeypatch):
+    out, cfg, _, _ = tiny_sweep
+    d = points_dir(out) / "f=0.5_seed=0"
+    got = dr.point_metric(d, "f")
+    assert got["n"] == 3481 - int(0.5 * 3481) and got["ci"] == [got["accuracy"]] * 2  # every held-out pair, exact
+    assert json.loads((d / dr.CACHE_NAME).read_text())["accuracy"] == got["accuracy"]
+    monkeypatch.setattr(dr, "generalization_accuracy", lambda *a, **k: pytest.fail("recomputed a cached metric"))
+    assert dr.point_metric(d, "f") == got
+
+
+def test_r_metric_scores_a_fixed_subsample_of_the_2var_union():
+    from assignadd import AssignAddTransformer
+    from assignadd.data import Task
+
+    model, task = AssignAddTransformer(seed=0).eval(), Task(0.7, 0.5)
+    a = dr.generalization_accuracy(model, task, "r", union_sample=300)
+    b = dr.generalization_accuracy(model, task, "r", union_sample=300)
+    assert a.n == 300 and a.extra["sample"] == 300 and a.low < a.value < a.high and a.to_dict() == b.to_dict()
+
+
+# ----- K models in one batched step ------------------------------------------------------------------
+def test_batched_k3_ends_with_the_same_weights_as_three_separate_runs(tmp_path):
+    """Three runs (two seeds, two values of f), one stopping early at step 2; the batched one is killed
+    after its first step and resumed."""
+    common = dict(steps=3, batch_size=16, eval_size=20, eval_every=1, checkpoint_every=1)
+    cfgs = [TrainConfig(seed=0, f=0.7, **common), TrainConfig(seed=1, f=0.5, **common),
+            TrainConfig(seed=2, f=0.7, r=0.5, **common)]
+    stops = [None, lambda step, a: step >= 2, None]
+    separate = [train(tmp_path / f"sep{k}", c, progress=False, early_stop=s) for k, (c, s) in
+                enumerate(zip(cfgs, stops))]
+    dirs = [tmp_path / f"bat{k}" for k in range(3)]
+    train_batched(dirs, cfgs, early_stops=stops, stop_after=1)
+    assert all((d / "resume.pt").exists() and not (d / "final.pt").exists() for d in dirs)
+    batched = train_batched(dirs, cfgs, early_stops=stops)
+    for k, (a, b) in enumerate(zip(separate, batched)):
+        wa, wb = weights(a), weights(b)
+        assert wa.keys() == wb.keys()
+        for name in wa:
+            assert torch.allclose(wa[name], wb[name], rtol=1e-5, atol=1e-6), (k, name)
+        ma = [json.loads(x)["step"] for x in (a.parent / "metrics.jsonl").read_text().splitlines()]
+        mb = [json.loads(x)["step"] for x in (b.parent / "metrics.jsonl").read_text().splitlines()]
+        assert ma == mb == ([0, 1, 2] if k == 1 else [0, 1, 2, 3])
+        assert (a.parent / "run.json").read_text() == (b.parent / "run.json").read_text()
+
+
+def test_batched_members_must_share_their_training_settings(tmp_path):
+    cfgs = [TrainConfig(seed=0, steps=3, batch_size=16), TrainConfig(seed=1, steps=3, batch_size=32)]
+    with pytest.raises(TrainError, match="batch_size"):
+        train_batched([tmp_path / "a", tmp_path / "b"], cfgs)
+
+
+# ----- the data_requirements claim --------------------------------------------------------------------
+def synthetic_sweep(root, param: str, values, passing_from: float | None, seeds=(0,)):
+    """A sweep folder with no weights, only each point's metric file: accuracy 0.99 at and above
+    ``passing_from`` (None: nowhere), 0.05 below."""
+    out = root / f"sweep_{param}"
+    cfg = SweepConfig(param=param, values=tuple(values), seeds=seeds, steps=100)
+    points_dir(out).mkdir(parents=True)  # sweep.json as open_sweep writes it, without building each split
+    (out / "sweep.json").write_text(json.dumps({"format": GRID_FORMAT, "grid": cfg.grid(), "options": {}}))
+    sample = dr.UNION_SAMPLE if param == "r" else None
+    for p in cfg.points():
+        acc = 0.99 if passing_from is not None and p.value >= passing_from else 0.05
+        d = points_dir(out) / p.name
+        d.mkdir(parents=True)
+        (d / dr.CACHE_NAME).write_text(json.dumps({
+            "schema": dr.CACHE_SCHEMA, "metric": dr.METRICS[param], "requested_sample": sample,
+            "final_sha256": None, "accuracy": acc, "ci": [acc - 0.005, acc + 0.005], "n": 1000, "sample": sample}))
+    return out
+
+
+F_GRID = (0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5, 0.7)
+R_GRID = (0.05, 0.1, 0.15, 0.2, 0.3, 0.5, 1.0)
+
+
+def test_data_requirements_is_kept_out_of_the_per_checkpoint_registry():
+    assert "data_requirements" not in REGISTRY and "data_requirements" in dr.SWEEP_REGISTRY
+
+
+def test_data_requirements_passes_on_sweeps_with_thresholds_inside_the_band(tmp_path):
+    f_dir = synthetic_sweep(tmp_path, "f", F_GRID, 0.25, seeds=(0, 1))
+    r_dir = synthetic_sweep(tmp_path, "r", R_GRID, 0.2)
+    result = dr.DataRequirements().run_sweep([f_dir, r_dir])
+    assert result.verdict == "pass", result.reason
+    theta = {e.name: e.measurement for e in result.evidence}
+    assert theta["f_threshold_not_below_band"].value == 0.25 and theta["r_threshold_not_above_band"].value == 0.2
+
+
+@pytest.mark.parametrize("passing_from, fails", [
+    (None, "f_threshold_not_below_band"),  # nothing generalizes: no threshold
+    (0.1, "f_transition_in_grid"),  # everything generalizes: only an upper bound
+    (0.7, "f_threshold_not_above_band"),  # a threshold far above the paper's
+])
+def test_data_requirements_fails_without_a_threshold_in_the_band(tmp_path, passing_from, fails):
+    result = dr.DataRequirements().run_sweep(synthetic_sweep(tmp_path, "f", F_GRID, passing_from))
+    assert result.verdict == "fail" and fails in result.reason
+
+
+def test_data_requirements_answers_error_on_unfinished_points(tmp_path):
+    out = synthetic_sweep(tmp_path, "f", F_GRID, 0.25)
+    (points_dir(out) / "f=0.4_seed=0" / dr.CACHE_NAME).unlink()
+    result = dr.DataRequirements().run_sweep(out)
+    assert result.verdict == "error" and "f=0.4_seed=0" in result.reason
+
+
+# ----- the sweep report ------------------------------------------------------------------------------
+def test_sweep_report_writes_json_csv_and_html_with_the_threshold(tmp_path, capsys):
+    synthetic_sweep(tmp_path / "both", "f", F_GRID, 0.25)
+    synthetic_sweep(tmp_path / "both", "r", R_GRID, 0.2)
+    assert sweep_report.is_sweep_folder(tmp_path / "both")
+    assert sweep_report.main_for_sweep(tmp_path / "both", tmp_path / "rep", quiet=True) == 0
+    doc = json.loads((tmp_path / "rep" / "sweep.json").read_text())
+    assert doc["schema"] == "assignadd.sweep/1" and doc["claim"]["verdict"] == "pass"
+    assert {s["param"]: s["threshold"]["median"] for s in doc["sweeps"]} == {"f": 0.25, "r": 0.2}
+    csv_lines = (tmp_path / "rep" / "sweep.csv").read_text().splitlines()
+    assert csv_lines[0].startswith("param,point,value") and len(csv_lines) == 1 + len(F_GRID) + len(R_GRID)
+    page = (tmp_path / "rep" / "sweep.html").read_text()
+    assert page.count("data:image/png;base64,") == 2 and "http" not in page.replace("http-equiv", "")
+    first = (tmp_path / "rep" / "sweep.json").read_bytes()
+    sweep_report.main_for_sweep(tmp_path / "both", tmp_path / "rep", quiet=True)
+    assert (tmp_path / "rep" / "sweep.json").read_bytes() == first
+
+
+def test_sweep_report_refuses_a_folder_that_is_not_a_sweep(tmp_path, capsys):
+    with pytest.raises(SystemExit) as e:
+        sweep_report.main_for_sweep(tmp_path, tmp_path / "rep")
+    assert e.value.code == 2 and "not a sweep folder" in capsys.readouterr().err
+    assert not (tmp_path / "rep").exists()
+
+
+# ----- Ray ---------------------------------------------------------------------------------------------
+def test_ray_backend_trains_points_into_the_same_folder_layout(tmp_path):
+    ray = pytest.importorskip("ray", reason="ray is not installed (pip install 'assignadd[ray]')")
+    out = tmp_path / "ray_sweep"
+    cfg = SweepConfig(param="r", values=(0.5,), seeds=(0,), steps=2, batch_size=16, eval_size=20, eval_every=1,
+                      checkpoint_every=1)
+    ray.init(num_cpus=2, include_dashboard=False)
+    try:
+        summary = run_sweep(out, cfg, backend="ray", jobs=2, progress=False)
+    finally:
+        ray.shutdown()
+    assert [s["status"] for s in summary] == ["trained (full length)"]
+    d = points_dir(out) / "r=0.5_seed=0"
+    assert (d / "final.pt").exists() and json.loads((d / "run.json").read_text())["task"]["r"] == 0.5
