@@ -75,7 +75,7 @@ class PreviousTokenHead(Hypothesis):
             item("eq_attends_to_operand_slots", "mean_i 1[top2_k A1_i[15, k] = {13, 14}]", "observational", EQ_SLOTS,
                  lambda m: rate(layer1_eq_to_operand_slots(m, mixed)), ctx.model, {"reinitialised": reinit}),
             item("variable_identity_probe",
-                 "held-out accuracy of a logistic probe: variable id from blocks.0.hook_attn_out at value tokens",
+                 "held-out accuracy of a linear (ridge) probe: variable id from blocks.0.hook_attn_out at value tokens",
                  "observational", PROBE,
                  lambda m: (lambda p: rate(p["correct"], chance=p["chance"]))(variable_probe(m, mixed, seed=ctx.seed)),
                  ctx.model, {"reinitialised": reinit}, required=False),
