@@ -413,9 +413,11 @@ def run_sweep(out, cfg: SweepConfig, *, backend: str = "local", jobs: int = 1, b
         raise SweepError("--ray-address needs --backend ray")
     if backend == "ray":
         try:
-            import ray  # noqa: F401
+            import ray
         except ImportError:
-            raise SweepError("--backend ray needs Ray: pip install 'assignadd[ray]'") from None
+            ray = None
+        if not hasattr(ray, "remote"):  # missing, or a stray 'ray' folder seen as a namespace package
+            raise SweepError("--backend ray needs Ray: pip install 'assignadd[ray]'")
     options = {"backend": backend, "jobs": jobs, "batched": batched, "ray_address": ray_address, "device": cfg.device}
     out = open_sweep(out, cfg, options)
     todo, summary = [], []
