@@ -1,12 +1,8 @@
 """The paper's claims as falsifiable hypotheses (SPEC §4). Importing this package registers them all,
 in the order a report lists them."""
 from .base import REGISTRY, ClaimResult, Context, Evidence, Hypothesis, Measurement, Threshold, decide, register
-from . import previous_token_head, identity_qk  # noqa: F401,E402  (registration order = report order)
-
-try:  # written alongside; registered when present
-    from . import shared_residual, fourier_neurons  # noqa: F401
-except ImportError:  # pragma: no cover
-    pass
+# Registration order is report order.
+from . import previous_token_head, identity_qk, shared_residual, fourier_neurons  # noqa: F401,E402
 from . import heldout_generalization, restricted_slot_generalization  # noqa: F401,E402
 
 __all__ = ["REGISTRY", "ClaimResult", "Context", "Evidence", "Hypothesis", "Measurement", "Threshold", "decide",

@@ -54,7 +54,8 @@ def identity_swap(model, tokens: torch.Tensor, *, seed: int, wrong_site: bool = 
     keep = (vals.any(dim=1) & is_var[torch.arange(B), pick] & (z != x)).nonzero().squeeze(1)
     tokens, p, d, z, y = tokens[keep], p[keep], d[keep], z[keep], y[keep]
     at = torch.stack([p, d], 1) - (1 if wrong_site else 0)
-    out = run(model, tokens, [Patch(Site(ATTN_OUT_1, positions=at), tokens, source_positions=at.flip(1))])
+    out = run(model, tokens, [Patch(Site(ATTN_OUT_1, positions=at), tokens, source_positions=at.flip(1))],
+              last_only=True)
     moved = out.last_logits.argmax(-1) == (z + y) % N
     return {"moved": moved, "dropped": int(B - len(keep))}
 

@@ -13,6 +13,7 @@ from ..data import value_positions
 from ..interventions import Replace, Site, run
 from .base import Context, Evidence, Hypothesis, Measurement, Threshold, item, mean, rate, register
 from .measures.circuits import (
+    layer1_activations,
     layer1_eq_to_operand_slots,
     last_position_correct,
     positional_prev_token_rows,
@@ -61,10 +62,14 @@ class PreviousTokenHead(Hypothesis):
     def evidence(self, ctx: Context) -> list[Evidence]:
         reinit = ctx.reinitialised_model()
         mixed = torch.cat([ctx.pool("1var_train")[0], ctx.pool("2var_train")[0]])
+
+        def layer1(m):  # one Layer-1 forward per model serves the three observational items
+            return ctx.memo(("previous_token_head", "layer1", id(m)), lambda: layer1_activations(m, mixed))
         items = [
             item("value_attends_to_variable",
                  "mean over prefix value tokens t of 1[argmax_k A1[t, k] = t - 1]", "observational", NEARLY_ALL,
-                 lambda m: (lambda a, w: rate(a, mean_weight_on_prev=float(w.mean())))(*prev_token_attention(m, mixed)),
+                 lambda m: (lambda a, w: rate(a, mean_weight_on_prev=float(w.mean())))(
+                     *prev_token_attention(m, mixed, layer1(m)["pattern"])),
                  ctx.model, {"reinitialised": reinit}),
             item("positional_previous_token",
                  "fraction of q in 1..11 with argmax_k S[q, k] = q - 1, S = W_pos W_Q^1 W_K^1T W_pos^T, keys > q, q, q-2 masked",
@@ -73,11 +78,13 @@ class PreviousTokenHead(Hypothesis):
                  ctx.model,
                  {"reinitialised": reinit}, required=False),
             item("eq_attends_to_operand_slots", "mean_i 1[top2_k A1_i[15, k] = {13, 14}]", "observational", EQ_SLOTS,
-                 lambda m: rate(layer1_eq_to_operand_slots(m, mixed)), ctx.model, {"reinitialised": reinit}),
+                 lambda m: rate(layer1_eq_to_operand_slots(m, mixed, layer1(m)["pattern"])), ctx.model,
+                 {"reinitialised": reinit}),
             item("variable_identity_probe",
                  "held-out accuracy of a linear (ridge) probe: variable id from blocks.0.hook_attn_out at value tokens",
                  "observational", PROBE,
-                 lambda m: (lambda p: rate(p["correct"], chance=p["chance"]))(variable_probe(m, mixed, seed=ctx.seed)),
+                 lambda m: (lambda p: rate(p["correct"], chance=p["chance"]))(
+                     variable_probe(m, mixed, seed=ctx.seed, acts=layer1(m)["attn_out"])),
                  ctx.model, {"reinitialised": reinit}, required=False),
         ]
 
@@ -88,7 +95,7 @@ class PreviousTokenHead(Hypothesis):
 
         def ablated_correct(model, tokens, labels, wrong_site):
             where = pad_positions(tokens, pad) if wrong_site else value_positions(tokens)
-            out = run(model, tokens, [Replace(Site(PATTERN_1, positions=where), uniform_rows)])
+            out = run(model, tokens, [Replace(Site(PATTERN_1, positions=where), uniform_rows)], last_only=True)
             return out.last_logits.argmax(-1) == labels
 
         def drop(subject):

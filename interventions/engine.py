@@ -34,8 +34,9 @@ BACKENDS = ("tl", "nnsight")
 
 @dataclass
 class Result:
-    """One intervened forward pass: ``logits`` (B, T, V) and ``hook_calls`` {intervened hook name: times
-    it fired} (always 1 in a returned Result: anything else raised)."""
+    """One intervened forward pass: ``logits`` (B, T, V), or (B, 1, V) from ``run(..., last_only=True)``,
+    and ``hook_calls`` {intervened hook name: times it fired} (always 1 in a returned Result: anything
+    else raised)."""
 
     logits: torch.Tensor
     hook_calls: dict[str, int]
@@ -141,7 +142,7 @@ def clean_activations(model, tokens: torch.Tensor, hooks, backend: str = "tl") -
         if backend == "tl":
             def save(act, hook):
                 store[hook.name] = act.detach()
-            model.run_with_hooks(tokens, fwd_hooks=[(h, save) for h in hooks])
+            model.run_with_hooks(tokens, fwd_hooks=[(h, save) for h in hooks], **_stop_after(model, hooks))
         else:
             wrapped = _nnsight(model)
             saved = {}
@@ -155,6 +156,28 @@ def clean_activations(model, tokens: torch.Tensor, hooks, backend: str = "tl") -
             store = {h: v.detach() for h, v in saved.items()}
     _check_fired(counts, hooks, 1, "reading reference activations")
     return store
+
+
+def _stop_after(model, hooks) -> dict:
+    """Forward kwargs that skip what reading ``hooks`` does not need: ``stop_at_layer`` past the last
+    block named, or ``last_only`` (our model) when that block is the last. Hooks outside the blocks
+    (``hook_embed``, ...) need block 0 at most."""
+    n_layers = getattr(getattr(model, "cfg", None), "n_layers", None)
+    if n_layers is None:
+        return {}
+    layers = [int(h.split(".")[1]) if h.startswith("blocks.") else 0 for h in hooks]
+    if any(not h.startswith(("blocks.", "hook_embed", "hook_pos_embed")) for h in hooks):
+        return {}
+    stop = max(layers) + 1
+    if stop < n_layers:
+        return {"stop_at_layer": stop}
+    return {"last_only": True} if _takes_last_only(model) else {}
+
+
+def _takes_last_only(model) -> bool:
+    from ..model import AssignAddTransformer
+
+    return isinstance(model, AssignAddTransformer)
 
 
 def _bind_all(model, interventions, backend: str) -> list[tuple[Site, Edit]]:
@@ -189,13 +212,15 @@ def _grouped(bound) -> dict[str, list[tuple[Site, Edit]]]:
 
 
 # ----- the two entry points ---------------------------------------------------------------------------
-def run(model, tokens: torch.Tensor, interventions=(), backend: str = "tl") -> Result:
+def run(model, tokens: torch.Tensor, interventions=(), backend: str = "tl", last_only: bool = False) -> Result:
     """One forward pass of ``tokens`` with every intervention applied; raises if any did not act.
 
     ``interventions``: Intervention objects (or one); several at one hook apply in list order, each to
     its own cells. Reference activations come from clean forwards of this model, one per distinct
-    reference token tensor. No gradients are kept. The nnsight backend instruments the model's
-    modules the way nnsight does (plain calls are unaffected).
+    reference token tensor, each stopped after the last block it needs. No gradients are kept. The
+    nnsight backend instruments the model's modules the way nnsight does (plain calls are unaffected).
+    ``last_only=True`` (TransformerLens backend, a model whose forward takes ``last_only``): only the
+    last position's logits are computed, (B, 1, V); every hook still fires as in the full forward.
     """
     if backend not in BACKENDS:
         raise InterventionError(f"backend must be one of {BACKENDS}, found {backend!r}")
@@ -206,7 +231,9 @@ def run(model, tokens: torch.Tensor, interventions=(), backend: str = "tl") -> R
     batch = {"tokens": tokens}
     with torch.no_grad(), _counting(model, list(by_hook)) as counts:
         if backend == "tl":
-            logits = model.run_with_hooks(tokens, fwd_hooks=[(h, _hook_fn(e, batch)) for h, e in by_hook.items()])
+            kwargs = {"last_only": True} if last_only else {}
+            logits = model.run_with_hooks(tokens, fwd_hooks=[(h, _hook_fn(e, batch)) for h, e in by_hook.items()],
+                                          **kwargs)
         else:
             wrapped = _nnsight(model)
             try:
@@ -220,7 +247,7 @@ def run(model, tokens: torch.Tensor, interventions=(), backend: str = "tl") -> R
             except Exception:  # nnsight's own error for a hook that never fired: say it our way
                 _check_fired(counts, by_hook, 1, "run (nnsight)")
                 raise
-            logits = saved
+            logits = saved[:, -1:] if last_only else saved
     _check_fired(counts, by_hook, 1, f"run ({backend})")
     return Result(logits=logits.detach(), hook_calls=dict(counts), interventions=interventions)
 
@@ -267,8 +294,8 @@ def knockout(model, interventions, probe_tokens: torch.Tensor | None = None):
 
 
 def _last_logits_through_hooks(self, tokens: torch.Tensor, biases: bool = True) -> torch.Tensor:
-    """``last_logits`` of a knockout model: the full hooked forward, read at the last position."""
-    return self(tokens)[:, -1]
+    """``last_logits`` of a knockout model: the hooked forward, read at the last position."""
+    return (self(tokens, last_only=True) if _takes_last_only(self) else self(tokens))[:, -1]
 
 
 def _probe_batch(interventions) -> int:

@@ -164,6 +164,11 @@ class Unembed(nn.Module):
         return x @ self.W_U + self.b_U
 
 
+# The last block's modules whose hooks fire before its MLP (named relative to the block).
+_UP_TO_RESID_MID = frozenset({"hook_resid_pre", "hook_attn_out", "hook_resid_mid", "attn", "attn.hook_q", "attn.hook_k",
+                              "attn.hook_v", "attn.hook_attn_scores", "attn.hook_pattern", "attn.hook_z"})
+
+
 class AssignAddTransformer(HookedRootModule):
     """The 2-layer, 1-head, attention-only-Layer-1 transformer of the paper."""
 
@@ -208,18 +213,47 @@ class AssignAddTransformer(HookedRootModule):
     def trainable_parameters(self):
         return [p for p in self.parameters() if p.requires_grad]
 
-    def forward(self, tokens: torch.Tensor, stop_at_layer: int | None = None) -> torch.Tensor:
+    def forward(self, tokens: torch.Tensor, stop_at_layer: int | None = None, *,
+                last_only: bool = False) -> torch.Tensor:
         """Logits at every position: (B, T) -> (B, T, d_vocab_out), fp32.
 
         ``stop_at_layer=L`` (as TransformerLens) runs blocks 0..L-1 only and returns the residual
         stream (B, T, d_model): for measurements that read Layer 1 alone.
+
+        ``last_only=True``: the caller reads the last position only; returns (B, 1, d_vocab_out).
+        Every hook fires exactly as in the full forward, with the same shapes; what no hook and no
+        output reads is skipped. With no hook in the last block, that block runs as in
+        ``last_logits`` (query, attention output, MLP and unembedding at the last position only);
+        with hooks no later than its ``hook_resid_mid``, its attention runs in full and only the MLP
+        and unembedding are cut to the last position; any later hook gets the full forward.
         """
         x = self.hook_embed(self.embed(tokens)) + self.hook_pos_embed(self.pos_embed(tokens))
+        if last_only and stop_at_layer is None:
+            for block in self.blocks[:-1]:
+                x = block(x)
+            return self._last_block(x)[:, None]
         for block in self.blocks[:stop_at_layer]:
             x = block(x)
         if stop_at_layer is not None:
             return x
         return self.unembed(x).float()
+
+    def _last_block(self, x: torch.Tensor) -> torch.Tensor:
+        """The last block and the unembedding, for the last position's logits (B, d_vocab_out), doing
+        no more work than the hooks attached to the last block need (see ``forward``)."""
+        last = self.blocks[-1]
+        hooked = {name for name, m in last.named_modules() if m._forward_hooks or m._forward_pre_hooks}
+        if self.unembed._forward_hooks or self.unembed._forward_pre_hooks:
+            hooked.add("unembed")
+        if not hooked:
+            return self._last_block_fast(x, biases=True)
+        if hooked <= _UP_TO_RESID_MID:
+            x = last.hook_resid_pre(x)
+            resid = last.hook_resid_mid(x + last.hook_attn_out(last.attn(x)))[:, -1]
+            if last.has_mlp:
+                resid = resid + self._mlp_fast(last.mlp, resid, True)
+            return (resid @ self.unembed.W_U + self.unembed.b_U).float()
+        return self.unembed(last(x)[:, -1]).float()
 
     def has_hooks(self) -> bool:
         """True when any hook function (temporary, permanent or a forward pre-hook) is attached:
@@ -254,6 +288,11 @@ class AssignAddTransformer(HookedRootModule):
                 x = x + a.b_O
             if block.has_mlp:
                 x = x + self._mlp_fast(block.mlp, x, biases)
+        return self._last_block_fast(x, biases)
+
+    def _last_block_fast(self, x: torch.Tensor, biases: bool) -> torch.Tensor:
+        """The last block for the last position only, from the residual stream entering it, no hooks."""
+        B, T, _ = x.shape
         last = self.blocks[-1]
         a = last.attn
         H, D, Dh = a.W_Q.shape

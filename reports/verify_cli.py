@@ -221,15 +221,37 @@ def _run(args, path, shown_path, only, ids, json_path, junit_path, out, staging_
 
     from tqdm import tqdm
 
-    results = []
-    bar = tqdm(ids, desc="claims", unit="claim", file=sys.stderr, disable=args.quiet, leave=False)
-    for cid in bar:
-        bar.set_postfix_str(cid)
-        seed_everything(args.seed)
-        t1 = time.perf_counter()
-        results.extend(run_all(ctx, [cid]))
-        timings["claims"][cid] = time.perf_counter() - t1
-    bar.close()
+    # Figures are drawn on a worker thread while the claims run (torch releases the GIL in its
+    # kernels, so the two overlap on a multi-core CPU): the model figures from a private copy of the
+    # model (claims attach temporary hooks to theirs), each claim's evidence plot once it is decided.
+    # Figures use explicit generators only, so the overlap cannot change any claim's result.
+    painter = figure_jobs = None
+    if out is not None:
+        import copy
+        from concurrent.futures import ThreadPoolExecutor
+
+        from .figures import forest_figure, model_figures
+
+        painter = ThreadPoolExecutor(max_workers=1, thread_name_prefix="assignadd-figures")
+        figure_jobs = {"model": painter.submit(model_figures, copy.deepcopy(model).eval(), task, seed=args.seed),
+                       "forest": []}
+    try:
+        results = []
+        bar = tqdm(ids, desc="claims", unit="claim", file=sys.stderr, disable=args.quiet, leave=False)
+        for cid in bar:
+            bar.set_postfix_str(cid)
+            seed_everything(args.seed)
+            t1 = time.perf_counter()
+            done = run_all(ctx, [cid])
+            timings["claims"][cid] = time.perf_counter() - t1
+            results.extend(done)
+            if painter is not None:
+                figure_jobs["forest"] += [painter.submit(forest_figure, r.to_dict()) for r in done]
+        bar.close()
+    except BaseException:
+        if painter is not None:
+            painter.shutdown(wait=False, cancel_futures=True)
+        raise
 
     report = render.build_report(
         checkpoint={"path": shown_path, "sha256": digest, "format": meta.get("format"), "step": meta.get("step"),
@@ -247,12 +269,12 @@ def _run(args, path, shown_path, only, ids, json_path, junit_path, out, staging_
         if not args.quiet:
             print(f"writing reports to {out}", file=sys.stderr)
         t2 = time.perf_counter()
-        from .figures import forest_figure, model_figures
-
-        figures = [f for f in (forest_figure(c) for c in report["claims"]) if f is not None]
-        seed_everything(args.seed)
-        figures += model_figures(model, task, seed=args.seed)
-        timings["figures_seconds"] = time.perf_counter() - t2
+        try:
+            figures = [f for f in (job.result() for job in figure_jobs["forest"]) if f is not None]
+            figures += figure_jobs["model"].result()
+        finally:
+            painter.shutdown(wait=False, cancel_futures=True)
+        timings["figures_wait_seconds"] = time.perf_counter() - t2  # what the figures add after the claims
         (staging / "report.json").write_text(report_json, encoding="utf-8")
         (staging / "report.md").write_text(render.markdown(report), encoding="utf-8")
         (staging / "report.html").write_text(render.html_page(report, figures), encoding="utf-8")

@@ -161,6 +161,33 @@ def test_patching_the_last_residual_from_clean_reproduces_clean_logits(model, po
     assert torch.equal(out, model(clean))
 
 
+@pytest.mark.parametrize("hook", ["blocks.0.attn.hook_pattern", "blocks.0.hook_attn_out", "blocks.1.attn.hook_k",
+                                  "blocks.1.hook_resid_mid", "blocks.1.mlp.hook_post"])
+def test_last_only_runs_give_the_full_runs_last_logits_and_fire_the_same_hooks(model, pools, hook):
+    """``run(..., last_only=True)`` is an optimisation only: same answers, same hook calls, for a patch
+    (whose source is read by an early-stopped clean forward) and for an ablation, wherever they sit."""
+    clean, _, corrupted, _, _ = pools
+    for iv in (Patch(Site(hook, positions=3), corrupted), Zero(Site(hook, positions=15))):
+        full = run(model, clean, [iv])
+        last = run(model, clean, [iv], last_only=True)
+        assert last.logits.shape == (len(clean), 1, 59)
+        assert last.hook_calls == full.hook_calls == {hook: 1}
+        torch.testing.assert_close(last.last_logits, full.last_logits, atol=1e-5, rtol=1e-5)
+    moved = run(model, clean, [Replace(Site(hook), lambda a, hook: 30 * a.roll(1, dims=0))], last_only=True).last_logits
+    assert (moved - model(clean)[:, -1]).abs().max() > 1e-3  # the ablation acted on the last-only path
+
+
+def test_clean_activations_stop_early_and_still_read_every_hook(model, pools):
+    clean = pools[0]
+    _, cache = model.run_with_cache(clean)
+    hooks = ["blocks.0.hook_attn_out", "blocks.1.attn.hook_k", "blocks.1.mlp.hook_pre"]
+    for n in range(1, len(hooks) + 1):
+        got = clean_activations(model, clean, hooks[:n])
+        assert set(got) == set(hooks[:n])
+        for h in hooks[:n]:
+            torch.testing.assert_close(got[h], cache[h], atol=1e-5, rtol=1e-5)
+
+
 def test_an_ablation_that_must_matter_changes_the_output(model, pools):
     clean = pools[0]
     out = run(model, clean, [Zero("blocks.1.hook_resid_post")]).logits

@@ -188,6 +188,43 @@ def test_last_logits_equals_full_forward_on_fresh_init(tokens, biases):
         _close(fast[name], full[name], atol=1e-7, rtol=1e-4)
 
 
+# Where a hook sits decides how much of the last block ``forward(last_only=True)`` may skip.
+_LAST_ONLY_HOOKS = {
+    "none": [],
+    "layer 1 only": ["blocks.0.attn.hook_pattern"],
+    "last block up to resid_mid": ["blocks.1.attn.hook_k", "blocks.1.hook_resid_mid"],
+    "last block MLP": ["blocks.1.mlp.hook_pre"],
+    "after the last block": ["blocks.1.hook_resid_post"],
+}
+
+
+@pytest.mark.parametrize("where", list(_LAST_ONLY_HOOKS))
+def test_last_only_forward_fires_every_hook_as_the_full_forward(tl_checkpoint, tokens, where):
+    """Same last-position logits as the full forward, with and without editing hooks; every hook fires
+    once with the full forward's shape, and an edit that must move the answer moves it."""
+    model = assignadd.load_checkpoint(tl_checkpoint)  # non-zero biases everywhere
+    names = _LAST_ONLY_HOOKS[where]
+    seen = {}
+
+    def edit(act, hook):
+        seen.setdefault(hook.name, []).append(tuple(act.shape))
+        out = act.clone()
+        out[:, -1] = out[:, -1] * 0.5 + 0.1  # moves what the last position reads
+        return out
+
+    with torch.no_grad():
+        full = model.run_with_hooks(tokens, fwd_hooks=[(n, edit) for n in names])
+        full_shapes, seen = seen, {}
+        last = model.run_with_hooks(tokens, fwd_hooks=[(n, edit) for n in names], last_only=True)
+        clean = model(tokens, last_only=True)
+    assert last.shape == (len(tokens), 1, 59)
+    assert seen == full_shapes and all(len(v) == 1 for v in seen.values()) and set(seen) == set(names)
+    _close(last[:, 0], full[:, -1], atol=1e-5)
+    _close(clean[:, 0], model(tokens)[:, -1], atol=1e-5)
+    if names:
+        assert (last - clean).abs().max() > 1e-3  # the edits acted
+
+
 def test_last_logits_under_bf16_autocast_tracks_fp32(tokens):
     model = AssignAddTransformer(seed=0)
     with torch.no_grad():

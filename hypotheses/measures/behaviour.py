@@ -68,6 +68,6 @@ def operand_value_interchange(model: AssignAddTransformer, tokens: torch.Tensor,
         free[:, 12:] = False
         free[torch.arange(len(keep))[:, None], srcs.clamp(min=0)] = False
         patch_pos = free.float().argmax(dim=1)
-    out = run(model, tokens, [Patch(Site(RESID_AFTER_LAYER1, positions=patch_pos), source)])
+    out = run(model, tokens, [Patch(Site(RESID_AFTER_LAYER1, positions=patch_pos), source)], last_only=True)
     moved = out.last_logits.argmax(-1) == counterfactual
     return {"moved": moved, "n": int(len(keep)), "dropped": int(B - len(keep)), "hook_calls": out.hook_calls}

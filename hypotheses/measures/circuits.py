@@ -90,6 +90,17 @@ def ov2_mlp2_accuracy(model: AssignAddTransformer, head: int = 0) -> tuple[float
 
 
 @torch.no_grad()
+def layer1_activations(model: AssignAddTransformer, tokens: torch.Tensor) -> dict[str, torch.Tensor]:
+    """One Layer-1-only forward: {"pattern": head 0's pattern (B, Tq, Tk), "attn_out":
+    ``blocks.0.hook_attn_out`` (B, T, d_model)}, what the Layer-1 measures read."""
+    out = {}
+    model.run_with_hooks(tokens, stop_at_layer=LAYER1 + 1, fwd_hooks=[
+        ("blocks.0.attn.hook_pattern", lambda p, hook: out.__setitem__("pattern", p[:, 0].detach())),
+        ("blocks.0.hook_attn_out", lambda x, hook: out.__setitem__("attn_out", x.detach()))])
+    return out
+
+
+@torch.no_grad()
 def attention_patterns(model: AssignAddTransformer, tokens: torch.Tensor, layers=(LAYER1, LAYER2)) -> dict[int, torch.Tensor]:
     """Layer patterns (B, Tq, Tk) of head 0 from a hooked forward (stopping after the last layer asked)."""
     out = {}
@@ -138,22 +149,25 @@ def layer2_eq_to_operand_values(model, tokens, pattern2=None) -> torch.Tensor:
 
 @torch.no_grad()
 def variable_probe(model: AssignAddTransformer, tokens: torch.Tensor, *, seed: int = 0,
-                   site: str = "blocks.0.hook_attn_out") -> dict:
+                   site: str = "blocks.0.hook_attn_out", acts: torch.Tensor | None = None) -> dict:
     """Linear probe: decode which variable was assigned from Layer 1's output at the value position.
 
     A ridge-regularised linear classifier (scikit-learn's RidgeClassifier: closed form, so fast and
     deterministic) on a 50/50 split by sequence; returns held-out accuracy, its per-example
-    correctness and chance (1 / n_vars).
+    correctness and chance (1 / n_vars). ``acts``: the site's activations on ``tokens`` (B, T, d), if
+    the caller already has them.
     """
     from sklearn.linear_model import RidgeClassifier
 
-    acts = {}
-    layer = int(site.split(".")[1]) if site.startswith("blocks.") else 0
-    model.run_with_hooks(tokens, stop_at_layer=layer + 1,
-                         fwd_hooks=[(site, lambda x, hook: acts.__setitem__("x", x.detach()))])
+    if acts is None:
+        store = {}
+        layer = int(site.split(".")[1]) if site.startswith("blocks.") else 0
+        model.run_with_hooks(tokens, stop_at_layer=layer + 1,
+                             fwd_hooks=[(site, lambda x, hook: store.__setitem__("x", x.detach()))])
+        acts = store["x"]
     mask = value_positions(tokens)
     b, t = mask.nonzero(as_tuple=True)
-    X = acts["x"][b, t].double().numpy()
+    X = acts[b, t].double().numpy()
     y = (tokens[b, t - 1] - (model.cfg.d_vocab_out + 3)).numpy()
     rng = np.random.default_rng(seed)
     in_train = rng.random(len(tokens)) < 0.5
@@ -170,7 +184,7 @@ def last_position_correct(model: AssignAddTransformer, tokens: torch.Tensor, lab
                           batch: int = 2048) -> torch.Tensor:
     """Per-sequence correctness. Through the hooked forward when hooks are attached (so knock-out
     hooks apply), else through the equivalent last-position fast path. Bool (B,)."""
-    forward = (lambda t: model(t)[:, -1]) if model.has_hooks() else model.last_logits
+    forward = (lambda t: model(t, last_only=True)[:, -1]) if model.has_hooks() else model.last_logits
     out = []
     for i in range(0, len(tokens), batch):
         out.append(forward(tokens[i:i + batch]).argmax(-1) == labels[i:i + batch])

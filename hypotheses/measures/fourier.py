@@ -279,13 +279,13 @@ def key_frequency_edits(model: AssignAddTransformer, tokens: torch.Tensor, label
     seen = {}
     with torch.no_grad():
         logits = model.run_with_hooks(tokens, fwd_hooks=[(RESID_MID2, lambda act, hook: seen.__setitem__(
-            "x", act[:, POS_EQ].detach().double()))])
+            "x", act[:, POS_EQ].detach().double()))], last_only=True)
     mu = seen["x"].mean(0)
     site = Site(RESID_MID2, positions=POS_EQ)
 
     def correct(new_value):
         edit = Replace(site, lambda act, hook: new_value(act).to(act.dtype))
-        return run(model, tokens, [edit]).last_logits.argmax(-1) == labels
+        return run(model, tokens, [edit], last_only=True).last_logits.argmax(-1) == labels
 
     return {
         "clean": logits[:, -1].argmax(-1) == labels,

@@ -176,6 +176,6 @@ def constant_difference_interchange(model: AssignAddTransformer, tokens: torch.T
     def add_delta(act, hook):
         return act + delta.to(act.dtype)[:, None, :]  # the Site keeps only `position`
 
-    out = run(model, tokens, [Replace(Site(RESID_MID2, positions=position), add_delta)])
+    out = run(model, tokens, [Replace(Site(RESID_MID2, positions=position), add_delta)], last_only=True)
     pred = out.last_logits.argmax(-1)
     return {"moved": pred == other_sum, "kept": pred == (vals[:, 0] + vals[:, 1]) % N}
