@@ -88,7 +88,8 @@ def main(argv: list[str] | None = None) -> int:
         ph = doc["phases"]
         print(f"{len(doc['checkpoints'])} checkpoints in {time.perf_counter() - t0:.1f} s -> {out}")
         for p in ph["phases"]:
-            print(f"  {p['id']:<17} onset step {p['onset_step']}  (R^2 {p['coherence_r2']})")
+            print(f"  {p['id']:<17} onset step {p['onset_step']}  (monotone-fit R^2 {p['coherence_r2']}, "
+                  f"step R^2 {p.get('step_r2')})")
         for s in ph["separations"]:
             print(f"  {s['earlier']} -> {s['later']}: {s['separating_checkpoints']} separating checkpoints")
         for cid, r in doc["series_claims"].items():

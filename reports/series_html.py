@@ -90,11 +90,12 @@ def _phase_table(doc) -> str:
         rise = p["largest_rise"]
         rise_txt = "" if rise is None else f"{rise['rise']:+.3f} ({rise['from_step']}→{rise['to_step']})"
         rows.append(f"<tr><td>{html.escape(p['title'])}</td><td><code>{html.escape(p['curve'])}</code></td>"
-                    f"<td>{p['onset_step']}</td><td>{p['coherence_r2']}</td><td>{rise_txt}</td>"
+                    f"<td>{p['onset_step']}</td><td>{p['coherence_r2']}</td><td>{p.get('step_r2')}</td><td>{rise_txt}</td>"
                     f"<td>{html.escape(sup)}</td></tr>")
     seps = "".join(f"<li>{s['earlier']} → {s['later']}: {s['separating_checkpoints']} separating checkpoints "
                    f"({'clear' if s['clear'] else 'not clear'})</li>" for s in doc["phases"]["separations"])
-    return ("<table><tr><th>phase</th><th>curve</th><th>onset step</th><th>step-fit R²</th>"
+    return ("<table><tr><th>phase</th><th>curve</th><th>onset step</th><th>monotone-fit R² (decided)</th>"
+            "<th>step-fit R² (reported)</th>"
             "<th>largest rise</th><th>onsets of supporting measures</th></tr>" + "".join(rows) + "</table>"
             f"<ul>{seps}</ul>")
 
@@ -123,7 +124,8 @@ table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:3px 8px;fo
 Schema <code>{html.escape(doc['schema'])}</code>.</p>
 <h2>Learning phases (SPEC §4.5)</h2>
 <p>Rule: a phase's curve is learned at ≥ {rule['learned']}; its onset is the first checkpoint from which the
-{html.escape(rule['smoothing'])} stays learned; coherent when a step split there explains R² ≥ {rule['coherence_r2']};
+{html.escape(rule['smoothing'])} stays learned; coherent when it has a checkpoint before its onset and the best
+non-decreasing fit of the curve explains R² ≥ {rule['coherence_r2']} (rule version {rule.get('version', 1)});
 phases clearly separated by ≥ {rule['min_separating_checkpoints']} checkpoints where the earlier holds and the later not yet.</p>
 {_phase_table(doc)}
 <ul>{claim_lines}</ul>
