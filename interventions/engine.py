@@ -158,6 +158,37 @@ def clean_activations(model, tokens: torch.Tensor, hooks, backend: str = "tl") -
     return store
 
 
+class _Captured(Exception):
+    """Raised by the last capturing hook of ``capture``: nothing after it is needed."""
+
+
+@torch.no_grad()
+def capture(model, tokens: torch.Tensor, hooks, pos: int | None = None) -> dict[str, torch.Tensor]:
+    """{hook: activation} from one hooked forward of ``tokens``, stopped as soon as the last of ``hooks``
+    has fired (what follows, often the Layer-2 MLP over every position, is never computed). ``pos``:
+    keep only that position, (B, ...) instead of (B, T, ...). Permanent hooks (a ``knockout`` copy) act
+    on the way. Raises InterventionError if a hook never fired."""
+    hooks = list(dict.fromkeys(hooks))
+    check = [h for h in hooks if h not in model.hook_dict]
+    if check:
+        raise InterventionError(f"capture: the model has no hook named {', '.join(map(repr, check))}")
+    out: dict[str, torch.Tensor] = {}
+
+    def keep(act, hook):
+        out[hook.name] = (act if pos is None else act[:, pos]).detach()
+        if len(out) == len(hooks):
+            raise _Captured
+
+    try:
+        model.run_with_hooks(tokens, fwd_hooks=[(h, keep) for h in hooks])
+    except _Captured:
+        pass
+    missing = [h for h in hooks if h not in out]
+    if missing:
+        raise InterventionError(f"capture: hook(s) {', '.join(map(repr, missing))} did not fire on the forward pass")
+    return out
+
+
 def _stop_after(model, hooks) -> dict:
     """Forward kwargs that skip what reading ``hooks`` does not need: ``stop_at_layer`` past the last
     block named, or ``last_only`` (our model) when that block is the last. Hooks outside the blocks

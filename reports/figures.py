@@ -123,24 +123,13 @@ def _device(model):
     return next(model.parameters()).device
 
 
-class _Stop(Exception):
-    pass
-
-
 def resid_mid_at_eq(model, tokens: torch.Tensor) -> torch.Tensor:
     """``blocks.1.hook_resid_mid`` at the last position, (B, 16) -> (B, d_model); the forward pass stops
     there (the Layer-2 MLP over all 16 positions would be most of the cost)."""
-    got = {}
+    from ..interventions import capture
 
-    def grab(act, hook):
-        got["x"] = act[:, -1].float().cpu()
-        raise _Stop
-
-    try:
-        model.run_with_hooks(tokens.to(_device(model)), fwd_hooks=[("blocks.1.hook_resid_mid", grab)])
-    except _Stop:
-        pass
-    return got["x"]
+    hook = "blocks.1.hook_resid_mid"
+    return capture(model, tokens.to(_device(model)), [hook], pos=-1)[hook].float().cpu()
 
 
 def positional_qk_figure(model) -> Figure:

@@ -220,29 +220,12 @@ class SeriesMeasurer:
         return {r.claim: {"verdict": r.verdict, "reason": r.reason} for r in hypotheses.run_all(ctx)}
 
 
-class _Stop(Exception):
-    pass
-
-
 def _forward_until_layer2_pattern(model, tokens: torch.Tensor) -> dict[str, torch.Tensor]:
     """Layer 1's pattern and output and Layer 2's pattern from the hooked forward, which is stopped
     right after Layer 2's pattern (nothing later is needed)."""
-    acts: dict[str, torch.Tensor] = {}
+    from ..interventions import capture
 
-    def keep(x, hook):
-        acts[hook.name] = x.detach()
-
-    def keep_and_stop(x, hook):
-        acts[hook.name] = x.detach()
-        raise _Stop
-
-    hooks = [("blocks.0.attn.hook_pattern", keep), ("blocks.0.hook_attn_out", keep),
-             ("blocks.1.attn.hook_pattern", keep_and_stop)]
-    try:
-        model.run_with_hooks(tokens, fwd_hooks=hooks)
-    except _Stop:
-        pass
-    return acts
+    return capture(model, tokens, ["blocks.0.attn.hook_pattern", "blocks.0.hook_attn_out", "blocks.1.attn.hook_pattern"])
 
 
 def _round(x: float) -> float | None:

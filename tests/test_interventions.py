@@ -15,7 +15,7 @@ import torch
 from assignadd.data import Task, operand_sources, value_positions
 from assignadd.interventions import (
     BACKENDS, InterventionError, Mean, Patch, Project, Replace, Resample, Site, Zero, accuracy,
-    activation_patch, clean_activations, compare, firing_hooks, interchange, knockout, logit_diff, loss,
+    activation_patch, capture, clean_activations, compare, firing_hooks, interchange, knockout, logit_diff, loss,
     normalized, patch_sweep, path_patch, random_subspace, run, summarize_accuracy,
 )
 from assignadd.model import AssignAddTransformer, ModelConfig
@@ -186,6 +186,26 @@ def test_clean_activations_stop_early_and_still_read_every_hook(model, pools):
         assert set(got) == set(hooks[:n])
         for h in hooks[:n]:
             torch.testing.assert_close(got[h], cache[h], atol=1e-5, rtol=1e-5)
+
+
+def test_capture_stops_after_the_last_hook_and_reads_what_the_full_forward_reads(model, pools):
+    clean = pools[0]
+    _, cache = model.run_with_cache(clean)
+    fired = []
+    handle = model.hook_dict["blocks.1.mlp.hook_pre"].register_forward_hook(lambda m, i, o: fired.append(1))
+    try:
+        got = capture(model, clean, ["blocks.1.hook_resid_mid", "blocks.0.attn.hook_pattern"])
+        at = capture(model, clean, ["blocks.1.hook_resid_mid"], pos=15)
+    finally:
+        handle.remove()
+    assert fired == []  # the MLP after the last captured hook never ran
+    for h in got:
+        torch.testing.assert_close(got[h], cache[h])
+    torch.testing.assert_close(at["blocks.1.hook_resid_mid"], cache["blocks.1.hook_resid_mid"][:, 15])
+    with pytest.raises(InterventionError, match="did not fire"):
+        capture(model, clean, ["blocks.0.mlp.hook_pre"])  # Layer 1 has no MLP
+    with pytest.raises(InterventionError, match="no hook named"):
+        capture(model, clean, ["blocks.9.hook_resid_mid"])
 
 
 def test_an_ablation_that_must_matter_changes_the_output(model, pools):

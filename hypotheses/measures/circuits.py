@@ -12,6 +12,7 @@ from transformer_lens import FactoredMatrix
 
 from ...data import POS_EQ, Task, operand_sources, value_positions
 from ...data.tokens import PREFIX_LEN
+from ...interventions import capture
 from ...model import AssignAddTransformer
 
 LAYER1, LAYER2 = 0, 1
@@ -91,28 +92,17 @@ def ov2_mlp2_accuracy(model: AssignAddTransformer, head: int = 0) -> tuple[float
 
 @torch.no_grad()
 def layer1_activations(model: AssignAddTransformer, tokens: torch.Tensor) -> dict[str, torch.Tensor]:
-    """One Layer-1-only forward: {"pattern": head 0's pattern (B, Tq, Tk), "attn_out":
+    """One forward stopped after Layer 1: {"pattern": head 0's pattern (B, Tq, Tk), "attn_out":
     ``blocks.0.hook_attn_out`` (B, T, d_model)}, what the Layer-1 measures read."""
-    out = {}
-    model.run_with_hooks(tokens, stop_at_layer=LAYER1 + 1, fwd_hooks=[
-        ("blocks.0.attn.hook_pattern", lambda p, hook: out.__setitem__("pattern", p[:, 0].detach())),
-        ("blocks.0.hook_attn_out", lambda x, hook: out.__setitem__("attn_out", x.detach()))])
-    return out
+    acts = capture(model, tokens, ["blocks.0.attn.hook_pattern", "blocks.0.hook_attn_out"])
+    return {"pattern": acts["blocks.0.attn.hook_pattern"][:, 0], "attn_out": acts["blocks.0.hook_attn_out"]}
 
 
 @torch.no_grad()
 def attention_patterns(model: AssignAddTransformer, tokens: torch.Tensor, layers=(LAYER1, LAYER2)) -> dict[int, torch.Tensor]:
-    """Layer patterns (B, Tq, Tk) of head 0 from a hooked forward (stopping after the last layer asked)."""
-    out = {}
-
-    def keep(layer):
-        def hook(pattern, hook):
-            out[layer] = pattern[:, 0].detach()
-        return hook
-
-    model.run_with_hooks(tokens, stop_at_layer=max(layers) + 1,
-                         fwd_hooks=[(f"blocks.{l}.attn.hook_pattern", keep(l)) for l in layers])
-    return out
+    """Layer patterns (B, Tq, Tk) of head 0, from a hooked forward stopped after the last pattern asked."""
+    acts = capture(model, tokens, [f"blocks.{l}.attn.hook_pattern" for l in layers])
+    return {l: acts[f"blocks.{l}.attn.hook_pattern"][:, 0] for l in layers}
 
 
 def prev_token_attention(model: AssignAddTransformer, tokens: torch.Tensor, pattern1: torch.Tensor | None = None):

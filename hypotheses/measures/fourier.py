@@ -47,30 +47,14 @@ def grid_tokens(vocab: Vocab = VOCAB) -> tuple[torch.Tensor, torch.Tensor]:
     return tokens, (n + m) % N
 
 
-class _Stop(Exception):
-    """Raised once the wanted activations are captured: the rest of the forward is not needed."""
-
-
 @torch.no_grad()
-def activations_at(model: AssignAddTransformer, tokens: torch.Tensor, hooks: tuple[str, ...],
-                   pos: int = POS_EQ) -> dict[str, torch.Tensor]:
+def activations_at(model: AssignAddTransformer, tokens: torch.Tensor, hooks, pos: int = POS_EQ) -> dict[str, torch.Tensor]:
     """{hook: activation at position ``pos`` (B, d) float64} from one forward, stopped after the last of
-    ``hooks`` fires. A model from ``knockout`` applies its own (permanent) hooks on the way."""
-    out: dict[str, torch.Tensor] = {}
+    ``hooks`` fires (``interventions.capture``). A model from ``knockout`` applies its own (permanent)
+    hooks on the way."""
+    from ...interventions import capture
 
-    def keep(act, hook):
-        out[hook.name] = act[:, pos].detach().double()
-        if len(out) == len(set(hooks)):
-            raise _Stop
-
-    try:
-        model.run_with_hooks(tokens, fwd_hooks=[(h, keep) for h in hooks])
-    except _Stop:
-        pass
-    missing = set(hooks) - set(out)
-    if missing:
-        raise RuntimeError(f"hook(s) {sorted(missing)} did not fire on the forward pass")
-    return out
+    return {h: a.double() for h, a in capture(model, tokens, hooks, pos=pos).items()}
 
 
 def activation_at(model: AssignAddTransformer, tokens: torch.Tensor, hook: str, pos: int = POS_EQ) -> torch.Tensor:

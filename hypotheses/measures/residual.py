@@ -19,6 +19,7 @@ from ...data import POS_EQ, operand_sources
 from ...data.tokens import POS_LHS, POS_RHS, VOCAB, Vocab
 from ...interventions import Replace, Site, run
 from ...model import AssignAddTransformer
+from .fourier import activations_at
 
 RESID_MID2 = "blocks.1.hook_resid_mid"
 ATTN_OUT2 = "blocks.1.hook_attn_out"
@@ -58,31 +59,6 @@ def other_values_rewrite(tokens: torch.Tensor, seed: int, vocab: Vocab = VOCAB) 
     out = tokens.clone()
     out[:, POS_LHS], out[:, POS_RHS] = n2, m2
     return out, (n2 + m2) % N
-
-
-class _Stop(Exception):
-    """Raised by the last capturing hook: nothing after it is needed, so the forward stops there."""
-
-
-@torch.no_grad()
-def activations_at(model: AssignAddTransformer, tokens: torch.Tensor, hooks: list[str], pos: int = POS_EQ) -> dict:
-    """{hook: activation at ``pos`` (B, d) float64} from one forward (a knockout model's hooks act). The
-    forward stops at the last of ``hooks`` to fire (the Layer-2 MLP, the costly part, is often not needed)."""
-    out = {}
-
-    def keep(act, hook):
-        out[hook.name] = act[:, pos].detach().double()
-        if len(out) == len(set(hooks)):
-            raise _Stop
-
-    try:
-        model.run_with_hooks(tokens, fwd_hooks=[(h, keep) for h in hooks])
-    except _Stop:
-        pass
-    missing = set(hooks) - set(out)
-    if missing:
-        raise RuntimeError(f"hook(s) {sorted(missing)} did not fire on the forward pass")
-    return out
 
 
 def centred_cosine(x: torch.Tensor, y: torch.Tensor, mean: torch.Tensor) -> torch.Tensor:
