@@ -419,6 +419,53 @@ def run_sweep(out, cfg: SweepConfig, *, backend: str = "local", jobs: int = 1, b
         if not hasattr(ray, "remote"):  # missing, or a stray 'ray' folder seen as a namespace package
             raise SweepError("--backend ray needs Ray: pip install 'assignadd[ray]'")
     options = {"backend": backend, "jobs": jobs, "batched": batched, "ray_address": ray_address, "device": cfg.device}
+    ray_started = _connect_ray(ray_address, jobs) if backend == "ray" else False  # before anything is written
+    try:
+        return _run_grid(out, cfg, options, backend, jobs, batched, ray_address, progress)
+    finally:
+        if ray_started:
+            import ray
+
+            ray.shutdown()
+
+
+def _connect_ray(address: str | None, jobs: int) -> bool:
+    """Start a local Ray instance of ``jobs`` CPUs, or join the cluster at ``address``; True if this call
+    started Ray (and so must shut it down). A cluster that cannot be reached is a SweepError."""
+    import ray
+
+    if ray.is_initialized():
+        return False
+    _check_reachable(address)
+    try:
+        if address:
+            ray.init(address=address, log_to_driver=False)
+        else:
+            ray.init(num_cpus=jobs, include_dashboard=False, log_to_driver=False)
+    except (ConnectionError, RuntimeError, ValueError, TimeoutError) as e:
+        where = f"the Ray cluster at {address}" if address else "a local Ray instance"
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise SweepError(f"--backend ray: cannot start or reach {where}: {first}") from None
+    return True
+
+
+def _check_reachable(address: str | None, timeout: float = 5.0) -> None:
+    """A ``host:port`` address must accept a TCP connection within ``timeout`` seconds: Ray itself
+    waits minutes for a cluster that is not there. (``auto`` and ``ray://`` addresses are left to Ray.)"""
+    import socket
+
+    if not address or address == "auto" or "://" in address:
+        return
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit():
+        raise SweepError(f"--ray-address must be HOST:PORT, auto or ray://HOST:PORT, got {address!r}")
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout).close()
+    except OSError as e:
+        raise SweepError(f"--ray-address {address}: no Ray cluster answers there ({e.strerror or e})") from None
+
+
+def _run_grid(out, cfg, options, backend, jobs, batched, ray_address, progress) -> list[dict]:
     out = open_sweep(out, cfg, options)
     todo, summary = [], []
     for p in cfg.points():
@@ -470,25 +517,21 @@ def _run_processes(out, cfg, todo, jobs, threads, record):
 
 
 def _run_ray(out, cfg, todo, jobs, address, threads, record):
+    """One Ray task per point on the instance ``run_sweep`` connected to (``_connect_ray``)."""
     import ray
 
-    started_here = not ray.is_initialized()
-    if started_here:
-        if address:
-            ray.init(address=address)
-        else:
-            ray.init(num_cpus=jobs, include_dashboard=False)
+    task = ray.remote(num_cpus=1)(train_point)
+    refs = [task.remote(str(points_dir(out).resolve() / p.name), asdict(cfg.train_config(p, threads)), cfg.param,
+                        cfg.early_stop) for p in todo]
     try:
-        task = ray.remote(num_cpus=1)(train_point)
-        refs = [task.remote(str(points_dir(out).resolve() / p.name), asdict(cfg.train_config(p, threads)), cfg.param,
-                            cfg.early_stop) for p in todo]
         while refs:
             done, refs = ray.wait(refs, num_returns=1)
             for ref in done:
                 record(ray.get(ref))
-    finally:
-        if started_here:
-            ray.shutdown()
+    except BaseException:
+        for ref in refs:
+            ray.cancel(ref, force=True)
+        raise
 
 
 def _run_batched(out, cfg, todo, k, record):

@@ -311,3 +311,24 @@ def test_ray_backend_trains_points_into_the_same_folder_layout(tmp_path):
     assert [s["status"] for s in summary] == ["trained (full length)"]
     d = points_dir(out) / "r=0.5_seed=0"
     assert (d / "final.pt").exists() and json.loads((d / "run.json").read_text())["task"]["r"] == 0.5
+
+
+def test_an_unreachable_ray_address_is_one_clear_error_within_seconds():
+    """Ray itself waits minutes for a cluster that is not there; the sweep asks the port first."""
+    import socket
+
+    from assignadd.model.sweep import SweepError, _check_reachable
+
+    with socket.socket() as s:  # a port that was free a moment ago: nothing listens there
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with pytest.raises(SweepError, match="no Ray cluster answers"):
+        _check_reachable(f"127.0.0.1:{port}", timeout=2.0)
+    with pytest.raises(SweepError, match="HOST:PORT"):
+        _check_reachable("nonsense")
+    with socket.socket() as listening:  # a listening port passes the check
+        listening.bind(("127.0.0.1", 0))
+        listening.listen()
+        _check_reachable(f"127.0.0.1:{listening.getsockname()[1]}")
+    _check_reachable("auto")  # left to Ray
+    _check_reachable(None)
