@@ -237,6 +237,10 @@ class Hypothesis:
                            {"seconds": time.perf_counter() - t0})
 
 
+# Control descriptions several claims share (``Hypothesis.controls``).
+REINITIALISED = "a freshly initialised model of the same shape (TransformerLens default init)"
+WRONG_SITE_INTERCHANGE = "the interchange patched at a prefix position that holds neither operand's value"
+
 REGISTRY: dict[str, type[Hypothesis]] = {}
 
 

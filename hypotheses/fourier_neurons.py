@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import torch
 
-from .base import Context, Evidence, Hypothesis, Threshold, item, mean, rate, register
+from .base import Context, Evidence, Hypothesis, REINITIALISED, Threshold, item, mean, rate, register
 from .measures import fourier
 
 SINGLE_FREQUENCY_FVE = 0.5  # a neuron is "single-frequency" when its best k explains > half its variance
@@ -40,7 +40,7 @@ class FourierNeurons(Hypothesis):
     statement = ("Layer-2 MLP pre-activations at `=` take the form cos(2πk·n/59 + α) + cos(2πk·m/59 + β) for a few "
                  "key frequencies k; the answer is carried by those frequencies alone.")
     controls = {
-        "reinitialised": "a freshly initialised model of the same shape (TransformerLens default init)",
+        "reinitialised": REINITIALISED,
         "key_frequencies_removed": "the model under test with its key-frequency directions removed from the Layer-2 "
                                    "MLP input at `=` (a permanent knockout)",
         "placebo_frequencies": "as many randomly drawn non-key frequencies removed instead (inside the "

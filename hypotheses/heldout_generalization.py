@@ -8,11 +8,11 @@ operand's value at its position to another held-out pair moves the answer to the
 """
 from __future__ import annotations
 
-import torch
-
 from ..data.tokens import POS_LHS, POS_RHS
-from .base import Context, Evidence, Hypothesis, Threshold, item, rate, register
-from .measures.behaviour import operand_value_interchange, pair_table
+from .base import (
+    Context, Evidence, Hypothesis, REINITIALISED, Threshold, WRONG_SITE_INTERCHANGE, item, rate, register,
+)
+from .measures.behaviour import interchange_item, pair_table, pool_accuracy_items
 from .measures.circuits import last_position_correct
 
 ACCURACY_BARS = {
@@ -35,19 +35,13 @@ class HeldoutGeneralization(Hypothesis):
     statement = ("The model adds number pairs that never appeared in training, as constants and through one or "
                  "two variables, and computes those answers from the operands where they sit.")
     controls = {
-        "reinitialised": "a freshly initialised model of the same shape (TransformerLens default init)",
-        "wrong_site": "the interchange patched at a prefix position that holds neither operand's value",
+        "reinitialised": REINITIALISED,
+        "wrong_site": WRONG_SITE_INTERCHANGE,
     }
 
     def evidence(self, ctx: Context) -> list[Evidence]:
         reinit = ctx.reinitialised_model()
-        items = []
-        for pool, bar in ACCURACY_BARS.items():
-            tokens, labels = ctx.pool(pool)
-            items.append(item(
-                f"accuracy[{pool}]", f"mean_i 1[argmax logits(x_i)[15] = (n1_i + n2_i) mod 59], x_i ~ {pool}",
-                "observational", bar, lambda m: rate(last_position_correct(m, tokens, labels)), ctx.model,
-                {"reinitialised": reinit}))
+        items = pool_accuracy_items(ctx, ACCURACY_BARS, {"reinitialised": reinit})
         tokens, labels = ctx.task.exhaustive_0var_heldout(seed=ctx.seed)
         doubled = tokens[:, POS_LHS] == tokens[:, POS_RHS]
 
@@ -64,18 +58,10 @@ class HeldoutGeneralization(Hypothesis):
             "(split by doubled pairs n1 = n2 and the rest in the measurement's extra fields)",
             "observational", ACCURACY_BARS["0var_heldout_pair"], exhaustive, ctx.model, {"reinitialised": reinit},
             required=False))
-        allowed = pair_table(ctx.task.heldout_pairs, ctx.task.vocab.modulus)
         tokens, labels = ctx.pool("2var_heldout_pair")
-
-        def interchange(subject):
-            model, wrong = subject
-            out = operand_value_interchange(model, tokens, labels, allowed, seed=ctx.seed, wrong_site=wrong)
-            return rate(out["moved"], dropped=out["dropped"])
-
-        items.append(item(
-            "answer_follows_operand_value",
+        items.append(interchange_item(
+            ctx, tokens, labels, pair_table(ctx.task.heldout_pairs, ctx.task.vocab.modulus),
             "IIA = mean_i 1[argmax logits(base_i | resid_post_0[p_i] <- source_i)[15] = (x'_i + y_i) mod 59], "
             "base ~ 2var_heldout_pair, source = base with the value at p_i set to x', (x', y) held out",
-            "causal", INTERCHANGE_BAR, interchange, (ctx.model, False),
-            {"reinitialised": (reinit, False), "wrong_site": (ctx.model, True)}))
+            INTERCHANGE_BAR, reinit))
         return items

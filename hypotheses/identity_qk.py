@@ -13,7 +13,7 @@ import torch
 
 from ..data import operand_sources, value_positions
 from ..interventions import Patch, Site, run
-from .base import Context, Evidence, Hypothesis, Measurement, Threshold, item, rate, register
+from .base import Context, Evidence, Hypothesis, Measurement, REINITIALISED, Threshold, item, rate, register
 from .measures.circuits import identity_qk_diagonal, layer2_eq_to_operand_values
 
 ATTN_OUT_1 = "blocks.0.hook_attn_out"
@@ -67,7 +67,7 @@ class IdentityQK(Hypothesis):
     statement = ("Layer 2's QK circuit matches variable identity: the `=` query, carrying OV_1 of an operand "
                  "variable, attends to the value token whose key carries OV_1 of the same variable.")
     controls = {
-        "reinitialised": "a freshly initialised model of the same shape (TransformerLens default init)",
+        "reinitialised": REINITIALISED,
         "wrong_site": "the identity swap done at the variable tokens instead of the value tokens",
     }
 

@@ -11,7 +11,9 @@ import torch
 
 from ..data import value_positions
 from ..interventions import Replace, Site, run
-from .base import Context, Evidence, Hypothesis, Measurement, Threshold, item, mean, rate, register
+from .base import (
+    Context, Evidence, Hypothesis, Measurement, REINITIALISED, Threshold, item, mean, rate, register,
+)
 from .measures.circuits import (
     layer1_activations,
     layer1_eq_to_operand_slots,
@@ -55,7 +57,7 @@ class PreviousTokenHead(Hypothesis):
     statement = ("In Layer 1, each value token of an assignment attends to the variable right before it, writing "
                  "the variable's identity into its residual stream, and `=` attends to the two operand slots.")
     controls = {
-        "reinitialised": "a freshly initialised model of the same shape (TransformerLens default init)",
+        "reinitialised": REINITIALISED,
         "wrong_site": "the same uniform-attention ablation at PAD positions instead of value positions",
     }
 

@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import torch
 
-from .base import Context, Evidence, Hypothesis, Threshold, item, rate, register
-from .measures.behaviour import operand_value_interchange, pair_table
-from .measures.circuits import last_position_correct
+from .base import Context, Evidence, Hypothesis, REINITIALISED, Threshold, WRONG_SITE_INTERCHANGE, register
+from .measures.behaviour import interchange_item, pair_table, pool_accuracy_items
 
 ACCURACY_BARS = {
     "1var_restricted_slot": Threshold(0.95, ">=", "as held-out 1-var: within 5 points of perfect, 50x chance (1/59)"),
@@ -29,35 +28,20 @@ class RestrictedSlotGeneralization(Hypothesis):
     statement = ("Variables answer correctly in operand slots they never occupied in training (a, b as the RHS; "
                  "k, l as the LHS), with the answer computed from their assigned values.")
     controls = {
-        "reinitialised": "a freshly initialised model of the same shape (TransformerLens default init)",
-        "wrong_site": "the interchange patched at a prefix position that holds neither operand's value",
+        "reinitialised": REINITIALISED,
+        "wrong_site": WRONG_SITE_INTERCHANGE,
     }
 
     def evidence(self, ctx: Context) -> list[Evidence]:
         reinit = ctx.reinitialised_model()
-        items = []
-        for pool, bar in ACCURACY_BARS.items():
-            tokens, labels = ctx.pool(pool)
-            items.append(item(
-                f"accuracy[{pool}]", f"mean_i 1[argmax logits(x_i)[15] = (n1_i + n2_i) mod 59], x_i ~ {pool}",
-                "observational", bar, lambda m: rate(last_position_correct(m, tokens, labels)), ctx.model,
-                {"reinitialised": reinit}))
-        allowed = pair_table(ctx.task.training_pairs, ctx.task.vocab.modulus)
+        items = pool_accuracy_items(ctx, ACCURACY_BARS, {"reinitialised": reinit})
         tokens, labels = ctx.pool("2var_restricted_1")
         # change the operand that sits in its forbidden slot
         never_lhs = torch.tensor([ctx.task.vocab.first_var + v for v in ctx.task.never_lhs.tolist()])
         which = (~torch.isin(tokens[:, 13], never_lhs)).long()
-
-        def interchange(subject):
-            model, wrong = subject
-            out = operand_value_interchange(model, tokens, labels, allowed, seed=ctx.seed, wrong_site=wrong,
-                                            which=which)
-            return rate(out["moved"], dropped=out["dropped"])
-
-        items.append(item(
-            "answer_follows_operand_value",
+        items.append(interchange_item(
+            ctx, tokens, labels, pair_table(ctx.task.training_pairs, ctx.task.vocab.modulus),
             "IIA = mean_i 1[argmax logits(base_i | resid_post_0[p_i] <- source_i)[15] = (x'_i + y_i) mod 59], "
-            "base ~ 2var_restricted_1, p_i = the value of the operand in its forbidden slot, source = base with it set to x', (x', y) a training pair",
-            "causal", INTERCHANGE_BAR, interchange, (ctx.model, False),
-            {"reinitialised": (reinit, False), "wrong_site": (ctx.model, True)}))
+            "base ~ 2var_restricted_1, p_i = the value of the operand in its forbidden slot, source = base with it "
+            "set to x', (x', y) a training pair", INTERCHANGE_BAR, reinit, which=which))
         return items

@@ -22,7 +22,7 @@ from __future__ import annotations
 import torch
 
 from ..data.tokens import POS_PLUS
-from .base import Context, Evidence, Hypothesis, Measurement, Threshold, item, mean, rate, register
+from .base import Context, Evidence, Hypothesis, Measurement, REINITIALISED, Threshold, item, mean, rate, register
 from .measures import residual
 from .measures.circuits import ov2_mlp2_accuracy
 
@@ -43,7 +43,7 @@ class SharedResidual(Hypothesis):
     statement = ("The Layer-2 MLP input at `=` is nearly the same vector whether the operands come as constants or "
                  "through variables; the same MLP computes the sum.")
     controls = {
-        "reinitialised": "a freshly initialised model of the same shape (TransformerLens default init)",
+        "reinitialised": REINITIALISED,
         "wrong_position": "the constant-run difference taken and added at the `+` position (12) instead of `=` (15)",
         "unmatched_difference": "the difference taken from the constant run of another sequence's values, so it "
                                 "does not cancel x's own operands",

@@ -33,8 +33,8 @@ from torch.func import functional_call, vmap
 
 from ..data import POOL_NAMES, Task
 from .checkpoint import atomic_save, save_checkpoint
-from .train import RUN_FORMAT, TrainConfig, TrainError, _autocast, _truncate_log, accuracy, checkpoint_name
-from .transformer import AssignAddTransformer, ModelConfig
+from .train import TrainConfig, TrainError, _autocast, _truncate_log, accuracy, checkpoint_name, open_run
+from .transformer import AssignAddTransformer
 
 # Settings every member must share: they are one optimizer and one loop.
 SHARED = ("steps", "batch_size", "lr", "weight_decay", "betas", "device", "use_bf16", "eval_every", "eval_size",
@@ -103,41 +103,8 @@ def _shared(cfg: TrainConfig) -> dict:
 
 def _open_member(run_dir, cfg: TrainConfig, early_stop) -> tuple[_Member, int]:
     """Create or resume one run folder exactly as ``train`` does; returns the member and its start step."""
-    cfg.validate()
-    run_dir = Path(run_dir)
-    if run_dir.exists() and not run_dir.is_dir():
-        raise TrainError(f"{run_dir}: exists and is not a folder")
-    task = Task(cfg.f, cfg.r, cfg.split_seed)
-    missing = task.numbers_missing_from_training()
-    if missing:
-        raise TrainError(f"{run_dir}: f={cfg.f} leaves numbers {missing[:5]}{'...' if len(missing) > 5 else ''} "
-                         "out of every training pair; the model could never learn them")
-    model_cfg = ModelConfig(d_vocab=task.vocab.size, d_vocab_out=task.vocab.modulus)
-    header = {"format": RUN_FORMAT, "train": cfg.identity(), "task": task.config.to_dict(),
-              "model_config": model_cfg.to_dict()}
-    model = AssignAddTransformer(model_cfg, seed=cfg.seed).to(cfg.device)
-    opt = torch.optim.AdamW(model.trainable_parameters, lr=cfg.lr, weight_decay=cfg.weight_decay, betas=cfg.betas)
-    run_json = run_dir / "run.json"
-    start = 0
-    if run_json.exists():
-        try:
-            existing = json.loads(run_json.read_text())
-        except (json.JSONDecodeError, UnicodeDecodeError) as e:
-            raise TrainError(f"{run_json}: not valid JSON ({e})") from None
-        if {k: existing.get(k) for k in header} != header:
-            raise TrainError(f"{run_dir}: holds a run with other settings; use another folder to start a new run")
-        resume = run_dir / "resume.pt"
-        if resume.exists():
-            try:
-                state = torch.load(resume, map_location=cfg.device, weights_only=True)
-                model.load_state_dict(state["state_dict"])
-                opt.load_state_dict(state["optimizer"])
-                start = int(state["step"])
-            except Exception as e:  # a resume file we cannot use must not be silently ignored
-                raise TrainError(f"{resume}: cannot resume from it ({str(e).splitlines()[0][:200]})") from None
-    else:
-        run_dir.mkdir(parents=True, exist_ok=True)
-        run_json.write_text(json.dumps(header, indent=2) + "\n")
+    run = open_run(run_dir, cfg)
+    run_dir, task, model, opt, start = run.run_dir, run.task, run.model, run.opt, run.start
     if not model.biases_are_zero():
         raise TrainError(f"{run_dir}: biases are not zero; the batched step skips them (SPEC §2.1 freezes them at 0)")
     (run_dir / "checkpoints").mkdir(exist_ok=True)

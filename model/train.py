@@ -113,19 +113,23 @@ def _autocast(device: str, enabled: bool):
     return torch.autocast("cuda" if device.startswith("cuda") else "cpu", dtype=torch.bfloat16)
 
 
-def train(run_dir, cfg: TrainConfig, *, progress: bool = True, stop_after: int | None = None,
-          early_stop=None) -> Path:
-    """Train (or resume) the run in ``run_dir``; returns the final checkpoint's path.
+@dataclass
+class OpenRun:
+    run_dir: Path
+    task: Task
+    model: AssignAddTransformer
+    opt: torch.optim.Optimizer
+    start: int  # the step to continue from: 0 for a new run
 
-    ``stop_after`` ends the call after that many steps in this call without finishing the run (a
-    test's stand-in for a killed process). ``early_stop(step, accs) -> bool`` may end a run early.
-    """
+
+def open_run(run_dir, cfg: TrainConfig) -> OpenRun:
+    """Create the run folder (with ``run.json``) for ``cfg``, or check that an existing one holds the
+    same run and load model and optimizer from its ``resume.pt``. Refuses a split that leaves some
+    number out of every training pair, a folder of another run, and a resume file it cannot use."""
     cfg.validate()
     run_dir = Path(run_dir)
     if run_dir.exists() and not run_dir.is_dir():
         raise TrainError(f"{run_dir}: exists and is not a folder")
-    if cfg.threads:
-        torch.set_num_threads(cfg.threads)
     task = Task(cfg.f, cfg.r, cfg.split_seed)
     missing = task.numbers_missing_from_training()
     if missing:
@@ -159,6 +163,20 @@ def train(run_dir, cfg: TrainConfig, *, progress: bool = True, stop_after: int |
     else:
         run_dir.mkdir(parents=True, exist_ok=True)
         run_json.write_text(json.dumps(header, indent=2) + "\n")
+    return OpenRun(run_dir, task, model, opt, start)
+
+
+def train(run_dir, cfg: TrainConfig, *, progress: bool = True, stop_after: int | None = None,
+          early_stop=None) -> Path:
+    """Train (or resume) the run in ``run_dir``; returns the final checkpoint's path.
+
+    ``stop_after`` ends the call after that many steps in this call without finishing the run (a
+    test's stand-in for a killed process). ``early_stop(step, accs) -> bool`` may end a run early.
+    """
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
+    run = open_run(run_dir, cfg)
+    run_dir, task, model, opt, start = run.run_dir, run.task, run.model, run.opt, run.start
     ckpt_dir = run_dir / "checkpoints"
     ckpt_dir.mkdir(exist_ok=True)
     log_path = run_dir / "metrics.jsonl"

@@ -71,3 +71,32 @@ def operand_value_interchange(model: AssignAddTransformer, tokens: torch.Tensor,
     out = run(model, tokens, [Patch(Site(RESID_AFTER_LAYER1, positions=patch_pos), source)], last_only=True)
     moved = out.last_logits.argmax(-1) == counterfactual
     return {"moved": moved, "n": int(len(keep)), "dropped": int(B - len(keep)), "hook_calls": out.hook_calls}
+
+
+def pool_accuracy_items(ctx, bars: dict, controls: dict) -> list:
+    """One observational evidence item per pool: accuracy at the last position against its bar."""
+    from ..base import item, rate
+
+    items = []
+    for pool, bar in bars.items():
+        tokens, labels = ctx.pool(pool)
+        items.append(item(
+            f"accuracy[{pool}]", f"mean_i 1[argmax logits(x_i)[15] = (n1_i + n2_i) mod 59], x_i ~ {pool}",
+            "observational", bar, lambda m, t=tokens, y=labels: rate(last_position_correct(m, t, y)), ctx.model,
+            controls))
+    return items
+
+
+def interchange_item(ctx, tokens: torch.Tensor, labels: torch.Tensor, allowed: torch.Tensor, definition: str,
+                     bar, reinit, which: torch.Tensor | None = None):
+    """The causal item of the generalization claims: ``operand_value_interchange`` on ``tokens``, on the
+    model, a re-initialised model and the wrong-site patch."""
+    from ..base import item, rate
+
+    def interchange(subject):
+        model, wrong = subject
+        out = operand_value_interchange(model, tokens, labels, allowed, seed=ctx.seed, wrong_site=wrong, which=which)
+        return rate(out["moved"], dropped=out["dropped"])
+
+    return item("answer_follows_operand_value", definition, "causal", bar, interchange, (ctx.model, False),
+                {"reinitialised": (reinit, False), "wrong_site": (ctx.model, True)})
