@@ -178,7 +178,7 @@ def _fmt(x, digits=4) -> str:
     return html.escape(str(x))
 
 
-def render_html(doc: dict) -> str:
+def render_html(doc: dict, figures: dict[str, str] | None = None) -> str:
     claim = doc["claim"]
     colour = {"pass": "#2ca02c", "fail": "#d62728"}.get(claim["verdict"], "#bcbd22")
     parts = [
@@ -210,7 +210,8 @@ def render_html(doc: dict) -> str:
                      f"{html.escape(json.dumps(s['grid']['early_stop']))}</p>")
         if "error" in s["threshold"]:
             parts.append(f"<p style=\"color:#d62728\">{html.escape(s['threshold']['error'])}</p>")
-        parts.append(f"<img alt=\"accuracy against {p}\" src=\"data:image/png;base64,{sweep_figure(doc, s)}\">")
+        png = (figures or {}).get(p) or sweep_figure(doc, s)
+        parts.append(f"<img alt=\"accuracy against {p}\" src=\"data:image/png;base64,{png}\">")
         parts.append("<table><tr><th>point</th><th>accuracy</th><th>95% CI</th><th>n</th><th>generalizes</th>"
                      "<th>steps</th><th>early stop</th></tr>")
         for q in s["points"]:
@@ -223,15 +224,19 @@ def render_html(doc: dict) -> str:
     return "\n".join(parts)
 
 
-def _write_atomic(out: Path, files: dict[str, str]) -> None:
+def _write_atomic(out: Path, files: dict[str, str | bytes]) -> None:
     """Every file to a temporary name first, then all renamed: no half-written report."""
     out.mkdir(parents=True, exist_ok=True)
     tmps = {}
     try:
-        for name, text in files.items():
+        for name, content in files.items():
             fd, tmp = tempfile.mkstemp(dir=out, prefix=f".{name}.", suffix=".tmp")
-            with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
-                fh.write(text)
+            if isinstance(content, bytes):
+                with os.fdopen(fd, "wb") as fh:
+                    fh.write(content)
+            else:
+                with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
+                    fh.write(content)
             os.chmod(tmp, 0o644)
             tmps[name] = tmp
         for name, tmp in tmps.items():
@@ -244,7 +249,8 @@ def _write_atomic(out: Path, files: dict[str, str]) -> None:
 
 def main_for_sweep(path, out=None, *, quiet: bool = False, union_sample: int | None = None,
                    device: str = "cpu") -> int:
-    """What ``assignadd-report SWEEP_DIR [--out OUT]`` runs: writes sweep.json/.csv/.html into ``out``
+    """What ``assignadd-report SWEEP_DIR [--out OUT]`` runs: writes sweep.json/.csv/.html and one
+    ``sweep_<param>.png`` per swept parameter into ``out``
     (default ``out/report-<folder name>``); bad input exits 2 with one ``error:`` line."""
     path = Path(path)
     out = Path(out) if out else Path("out") / f"report-{path.resolve().name}"
@@ -261,7 +267,11 @@ def main_for_sweep(path, out=None, *, quiet: bool = False, union_sample: int | N
         doc = compute_sweep_report(path, union_sample=union_sample, device=device, progress=not quiet)
     except SweepReportError as e:
         exit_bad_input(str(e))
-    _write_atomic(out, {"sweep.json": to_json(doc), "sweep.csv": to_csv(doc), "sweep.html": render_html(doc)})
+    figures = {sw["param"]: sweep_figure(doc, sw) for sw in doc["sweeps"]}
+    files: dict[str, str | bytes] = {"sweep.json": to_json(doc), "sweep.csv": to_csv(doc),
+                                     "sweep.html": render_html(doc, figures)}
+    files.update({f"sweep_{param}.png": base64.b64decode(png) for param, png in figures.items()})
+    _write_atomic(out, files)
     if not quiet:
         print(f"{sum(len(s['points']) for s in doc['sweeps'])} points in {time.perf_counter() - t0:.1f} s -> {out}")
         for s in doc["sweeps"]:

@@ -7,6 +7,7 @@ files (``generalization.json``) are written by hand, so the answer is known by c
 """
 from __future__ import annotations
 
+import base64
 import json
 
 import pytest
@@ -283,6 +284,9 @@ def test_sweep_report_writes_json_csv_and_html_with_the_threshold(tmp_path, caps
     assert csv_lines[0].startswith("param,point,value") and len(csv_lines) == 1 + len(F_GRID) + len(R_GRID)
     page = (tmp_path / "rep" / "sweep.html").read_text()
     assert page.count("data:image/png;base64,") == 2 and "http" not in page.replace("http-equiv", "")
+    for param in ("f", "r"):  # the same figures as files, for documents
+        png = (tmp_path / "rep" / f"sweep_{param}.png").read_bytes()
+        assert png.startswith(b"\x89PNG") and base64.b64encode(png).decode() in page
     first = (tmp_path / "rep" / "sweep.json").read_bytes()
     sweep_report.main_for_sweep(tmp_path / "both", tmp_path / "rep", quiet=True)
     assert (tmp_path / "rep" / "sweep.json").read_bytes() == first
