@@ -22,6 +22,9 @@ from ..data import Task
 from ..model import AssignAddTransformer
 
 RESULT_SCHEMA = "assignadd.claim/1"
+# A control's edit that moved what it targets by less than this (mean absolute change) did nothing:
+# rounding noise of float32 activations of order 1-10 is ~1e-6.
+ACTED_MIN = 1e-5
 ROUND = 6
 
 
@@ -56,6 +59,16 @@ class Threshold:
             return False
         return low >= self.value if self.direction == ">=" else high <= self.value
 
+    def status(self, low: float | None, high: float | None) -> str:
+        """"pass" (the conservative bound clears the bar), "fail" (the whole interval is on the wrong
+        side), "inconclusive" (the interval straddles the bar) or "no data"."""
+        if low is None or high is None:
+            return "no data"
+        if self.passes(low, high):
+            return "pass"
+        wrong_side = high < self.value if self.direction == ">=" else low > self.value
+        return "fail" if wrong_side else "inconclusive"
+
     @property
     def bound(self) -> str:
         return "lower" if self.direction == ">=" else "upper"
@@ -70,6 +83,9 @@ class Measurement:
     high: float | None
     n: int | None = None
     extra: dict = field(default_factory=dict)
+    # For a control made by an intervention: how much the edit changed what it targets (None: not an
+    # intervention, e.g. a re-initialised model). A control whose edit changed nothing is no control.
+    acted: float | None = None
 
     @classmethod
     def exact(cls, value: float, n: int | None = None, **extra) -> "Measurement":
@@ -77,7 +93,21 @@ class Measurement:
         return cls(value, value, value, n, extra)
 
     def to_dict(self) -> dict:
-        return _r({"value": self.value, "ci": [self.low, self.high], "n": self.n, "extra": self.extra})
+        d = {"value": self.value, "ci": [self.low, self.high], "n": self.n, "extra": self.extra}
+        if self.acted is not None:
+            d["acted"] = self.acted
+        return _r(d)
+
+    def samples_to_decide(self, threshold: "Threshold") -> int | None:
+        """Roughly how many samples would make this interval clear ``threshold`` (its half-width shrinks
+        as 1/sqrt(n)), for an interval that straddles it; None when not applicable."""
+        if None in (self.value, self.low, self.high) or not self.n:
+            return None
+        gap = abs(self.value - threshold.value)
+        half = (self.high - self.low) / 2
+        if gap == 0 or half == 0:
+            return None
+        return int(math.ceil(self.n * (half / gap) ** 2))
 
 
 @dataclass
@@ -94,9 +124,17 @@ class Evidence:
     def passed(self) -> bool:
         return self.threshold.passes(self.measurement.low, self.measurement.high)
 
+    @property
+    def status(self) -> str:
+        return self.threshold.status(self.measurement.low, self.measurement.high)
+
     def control_passed(self, name: str) -> bool:
         m = self.controls[name]
         return self.threshold.passes(m.low, m.high)
+
+    def control_status(self, name: str) -> str:
+        m = self.controls[name]
+        return self.threshold.status(m.low, m.high)
 
     def to_dict(self) -> dict:
         return {
@@ -108,7 +146,9 @@ class Evidence:
                           "bound": self.threshold.bound, "reason": self.threshold.reason},
             "measurement": self.measurement.to_dict(),
             "passed": self.passed,
-            "controls": {name: {**m.to_dict(), "passed": self.control_passed(name)}
+            "status": self.status,
+            "controls": {name: {**m.to_dict(), "passed": self.control_passed(name),
+                                "status": self.control_status(name)}
                          for name, m in sorted(self.controls.items())},
         }
 
@@ -118,7 +158,7 @@ class ClaimResult:
     claim: str
     spec: str
     statement: str
-    verdict: str  # "pass", "fail" or "error"
+    verdict: str  # "pass", "fail", "inconclusive" or "error" (see ``decide``)
     reason: str
     evidence: list[Evidence]
     controls: dict[str, str]  # control name -> what it is
@@ -154,16 +194,49 @@ class ClaimResult:
 
 
 def decide(evidence: list[Evidence]) -> tuple[str, str]:
-    """The decision rule shared by every claim."""
+    """The decision rule shared by every claim (SPEC §4, §5, §6).
+
+    error         no required causal item; a required item with no data; or, when nothing failed, a
+                  control of a required item that had no data or was an intervention that changed
+                  nothing (a control that did not act is no control, never a point for the claim)
+    fail          a required item's interval lies wholly on the wrong side of its bar; or a control
+                  passed (the item cannot tell the claim from its control)
+    inconclusive  no failure, but a required item's (or a control's) interval straddles its bar
+    pass          every required item clears its bar and fails on every control
+    """
     required = [e for e in evidence if e.required]
     if not any(e.kind == "causal" for e in required):
         return "error", "no required causal evidence item: observational evidence alone never suffices"
-    failed = [e.name for e in required if not e.passed]
+    empty = [e.name for e in required if e.status == "no data"]
+    if empty:
+        return "error", f"required evidence had no data: {', '.join(empty)}"
+    failed = [e.name for e in required if e.status == "fail"]
     if failed:
         return "fail", f"required evidence failed: {', '.join(failed)}"
-    leaked = [f"{e.name} on {c}" for e in required for c in e.controls if e.control_passed(c)]
+    idle = []
+    for e in required:
+        for c, m in sorted(e.controls.items()):
+            if m.value is None or not m.n:
+                idle.append(f"{c} on {e.name} had no data")
+            elif m.acted is not None and not m.acted > ACTED_MIN:
+                idle.append(f"{c} on {e.name} changed nothing it targets")
+    if idle:
+        return "error", "a control did not act, so it cannot count for or against the claim: " + "; ".join(idle)
+    leaked = [f"{e.name} on {c}" for e in required for c in e.controls if e.control_status(c) == "pass"]
     if leaked:
         return "fail", f"evidence also passed on a control (it cannot tell the claim apart): {', '.join(leaked)}"
+    open_items = []
+    for e in required:
+        if e.status == "inconclusive":
+            more = e.measurement.samples_to_decide(e.threshold)
+            hint = f" (about {more} samples might decide it)" if more else ""
+            open_items.append(f"{e.name} {e.measurement.value:.4g} [{e.measurement.low:.4g}, {e.measurement.high:.4g}] "
+                              f"straddles {e.threshold.direction} {e.threshold.value}{hint}")
+        for c, m in sorted(e.controls.items()):
+            if e.control_status(c) == "inconclusive":
+                open_items.append(f"{e.name} on control {c} straddles its bar")
+    if open_items:
+        return "inconclusive", "an interval straddles its threshold: " + "; ".join(open_items)
     return "pass", f"all {len(required)} required items passed and failed on their controls"
 
 
@@ -239,7 +312,9 @@ class Hypothesis:
 
 # Control descriptions several claims share (``Hypothesis.controls``).
 REINITIALISED = "a freshly initialised model of the same shape (TransformerLens default init)"
-WRONG_SITE_INTERCHANGE = "the interchange patched at a prefix position that holds neither operand's value"
+WRONG_SITE_INTERCHANGE = ("the same interchange at a distractor assignment's value token, patched from a run in which "
+                          "that distractor's value changed: an edit that acts where the claim says the answer is "
+                          "not read, so the answer must not follow it")
 
 REGISTRY: dict[str, type[Hypothesis]] = {}
 
@@ -262,23 +337,23 @@ def item(name: str, definition: str, kind: str, threshold: Threshold, measure: C
                     {c: measure(s) for c, s in (controls or {}).items()}, required)
 
 
-def rate(successes: torch.Tensor, **extra) -> Measurement:
-    """A success rate with its Clopper-Pearson interval."""
+def rate(successes: torch.Tensor, acted: float | None = None, **extra) -> Measurement:
+    """A success rate with its Clopper-Pearson interval (``acted``: see ``Measurement``)."""
     from ..interventions.statistics import rate_ci
 
     successes = successes.flatten().bool()
     if successes.numel() == 0:
-        return Measurement(None, None, None, 0, {"note": "no examples", **extra})
+        return Measurement(None, None, None, 0, {"note": "no examples", **extra}, acted)
     v, lo, hi = rate_ci(successes)
-    return Measurement(v, lo, hi, int(successes.numel()), extra)
+    return Measurement(v, lo, hi, int(successes.numel()), extra, acted)
 
 
-def mean(values: torch.Tensor, *, seed: int, label: str, **extra) -> Measurement:
-    """A mean with its seeded bootstrap interval."""
+def mean(values: torch.Tensor, *, seed: int, label: str, acted: float | None = None, **extra) -> Measurement:
+    """A mean with its seeded bootstrap interval (``acted``: see ``Measurement``)."""
     from ..interventions.statistics import mean_ci
 
     values = values.flatten().double()
     if values.numel() == 0:
-        return Measurement(None, None, None, 0, {"note": "no examples", **extra})
+        return Measurement(None, None, None, 0, {"note": "no examples", **extra}, acted)
     v, lo, hi = mean_ci(values, seed=seed, label=label)
-    return Measurement(v, lo, hi, int(values.numel()), extra)
+    return Measurement(v, lo, hi, int(values.numel()), extra, acted)

@@ -41,6 +41,7 @@ class Result:
     logits: torch.Tensor
     hook_calls: dict[str, int]
     interventions: list = field(default_factory=list)
+    activations: dict[str, torch.Tensor] = field(default_factory=dict)  # the hooks asked for with ``read``
 
     @property
     def last_logits(self) -> torch.Tensor:
@@ -67,14 +68,17 @@ _ORDER: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 def execution_order(model) -> list[str]:
     """Hook names in the order a forward pass fires them (nnsight must be addressed in that order).
-    Hooks that never fire come last. Found once per model by a one-sequence dry run."""
+    Hooks that never fire come last. Found once per model by a one-sequence dry run of a hook-free
+    copy (a knock-out's permanent hooks may only fit batches of their own size)."""
     if model not in _ORDER:
+        probe = copy.deepcopy(model)
+        probe.reset_hooks(including_permanent=True)
         fired: list[str] = []
-        handles = [model.hook_dict[n].register_forward_hook(
-            lambda m, i, o, n=n: fired.append(n) if n not in fired else None) for n in model.hook_dict]
+        handles = [probe.hook_dict[n].register_forward_hook(
+            lambda m, i, o, n=n: fired.append(n) if n not in fired else None) for n in probe.hook_dict]
         try:
             with torch.no_grad():
-                model(torch.zeros(1, model.cfg.n_ctx, dtype=torch.long, device=_device(model)))
+                probe(torch.zeros(1, probe.cfg.n_ctx, dtype=torch.long, device=_device(probe)))
         finally:
             for h in handles:
                 h.remove()
@@ -197,7 +201,7 @@ def _stop_after(model, hooks) -> dict:
     if n_layers is None:
         return {}
     layers = [int(h.split(".")[1]) if h.startswith("blocks.") else 0 for h in hooks]
-    if any(not h.startswith(("blocks.", "hook_embed", "hook_pos_embed")) for h in hooks):
+    if any(not h.startswith(("blocks.", "hook_tokens", "hook_embed", "hook_pos_embed")) for h in hooks):
         return {}
     stop = max(layers) + 1
     if stop < n_layers:
@@ -243,7 +247,8 @@ def _grouped(bound) -> dict[str, list[tuple[Site, Edit]]]:
 
 
 # ----- the two entry points ---------------------------------------------------------------------------
-def run(model, tokens: torch.Tensor, interventions=(), backend: str = "tl", last_only: bool = False) -> Result:
+def run(model, tokens: torch.Tensor, interventions=(), backend: str = "tl", last_only: bool = False,
+        read=(), stop_at_layer: int | None = None) -> Result:
     """One forward pass of ``tokens`` with every intervention applied; raises if any did not act.
 
     ``interventions``: Intervention objects (or one); several at one hook apply in list order, each to
@@ -252,19 +257,34 @@ def run(model, tokens: torch.Tensor, interventions=(), backend: str = "tl", last
     nnsight backend instruments the model's modules the way nnsight does (plain calls are unaffected).
     ``last_only=True`` (TransformerLens backend, a model whose forward takes ``last_only``): only the
     last position's logits are computed, (B, 1, V); every hook still fires as in the full forward.
+    ``read``: hook names whose (post-edit) activations to return in ``Result.activations``, measured
+    in the same forward: for claims measured where the next component reads, not at the answer.
+    ``stop_at_layer`` (TransformerLens backend): run blocks 0..L-1 only; ``Result.logits`` is then the
+    residual stream. Both need the "tl" backend.
     """
     if backend not in BACKENDS:
         raise InterventionError(f"backend must be one of {BACKENDS}, found {backend!r}")
     interventions = [interventions] if isinstance(interventions, Intervention) else list(interventions)
     check_hook_names(model, interventions)
     by_hook = _grouped(_bind_all(model, interventions, backend))
+    read = list(dict.fromkeys([read] if isinstance(read, str) else read))
+    if (read or stop_at_layer is not None) and backend != "tl":
+        raise InterventionError("run: read= and stop_at_layer= need the 'tl' backend")
+    unknown = [h for h in read if h not in model.hook_dict]
+    if unknown:
+        raise InterventionError(f"run: the model has no hook named {', '.join(map(repr, unknown))} to read")
     order = execution_order(model)  # before counting starts: finding it runs a forward pass
     batch = {"tokens": tokens}
-    with torch.no_grad(), _counting(model, list(by_hook)) as counts:
+    seen: dict[str, torch.Tensor] = {}
+    with torch.no_grad(), _counting(model, list(by_hook) + read) as counts:
         if backend == "tl":
             kwargs = {"last_only": True} if last_only else {}
-            logits = model.run_with_hooks(tokens, fwd_hooks=[(h, _hook_fn(e, batch)) for h, e in by_hook.items()],
-                                          **kwargs)
+            if stop_at_layer is not None:
+                kwargs = {"stop_at_layer": stop_at_layer}
+            # Edits first, then reads: a read at an intervened hook sees the edited value.
+            hooks = [(h, _hook_fn(e, batch)) for h, e in by_hook.items()]
+            hooks += [(h, lambda act, hook: seen.__setitem__(hook.name, act.detach())) for h in read]
+            logits = model.run_with_hooks(tokens, fwd_hooks=hooks, **kwargs)
         else:
             wrapped = _nnsight(model)
             try:
@@ -279,8 +299,9 @@ def run(model, tokens: torch.Tensor, interventions=(), backend: str = "tl", last
                 _check_fired(counts, by_hook, 1, "run (nnsight)")
                 raise
             logits = saved[:, -1:] if last_only else saved
-    _check_fired(counts, by_hook, 1, f"run ({backend})")
-    return Result(logits=logits.detach(), hook_calls=dict(counts), interventions=interventions)
+    _check_fired(counts, list(by_hook) + read, 1, f"run ({backend})")
+    return Result(logits=logits.detach(), hook_calls={h: counts[h] for h in by_hook}, interventions=interventions,
+                  activations=seen)
 
 
 def knockout(model, interventions, probe_tokens: torch.Tensor | None = None):
@@ -301,18 +322,26 @@ def knockout(model, interventions, probe_tokens: torch.Tensor | None = None):
     check_hook_names(model, interventions)
     for iv in interventions:
         if not iv.self_contained:
-            raise InterventionError(f"knockout: {iv!r} needs a source run per batch and cannot be permanent; "
-                                    "use run(..., [Patch(...)]) instead")
+            raise InterventionError(f"knockout: {iv!r} is tied to one batch (a Patch's source run, a matched "
+                                    "Resample's draws) and cannot be permanent; use run(..., [...]) per batch instead")
     bound = _bind_all(model, interventions, "tl")
     ablated = copy.deepcopy(model)
     by_hook = _grouped(bound)
     batch: dict = {}
-    # The hooks see activations, not tokens: remember each batch for callable position sets.
-    ablated.register_forward_pre_hook(
-        lambda module, args, kwargs: batch.__setitem__("tokens", args[0] if args else kwargs.get("tokens")),
-        with_kwargs=True)
-    # The hook-free fast path would skip the knockout silently: route it through the hooked forward.
-    ablated.last_logits = types.MethodType(_last_logits_through_hooks, ablated)
+    # The hooks see activations, not tokens: each batch is read at ``hook_tokens``, which fires first
+    # in every forward whatever called it (``__call__``, ``run_with_hooks``, nnsight).
+    if "hook_tokens" not in ablated.hook_dict:
+        raise InterventionError("knockout: the model has no hook_tokens hook point, so a knock-out could not see "
+                                "which batch it runs on")
+
+    def remember_tokens(tokens, hook):
+        batch["tokens"] = tokens
+        return tokens
+    ablated.add_perma_hook("hook_tokens", remember_tokens)
+    # Non-AssignAdd models' hook-free fast paths would skip the knockout silently: route them through
+    # the hooked forward (ours does so itself whenever a hook is attached).
+    if not _takes_last_only(ablated) and hasattr(ablated, "last_logits"):
+        ablated.last_logits = types.MethodType(_last_logits_through_hooks, ablated)
     for hook, edits in by_hook.items():
         ablated.add_perma_hook(hook, _hook_fn(edits, batch, allow_empty=True))
     if probe_tokens is None:

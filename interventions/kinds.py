@@ -102,6 +102,7 @@ class Resample(Intervention):
         self.seed = seed
         self.match = match
         if match is not None:
+            self.self_contained = False  # the draws belong to one base batch: no permanent knock-out
             base_f, ref_f = (torch.as_tensor(m) for m in match)
             if ref_f.shape[0] != reference_tokens.shape[0]:
                 raise InterventionError(f"Resample({self.site.hook!r}): match's reference feature has "

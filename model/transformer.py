@@ -17,7 +17,7 @@ logits = x W_U + b_U
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field, replace
 
 import torch
 import torch.nn as nn
@@ -28,6 +28,15 @@ from transformer_lens.hook_points import HookPoint
 
 @dataclass(frozen=True)
 class ModelConfig:
+    """The architecture of SPEC §2.1, and the answers TransformerLens' utilities expect from a ``cfg``.
+
+    The fields are what a checkpoint stores (``to_dict``). ``device`` is not stored: the model keeps it
+    telling where its weights are, on every ``.to()``. The read-only properties below the fields are
+    the config fields ``transformer_lens.patching`` and ``ActivationCache`` (``decompose_resid``,
+    ``logit_attrs``, ``apply_ln_to_stack``, ...) read, fixed by this architecture: no LayerNorm, one
+    key/value head per query head, learned absolute positions, ReLU.
+    """
+
     d_vocab: int = 74
     d_vocab_out: int = 59
     n_ctx: int = 16
@@ -38,6 +47,8 @@ class ModelConfig:
     n_layers: int = 2
     # Layers whose MLP computes; the others hold zero, frozen MLP weights (the paper: Layer 2 only).
     mlp_layers: tuple[int, ...] = (1,)
+    # Where the weights are (TransformerLens' patching allocates its results there); not compared, not saved.
+    device: str = field(default="cpu", compare=False)
 
     @property
     def modulus(self) -> int:
@@ -47,14 +58,70 @@ class ModelConfig:
     def n_vars(self) -> int:
         return self.d_vocab - self.d_vocab_out - 3
 
+    # ----- fields TransformerLens reads, fixed by the architecture --------------------------------
+    @property
+    def attn_only(self) -> bool:
+        """True only for a model with no MLP at all (here Layer 2 has one; Layer 1's ``mlp_out`` is zero)."""
+        return not self.mlp_layers
+
+    @property
+    def normalization_type(self) -> None:
+        """No LayerNorm anywhere (SPEC §2.1): ``apply_ln_to_stack`` returns the stack unchanged."""
+        return None
+
+    @property
+    def final_rms(self) -> bool:
+        return False
+
+    @property
+    def n_key_value_heads(self) -> None:
+        """None: as many key/value heads as query heads (no grouped-query attention)."""
+        return None
+
+    @property
+    def positional_embedding_type(self) -> str:
+        return "standard"
+
+    @property
+    def act_fn(self) -> str:
+        return "relu"
+
+    @property
+    def use_split_qkv_input(self) -> bool:
+        return False
+
+    @property
+    def use_attn_in(self) -> bool:
+        return False
+
+    @property
+    def use_attn_result(self) -> bool:
+        """False: per-head results are not hooked; ``ActivationCache`` computes them from ``hook_z`` and W_O."""
+        return False
+
+    @property
+    def use_hook_mlp_in(self) -> bool:
+        return False
+
+    @property
+    def default_prepend_bos(self) -> bool:
+        """No BOS token: a sequence is exactly the 16 tokens of SPEC §1.2."""
+        return False
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return torch.float32
+
     def to_dict(self) -> dict:
         d = asdict(self)
+        d.pop("device")
         d["mlp_layers"] = list(self.mlp_layers)
         return d
 
     @classmethod
     def from_dict(cls, d: dict) -> "ModelConfig":
         d = dict(d)
+        d.pop("device", None)
         d["mlp_layers"] = tuple(d.get("mlp_layers", (1,)))
         return cls(**d)
 
@@ -175,6 +242,10 @@ class AssignAddTransformer(HookedRootModule):
     def __init__(self, cfg: ModelConfig | None = None, seed: int | None = None):
         super().__init__()
         self.cfg = cfg or ModelConfig()
+        # The tokens enter through a hook point (as TransformerLens' ``hook_tokens``): anything that
+        # needs the running batch (a knock-out's per-sequence positions) reads it there, whichever
+        # entry point ran the forward (``__call__``, ``run_with_hooks``, nnsight).
+        self.hook_tokens = HookPoint()  # (B, T) long
         self.embed = Embed(self.cfg)
         self.hook_embed = HookPoint()
         self.pos_embed = PosEmbed(self.cfg)
@@ -227,6 +298,7 @@ class AssignAddTransformer(HookedRootModule):
         with hooks no later than its ``hook_resid_mid``, its attention runs in full and only the MLP
         and unembedding are cut to the last position; any later hook gets the full forward.
         """
+        tokens = self.hook_tokens(tokens)
         x = self.hook_embed(self.embed(tokens)) + self.hook_pos_embed(self.pos_embed(tokens))
         if last_only and stop_at_layer is None:
             for block in self.blocks[:-1]:
@@ -268,8 +340,11 @@ class AssignAddTransformer(HookedRootModule):
         values at every position but query, attention output, MLP and unembedding at one. No hooks
         fire here. ``biases=False`` skips the bias terms, for callers that know they are zero (the
         trainer: they are frozen at zero), which saves mixed-dtype additions under autocast.
-        (B, T) -> (B, d_vocab_out), fp32.
+        (B, T) -> (B, d_vocab_out), fp32. A model with hooks attached (a knock-out copy, a caller's
+        temporary hooks) is run through the hooked ``forward`` instead, so no hook is ever skipped.
         """
+        if self.has_hooks():
+            return self(tokens, last_only=True)[:, -1]
         B, T = tokens.shape
         x = F.embedding(tokens, self.embed.W_E) + self.pos_embed.W_pos[:T]  # (B, T, D)
         for block in self.blocks[:-1]:
@@ -330,3 +405,100 @@ class AssignAddTransformer(HookedRootModule):
         if not isinstance(cache, ActivationCache):
             cache = ActivationCache(dict(cache), self)
         return out, cache
+
+    # ----- the rest of TransformerLens' model surface: device, text and tokens, residual directions -----
+    # ``transformer_lens.patching`` and ``ActivationCache`` call these (tests/test_tl_citizen.py checks
+    # each against this package's own engine).
+    def setup(self):
+        """As TransformerLens' (names the modules, builds ``hook_dict``), then ``cfg.device`` from the weights."""
+        super().setup()
+        self._sync_cfg_device()
+
+    def _apply(self, fn, *args, **kwargs):
+        """Every move (``.to``, ``.cuda``, ``.cpu``) passes here: ``cfg.device`` keeps telling where the weights are."""
+        out = super()._apply(fn, *args, **kwargs)
+        self._sync_cfg_device()
+        return out
+
+    def _sync_cfg_device(self) -> None:
+        device = str(self.embed.W_E.device)
+        if self.cfg.device != device:
+            self.cfg = replace(self.cfg, device=device)  # a copy: other models may share the old config
+
+    @property
+    def vocab(self):
+        """The vocabulary of SPEC §1.1 that this model's shapes imply (modulus, number of variables)."""
+        from ..data.tokens import Vocab
+
+        return Vocab(modulus=self.cfg.d_vocab_out, n_vars=self.cfg.n_vars)
+
+    def to_tokens(self, input, prepend_bos: bool | None = None, padding_side: str | None = None,
+                  move_to_device: bool = True) -> torch.Tensor:
+        """Text (``"a=3 b=4 + b 5 ="``, the full 16-word form, or a list of either) or token ids -> a batch
+        [B, 16] of token ids on the model's device, as TransformerLens' ``to_tokens``.
+
+        Short texts get their PADs in front (``assignadd.data.parse``). There is no BOS token and no
+        padding side: every sequence is 16 tokens, so ``prepend_bos=True`` and ``padding_side`` are refused.
+        """
+        from ..data.tokens import to_tokens
+
+        if prepend_bos:
+            raise ValueError("this model has no BOS token: a sequence is exactly 16 tokens (SPEC §1.2)")
+        if padding_side is not None:
+            raise ValueError("every sequence is 16 tokens, so there is no padding side to choose")
+        tokens = to_tokens(input, self.vocab)
+        return tokens.to(self.cfg.device) if move_to_device else tokens
+
+    def to_str_tokens(self, input, prepend_bos: bool | None = None, padding_side: str | None = None):
+        """The token words: one sequence (a text or [16] ids) gives a list of 16 strings, a batch
+        (a list of texts or [B, 16] ids) a list of such lists."""
+        from ..data.tokens import render
+
+        single = isinstance(input, str) or (hasattr(input, "dim") and input.dim() == 1)
+        words = [row.split() for row in render(self.to_tokens(input, prepend_bos, padding_side).cpu(), self.vocab)]
+        return words[0] if single else words
+
+    def to_string(self, tokens):
+        """Token ids back to text: [16] gives a string, [B, 16] a list of strings (the full 16-word form)."""
+        from ..data.tokens import render
+
+        return render(tokens.cpu() if isinstance(tokens, torch.Tensor) else tokens, self.vocab)
+
+    def to_single_token(self, string: str) -> int:
+        """The id of one token word (``"27"``, ``"a"``, ``"+"``, ``"="``, ``"PAD"``)."""
+        return self.vocab.token_id(string.strip())
+
+    def tokens_to_residual_directions(self, tokens) -> torch.Tensor:
+        """The unembedding directions W_U[:, t] of output classes t (the numbers 0..N-1): the
+        residual-stream vector whose dot product is the logit of t, as TransformerLens' (read by
+        ``ActivationCache.logit_attrs``). A word (``"27"``), an int, or a tensor of ids -> [..., d_model]."""
+        if isinstance(tokens, str):
+            tokens = self.to_single_token(tokens)
+        ids = torch.as_tensor(tokens, device=self.unembed.W_U.device).long()
+        if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= self.cfg.d_vocab_out):
+            raise ValueError(f"token ids must be output classes 0..{self.cfg.d_vocab_out - 1} (the numbers), got "
+                             f"{ids.unique().tolist()}")
+        return self.unembed.W_U[:, ids].movedim(0, -1)  # [..., d_model]
+
+    def accumulated_bias(self, layer: int, mlp_input: bool = False, include_mlp_biases: bool = True) -> torch.Tensor:
+        """The biases written into the residual stream before block ``layer`` (each b_O, and each computing
+        MLP's b_out with ``include_mlp_biases``), plus block ``layer``'s own b_O for ``mlp_input``: the
+        ``bias`` row of ``ActivationCache.get_full_resid_decomposition``. [d_model]"""
+        total = torch.zeros(self.cfg.d_model, device=self.embed.W_E.device)
+        for block in self.blocks[:layer]:
+            total = total + block.attn.b_O
+            if include_mlp_biases and block.has_mlp:
+                total = total + block.mlp.b_out
+        if mlp_input:
+            total = total + self.blocks[layer].attn.b_O
+        return total
+
+    def set_use_split_qkv_input(self, use_split_qkv_input: bool) -> None:
+        """Refused: the attention has no per-head Q/K/V input hooks (``hook_q_input``), so TransformerLens'
+        ``get_act_patch_direct_path`` cannot run here. ``assignadd.interventions.path_patch`` with
+        receivers ``blocks.1.attn.hook_q`` / ``hook_k`` / ``hook_v`` patches the same paths."""
+        if use_split_qkv_input:
+            raise NotImplementedError(
+                "this model's attention has no per-head Q/K/V input hooks (hook_q_input), which "
+                "get_act_patch_direct_path needs; use assignadd.interventions.path_patch(model, base, source, "
+                "sender, ['blocks.1.attn.hook_k']) for the same path")

@@ -147,7 +147,7 @@ def test_fourier_neurons_passes_on_planted_fourier_model(planted_result):
     assert items["single_frequency_neurons"].measurement.value == 1.0
     assert items["single_frequency_neurons"].measurement.extra["key_frequencies"] == list(PLANTED_FREQUENCIES)
     assert items["key_frequencies_kept"].measurement.value >= 0.95
-    assert items["key_frequencies_excluded"].measurement.extra["excluded_accuracy"] <= 0.1
+    assert items["key_frequencies_excluded"].measurement.extra["edited_accuracy"] <= 0.1
     assert items["key_frequencies_vs_placebo"].measurement.extra["placebo_accuracy"] >= 0.95
 
 

@@ -146,13 +146,13 @@ def test_patching_nothing_changes_nothing(model, pools):
 def test_patching_every_site_from_clean_reproduces_clean_logits(model, pools):
     clean, _, corrupted, _, _ = pools
     sites = firing_hooks(model)
-    assert len(sites) == 26  # every hook of SPEC §2.3 but Layer 1's absent MLP
+    assert len(sites) == 27  # hook_tokens and every hook of SPEC §2.3 but Layer 1's absent MLP
     for backend in BACKENDS:
         denoised = activation_patch(model, clean, corrupted, sites, "denoise", backend=backend)
         assert torch.equal(denoised.logits, model(clean))
         noised = activation_patch(model, clean, corrupted, sites, "noise", backend=backend)
         assert torch.equal(noised.logits, model(corrupted))
-        assert all(n == 1 for n in denoised.hook_calls.values()) and len(denoised.hook_calls) == 26
+        assert all(n == 1 for n in denoised.hook_calls.values()) and len(denoised.hook_calls) == 27
 
 
 def test_patching_the_last_residual_from_clean_reproduces_clean_logits(model, pools):

@@ -121,7 +121,7 @@ def test_previous_token_head_fails_when_value_tokens_attend_to_themselves(verdic
     failed = failed_items(result)
     assert "value_attends_to_variable" in failed
     # nothing left to destroy: the binding is already gone
-    assert "ablation_destroys_variable_answers" in failed
+    assert "identity_needs_previous_token" in failed
 
 
 def test_eq_still_attends_to_operand_slots_without_previous_token_head(verdict):
@@ -146,7 +146,7 @@ def test_identity_qk_fails_when_planted_qk_block_is_permuted(verdict):
     result = verdict("permuted_identity_qk", "identity_qk")
     assert result.verdict == "fail", result.reason
     assert failed_items(result) >= {"identity_block_diagonal", "eq_attends_to_operand_values",
-                                    "answer_follows_identity_swap"}
+                                    "attention_follows_identity_swap"}
 
 
 def test_identity_qk_block_has_no_diagonal_row_when_permuted(verdict):

@@ -35,8 +35,9 @@ def operand_value_interchange(model: AssignAddTransformer, tokens: torch.Tensor,
     run; the counterfactual label is the sum with x'. Interchange accuracy = fraction of sequences
     whose answer becomes the counterfactual label.
 
-    ``wrong_site`` patches the same source at another prefix position instead (a position holding
-    neither operand's value): the control where the answer must NOT follow.
+    ``wrong_site`` is the control where the answer must NOT follow: a distractor's value token d is
+    set to x' in the source and patched at d (an edit that acts: ``acted`` is the mean change it made
+    there); sequences with no distractor are dropped from it.
     Returns per-example ``moved`` (bool) with counts; sequences with no valid x' are dropped.
     """
     N = model.cfg.d_vocab_out
@@ -61,16 +62,31 @@ def operand_value_interchange(model: AssignAddTransformer, tokens: torch.Tensor,
     source[torch.arange(len(keep)), pos] = new_x
     counterfactual = (new_x + y) % N
     patch_pos = pos
+    acted = None
     if wrong_site:
-        # the first prefix position that is neither operand's value: a PAD, a variable or a distractor
+        # A real edit where the claim says the answer is not read: a *distractor's* value position d,
+        # patched from a run in which that distractor's value became x'. Sequences with no distractor
+        # are dropped from this arm.
         srcs = operand_sources(tokens)
-        free = torch.ones(tokens.shape, dtype=torch.bool)
-        free[:, 12:] = False
+        free = value_positions(tokens)
         free[torch.arange(len(keep))[:, None], srcs.clamp(min=0)] = False
-        patch_pos = free.float().argmax(dim=1)
-    out = run(model, tokens, [Patch(Site(RESID_AFTER_LAYER1, positions=patch_pos), source)], last_only=True)
+        has_distractor = free.any(dim=1)
+        d = free.float().argmax(dim=1)
+        rows = has_distractor.nonzero().squeeze(1)
+        tokens, source, counterfactual = tokens[rows], tokens[rows].clone(), counterfactual[rows]
+        new_x, d = new_x[rows], d[rows]
+        k = torch.arange(len(rows))
+        source[k, d] = torch.where(tokens[k, d] == new_x, (new_x + 1) % N, new_x)
+        patch_pos = d
+        before = run(model, tokens, [], read=[RESID_AFTER_LAYER1], last_only=True).activations[RESID_AFTER_LAYER1]
+    out = run(model, tokens, [Patch(Site(RESID_AFTER_LAYER1, positions=patch_pos), source)], last_only=True,
+              read=[RESID_AFTER_LAYER1])
+    if wrong_site:
+        k = torch.arange(len(tokens))
+        acted = float((out.activations[RESID_AFTER_LAYER1] - before)[k, patch_pos].norm(dim=-1).mean()) if len(k) else 0.0
     moved = out.last_logits.argmax(-1) == counterfactual
-    return {"moved": moved, "n": int(len(keep)), "dropped": int(B - len(keep)), "hook_calls": out.hook_calls}
+    return {"moved": moved, "n": int(len(tokens)), "dropped": int(B - len(tokens)), "hook_calls": out.hook_calls,
+            "acted": acted}
 
 
 def pool_accuracy_items(ctx, bars: dict, controls: dict) -> list:
@@ -96,7 +112,7 @@ def interchange_item(ctx, tokens: torch.Tensor, labels: torch.Tensor, allowed: t
     def interchange(subject):
         model, wrong = subject
         out = operand_value_interchange(model, tokens, labels, allowed, seed=ctx.seed, wrong_site=wrong, which=which)
-        return rate(out["moved"], dropped=out["dropped"])
+        return rate(out["moved"], acted=out["acted"], dropped=out["dropped"])
 
     return item("answer_follows_operand_value", definition, "causal", bar, interchange, (ctx.model, False),
                 {"reinitialised": (reinit, False), "wrong_site": (ctx.model, True)})

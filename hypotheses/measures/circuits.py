@@ -172,10 +172,10 @@ def variable_probe(model: AssignAddTransformer, tokens: torch.Tensor, *, seed: i
 @torch.no_grad()
 def last_position_correct(model: AssignAddTransformer, tokens: torch.Tensor, labels: torch.Tensor,
                           batch: int = 2048) -> torch.Tensor:
-    """Per-sequence correctness. Through the hooked forward when hooks are attached (so knock-out
-    hooks apply), else through the equivalent last-position fast path. Bool (B,)."""
-    forward = (lambda t: model(t, last_only=True)[:, -1]) if model.has_hooks() else model.last_logits
+    """Per-sequence correctness of the answer at the last position, through the one hooked forward
+    (``last_only=True``: every hook, a knock-out's included, fires; only the last position's answer is
+    computed). Bool (B,)."""
     out = []
     for i in range(0, len(tokens), batch):
-        out.append(forward(tokens[i:i + batch]).argmax(-1) == labels[i:i + batch])
+        out.append(model(tokens[i:i + batch], last_only=True)[:, -1].argmax(-1) == labels[i:i + batch])
     return torch.cat(out)

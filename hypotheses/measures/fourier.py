@@ -241,7 +241,10 @@ def key_frequency_edits(model: AssignAddTransformer, tokens: torch.Tensor, label
         kept      : x -> μ + φ_K(n, m)        (restricted: nothing but the key frequencies' content)
         excluded  : x -> x - φ_K(n, m)        (excluded: the key frequencies' content removed)
         placebo   : x -> x - φ_P(n, m)        (|K| non-key frequencies P, drawn with ``seed``, removed)
-    Returns those four bool (B,) tensors and {"key", "placebo_frequencies", "norm_key", "norm_placebo"}
+        placebo_kept : x -> μ + φ_P(n, m)     (only those non-key frequencies kept)
+        random_removed : x -> x - (x - μ) Q^T Q  (Q: as many random directions as the key frequencies
+                                                  span; ``norm_random``: the size of what it removed)
+    Returns those six bool (B,) tensors and {"key", "placebo_frequencies", "norm_key", "norm_placebo"}
     (the mean norms of φ_K and φ_P, to show how much each edit moves the input). ``grid``: the model's
     ``grids`` if already computed.
     """
@@ -267,6 +270,20 @@ def key_frequency_edits(model: AssignAddTransformer, tokens: torch.Tensor, label
     mu = seen["x"].mean(0)
     site = Site(RESID_MID2, positions=POS_EQ)
 
+    # A placebo that acts on any model: as many random directions as the key frequencies occupy, removed
+    # about μ. (Not drawn orthogonal to them: a model with nothing outside its key frequencies, such as
+    # a hand-built one, has no content there, and a placebo that changes nothing is no control.)
+    from ...interventions import random_subspace
+    key_dirs = frequency_directions(resid_grid, key)
+    moved: dict = {}
+
+    def remove_random(x):
+        rank = max(int(key_dirs.shape[0]), 1)
+        Q = random_subspace(x.shape[-1], rank, seed).to(x.dtype)
+        inside = ((x - mu.to(x.dtype)) @ Q.T) @ Q
+        moved["random"] = float(inside[:, POS_EQ].norm(dim=-1).mean()) if inside.dim() == 3 else float(inside.norm(dim=-1).mean())
+        return x - inside
+
     def correct(new_value):
         edit = Replace(site, lambda act, hook: new_value(act).to(act.dtype))
         return run(model, tokens, [edit], last_only=True).last_logits.argmax(-1) == labels
@@ -276,6 +293,9 @@ def key_frequency_edits(model: AssignAddTransformer, tokens: torch.Tensor, label
         "kept": correct(lambda x: (mu + phi_key)[:, None, :].expand_as(x)),
         "excluded": correct(lambda x: x - phi_key[:, None, :]),
         "placebo": correct(lambda x: x - phi_placebo[:, None, :]),
+        "placebo_kept": correct(lambda x: (mu + phi_placebo)[:, None, :].expand_as(x)),
+        "random_removed": correct(remove_random),
+        "norm_random": moved.get("random", 0.0),
         "key": key, "placebo_frequencies": placebo,
         "norm_key": float(phi_key.norm(dim=-1).mean()), "norm_placebo": float(phi_placebo.norm(dim=-1).mean()),
     }

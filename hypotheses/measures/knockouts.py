@@ -1,50 +1,35 @@
-"""Mechanism knock-outs: copies of a model with one claimed mechanism removed and the rest intact.
+"""Mechanism knock-outs: copies of a model with one claimed mechanism removed and the rest intact,
+built with the interventions engine's ``knockout`` (so every entry point, ``__call__``,
+``run_with_hooks``, ``run``, ``capture`` and ``last_logits``, runs the knock-out).
 
-They are the "mechanism ablated" controls of SPEC §5: a claim must fail on its own knock-out, and
-claims that do not depend on that mechanism should still pass where the paper says they should.
+They are the "mechanism ablated" controls of SPEC §5: a claim must fail on its own knock-out.
 """
 from __future__ import annotations
-
-import copy
 
 import torch
 
 from ...data import value_positions
+from ...interventions import Replace, Site, knockout
+from ...interventions.mutants import generator
 from ...model import AssignAddTransformer
 from .circuits import variable_ov1_embeddings
 
+PATTERN_1 = "blocks.0.attn.hook_pattern"
+RESID_PRE_2 = "blocks.1.hook_resid_pre"
+KEYS_2 = "blocks.1.attn.hook_k"
 
-def _token_aware_copy(model: AssignAddTransformer):
-    """A deep copy whose ``forward`` records each batch's tokens (for hooks that depend on them).
 
-    ``forward`` is wrapped on the instance because TransformerLens' ``run_with_hooks`` calls
-    ``model.forward`` directly, bypassing module pre-hooks."""
-    ablated = copy.deepcopy(model)
-    state = {}
-    plain_forward = ablated.forward
-
-    def forward(tokens, *args, **kwargs):
-        state["tokens"] = tokens
-        return plain_forward(tokens, *args, **kwargs)
-
-    ablated.forward = forward
-    return ablated, state
+def uniform_rows(pattern: torch.Tensor, hook=None) -> torch.Tensor:
+    """Every query row uniform over its causal keys (the engine applies it only at the site's rows)."""
+    T = pattern.shape[-1]
+    causal = torch.tril(torch.ones(T, T, dtype=pattern.dtype, device=pattern.device))
+    return (causal / causal.sum(-1, keepdim=True)).expand_as(pattern)
 
 
 def uniform_value_attention(model: AssignAddTransformer) -> AssignAddTransformer:
     """Layer 1's attention rows at value positions (a number right after a variable) made uniform over
-    the causal keys: the previous-token mechanism removed. Token-aware, so any caller's forward gets
-    the knock-out."""
-    ablated, state = _token_aware_copy(model)
-
-    def flatten(pattern, hook):
-        mask = value_positions(state["tokens"]).to(pattern.device)  # (B, T)
-        T = pattern.shape[-1]
-        causal = torch.tril(torch.ones(T, T, dtype=pattern.dtype, device=pattern.device))
-        uniform = causal / causal.sum(-1, keepdim=True)  # (T, T)
-        return torch.where(mask[:, None, :, None], uniform, pattern)
-
-    ablated.add_perma_hook("blocks.0.attn.hook_pattern", flatten)
+    the causal keys: the previous-token mechanism removed."""
+    ablated = knockout(model, [Replace(Site(PATTERN_1, positions=value_positions), uniform_rows)])
     ablated.knockout_name = "uniform Layer-1 attention at value positions"
     return ablated
 
@@ -56,28 +41,25 @@ def scrambled_identity_qk(model: AssignAddTransformer, seed: int = 0) -> AssignA
     becomes x A, A = I + X^+ (X[pi] - X), the least-change linear map with X A = X[pi]: M = X QK_2 X^T
     becomes M[:, pi] there, so `=` looks up the wrong value. Other positions (the operand slots that
     constants are read from) are untouched."""
-    ablated, state = _token_aware_copy(model)
     X = variable_ov1_embeddings(model).double()  # (V, D)
     V = X.shape[0]
-    g = torch.Generator().manual_seed(seed)
+    g = generator(seed, "scrambled_identity_qk")
     while True:
         perm = torch.randperm(V, generator=g)
         if not (perm == torch.arange(V)).any():
             break
     shift = (torch.linalg.pinv(X) @ (X[perm] - X)).float()  # (D, D): x A - x = x @ shift
-    W_K, stash = ablated.blocks[1].attn.W_K, {}
+    W_K, stash = model.blocks[1].attn.W_K.detach().clone(), {}
 
-    def keep_input(resid, hook):
+    def keep_input(resid, hook):  # reads the key input; changes nothing
         stash["x"] = resid
         return resid
 
-    def permute_keys(k, hook):  # k: (B, T, H, d_head)
-        delta = torch.einsum("btd,hde->bthe", stash["x"] @ shift, W_K)
-        mask = value_positions(state["tokens"]).to(k.device)[:, :, None, None]
-        return torch.where(mask, k + delta, k)
+    def permute_keys(k, hook):  # k: (B, T, H, d_head); the Site restricts the edit to value positions
+        return k + torch.einsum("btd,hde->bthe", stash["x"] @ shift, W_K.to(k.dtype))
 
-    ablated.add_perma_hook("blocks.1.hook_resid_pre", keep_input)
-    ablated.add_perma_hook("blocks.1.attn.hook_k", permute_keys)
+    ablated = knockout(model, [Replace(Site(RESID_PRE_2), keep_input),
+                               Replace(Site(KEYS_2, positions=value_positions), permute_keys)])
     ablated.knockout_name = "Layer-2 QK variable block permuted at value positions"
     ablated.knockout_permutation = perm.tolist()
     return ablated

@@ -72,7 +72,7 @@ N_REFERENCE_REWRITES = 8
 
 
 def matched_vs_mismatched(model: AssignAddTransformer, tokens: torch.Tensor, seed: int,
-                          n_reference: int = N_REFERENCE_REWRITES) -> dict:
+                          n_reference: int = N_REFERENCE_REWRITES, basis: torch.Tensor | None = None) -> dict:
     """Is r(x) the constant run's r(c(x)), beyond what the shared prefix gives?
 
     Each sequence's residuals are centred on its own prefix: μ_i = mean_j r(c'_j(x_i)) over
@@ -84,14 +84,17 @@ def matched_vs_mismatched(model: AssignAddTransformer, tokens: torch.Tensor, see
     Centring on the prefix removes what any two runs with the same prefix share (the `=` embedding,
     position 15, the assignments Layer 2 reads), which makes even a re-initialised model's residuals
     look alike; what is left is the operand-dependent part, which the claim says is the same vector.
-    Returns {"matched", "mismatched", "raw_matched" (uncentred cos(r(x), r(c(x))), the paper's
-    number)} (B,) each.
+    ``basis`` (orthonormal rows): compare only the residuals' components in that subspace (the claim's
+    use: the directions Layer 2 writes numbers into). Returns {"matched", "mismatched", "raw_matched"
+    (uncentred cos(r(x), r(c(x))), the paper's number, in the same subspace)} (B,) each.
     """
     B = len(tokens)
     const = constant_rewrite(tokens)
     rewrites = [other_values_rewrite(tokens, seed * 1000 + j)[0] for j in range(n_reference + 1)]
     r = activations_at(model, torch.cat([tokens, const, *rewrites]), [RESID_MID2])[RESID_MID2]
     r = r.reshape(n_reference + 3, B, -1)
+    if basis is not None:  # compare only in these directions (orthonormal rows)
+        r = r @ basis.to(r.dtype).T
     r_var, r_const, r_mis, refs = r[0], r[1], r[2], r[3:]
     mu = refs.mean(0)
     return {"matched": centred_cosine(r_var, r_const, mu), "mismatched": centred_cosine(r_var, r_mis, mu),

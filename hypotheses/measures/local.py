@@ -1,0 +1,256 @@
+"""Component-local causal measurements (SPEC §6): each intervenes on one component of the circuit and
+measures what that component writes where the next component reads it, not the final answer, so a
+break further downstream cannot decide the claim about it.
+
+    Layer-1 head   -> the variable identity in ``blocks.0.hook_attn_out`` at value tokens (read there by
+                      Layer 2's keys), decoded by a linear probe fitted on the model's own clean run
+    Layer-2 QK     -> Layer 2's attention pattern from `=` (it decides which value token is read)
+    Layer-2 OV     -> ``blocks.1.hook_resid_mid`` at `=` (the Layer-2 MLP's input)
+
+Every edit also reports how much it changed the activation it targets (``acted``), so a control that
+did nothing is seen as such instead of counting for the claim.
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from ...data import POS_EQ, POS_LHS, POS_RHS, operand_sources, value_positions
+from ...interventions import Patch, Replace, Site, run
+from ...interventions.mutants import generator
+from ...model import AssignAddTransformer
+
+PATTERN_1 = "blocks.0.attn.hook_pattern"
+ATTN_OUT_1 = "blocks.0.hook_attn_out"
+PATTERN_2 = "blocks.1.attn.hook_pattern"
+VALUES_2 = "blocks.1.attn.hook_v"
+RESID_MID_2 = "blocks.1.hook_resid_mid"
+
+
+def _first_var(model) -> int:
+    return model.cfg.d_vocab_out + 3
+
+
+# ----- Layer 1: the variable identity written at value tokens ------------------------------------------
+def _layer1_out(model, tokens, interventions=()) -> tuple[torch.Tensor, torch.Tensor]:
+    """(attn_out_1 (B, T, D), pattern_1 (B, T, T)) after ``interventions``, Layer 1 only."""
+    out = run(model, tokens, list(interventions), read=[ATTN_OUT_1, PATTERN_1], stop_at_layer=1)
+    return out.activations[ATTN_OUT_1], out.activations[PATTERN_1][:, 0]
+
+
+def _rows_to(pattern: torch.Tensor, keys: torch.Tensor, mask: torch.Tensor, mode: str) -> torch.Tensor:
+    """A new pattern (B, H, T, T): at rows ``mask`` (B, T), ``mode`` = "onehot" puts all weight on key
+    ``keys`` (B, T); "remove" takes that key's weight away and renormalises the row over the others;
+    "dilute" mixes the row half and half with a uniform row over its causal keys (``keys`` unused)."""
+    B, H, T, _ = pattern.shape
+    onehot = torch.nn.functional.one_hot(keys.clamp(min=0), T).to(pattern.dtype)[:, None]  # (B, 1, T, T)
+    if mode == "dilute":  # half the row's weight spread uniformly over its causal keys
+        causal = torch.tril(torch.ones(T, T, dtype=pattern.dtype, device=pattern.device))
+        new = 0.5 * pattern + 0.5 * causal / causal.sum(-1, keepdim=True)
+    elif mode == "onehot":
+        new = onehot.expand_as(pattern)
+    else:
+        kept = pattern * (1 - onehot)
+        new = kept / kept.sum(-1, keepdim=True).clamp(min=1e-30)
+    return torch.where(mask[:, None, :, None], new, pattern)
+
+
+def identity_edits(model: AssignAddTransformer, tokens: torch.Tensor, *, seed: int) -> dict:
+    """Which variable does Layer 1 write at each value token, clean and under edits of its attention?
+
+    A ridge probe (variable id from ``attn_out_1`` at value tokens) is fitted on half the sequences of
+    the model's own clean run and read on the other half (``rows``). On those value tokens t (variable
+    v at t-1), per token:
+        clean             probe reads v
+        previous_removed  row t's weight on t-1 taken away (renormalised): probe still reads v?
+        diluted           row t mixed half and half with a uniform row (t-1 keeps the largest weight):
+                          a placebo that acts on any row, even a one-hot one, and that the claim
+                          says leaves the identity readable
+        redirect          row t attends only to the variable token of another assignment (variable w):
+                          probe reads w?
+        redirect_value    row t attends only to that assignment's *value* token: probe reads w?
+    and ``acted``: the mean absolute change each edit made to the pattern rows it targets.
+    The redirect arms edit one value token per held-out sequence that has another assignment.
+    """
+    from sklearn.linear_model import RidgeClassifier
+
+    B, T = tokens.shape
+    vals = value_positions(tokens)
+    b, t = vals.nonzero(as_tuple=True)
+    var_id = (tokens[b, t - 1] - _first_var(model)).numpy()
+    attn_out, pattern = _layer1_out(model, tokens)
+    in_train = np.random.default_rng(np.random.SeedSequence([seed, 1])).random(B) < 0.5
+    train = in_train[b.numpy()]
+    probe = RidgeClassifier(alpha=1.0).fit(attn_out[b, t][train].double().numpy(), var_id[train])
+
+    def read(acts):
+        return torch.from_numpy(probe.predict(acts[b, t][~train].double().numpy()))
+
+    test_b, test_t = b[~train], t[~train]
+    v = torch.from_numpy(var_id[~train])
+    mask = torch.zeros(B, T, dtype=torch.bool)
+    mask[test_b, test_t] = True
+
+    prev_key = torch.full((B, T), -1, dtype=torch.long)
+    prev_key[test_b, test_t] = test_t - 1
+
+    # the redirect arms: in each held-out sequence with two or more assignments, one value token t0
+    # and another assignment's value token d (variable w at d - 1)
+    g = generator(seed, "identity_edits.redirect")
+    scores = torch.rand(B, T, generator=g) * vals * torch.from_numpy(~in_train)[:, None]
+    top = scores.topk(2, dim=-1)
+    has_other = top.values[:, 1] > 0
+    rb = has_other.nonzero().squeeze(1)
+    t0, d = top.indices[rb, 0], top.indices[rb, 1]
+    w = tokens[rb, d - 1] - _first_var(model)
+    r_mask = torch.zeros(B, T, dtype=torch.bool)
+    r_mask[rb, t0] = True
+    target_var = torch.full((B, T), -1, dtype=torch.long)
+    target_var[rb, t0] = d - 1
+    target_value = torch.full((B, T), -1, dtype=torch.long)
+    target_value[rb, t0] = d
+
+    def read_at(acts):
+        return torch.from_numpy(probe.predict(acts[rb, t0].double().numpy()))
+
+    def edited(keys, m, mode, reader):
+        edit = Replace(Site(PATTERN_1, positions=m), lambda p, hook: _rows_to(p, keys, m, mode))
+        acts, new_pattern = _layer1_out(model, tokens, [edit])
+        acted = float((new_pattern - pattern)[m].abs().sum(-1).mean())
+        return reader(acts), acted
+
+    prev, acted_prev = edited(prev_key, mask, "remove", read)
+    other, acted_other = edited(prev_key, mask, "dilute", read)
+    if len(rb):
+        red, acted_red = edited(target_var, r_mask, "onehot", read_at)
+        red_val, acted_val = edited(target_value, r_mask, "onehot", read_at)
+    else:
+        red = red_val = torch.zeros(0, dtype=torch.long)
+        acted_red = acted_val = 0.0
+    return {
+        "clean": read(attn_out) == v, "previous_removed": prev == v, "diluted": other == v,
+        "redirect": red == w, "redirect_value": red_val == w,
+        "acted": {"previous_removed": acted_prev, "diluted": acted_other, "redirect": acted_red,
+                  "redirect_value": acted_val},
+        "chance": 1.0 / model.cfg.n_vars,
+    }
+
+
+# ----- Layer 2 QK: where `=` attends after an identity swap ----------------------------------------------
+def identity_swap_attention(model: AssignAddTransformer, tokens: torch.Tensor, *, seed: int,
+                            wrong_site: bool = False) -> dict:
+    """Swap Layer 1's output between the value token p of a variable operand and the value token d of
+    a distractor assignment (same sequence), and read Layer 2's attention from `=`.
+
+    The claim: `=` finds its operand by the identity Layer 1 wrote, so after the swap it attends to d
+    more than to p (``moved``: pattern_2[15, d] > pattern_2[15, p]); before it, to p more than to d
+    (``clean``); "more" means also at least twice a uniform pattern's weight on one key (2/16), so a
+    flattened attention cannot pass on rounding-size differences. ``wrong_site`` swaps at the two variable tokens (p - 1, d - 1) instead: an edit that
+    acts (it exchanges two different activations) where the claim says `=` does not look, so the
+    attention must not move. Sequences with no variable operand or no distractor are dropped.
+    Returns per-sequence ``moved``, ``clean``, the answer after the swap (``answer_moved``: the
+    distractor's value z plus the other operand), ``acted`` and ``dropped``.
+    """
+    N = model.cfg.d_vocab_out
+    B = len(tokens)
+    g = generator(seed, "identity_swap")
+    src = operand_sources(tokens)
+    is_var = tokens[:, [POS_LHS, POS_RHS]] >= _first_var(model)
+    pick = torch.randint(0, 2, (B,), generator=g)
+    pick = torch.where(is_var[torch.arange(B), pick], pick, 1 - pick)
+    rows = torch.arange(B)
+    p, other = src[rows, pick], src[rows, 1 - pick]
+    vals = value_positions(tokens)
+    vals[rows[:, None], src.clamp(min=0)] = False  # distractor values only
+    d = (torch.rand(vals.shape, generator=g) * vals).argmax(dim=1)
+    z, x, y = tokens[rows, d], tokens[rows, p], tokens[rows, other]
+    keep = (vals.any(dim=1) & is_var[rows, pick] & (z != x)).nonzero().squeeze(1)
+    tokens, p, d, z, y = tokens[keep], p[keep], d[keep], z[keep], y[keep]
+    k = torch.arange(len(keep))
+    at = torch.stack([p, d], 1) - (1 if wrong_site else 0)
+    clean = run(model, tokens, [], read=[PATTERN_2, ATTN_OUT_1], last_only=True)
+    out = run(model, tokens, [Patch(Site(ATTN_OUT_1, positions=at), tokens, source_positions=at.flip(1))],
+              read=[PATTERN_2, ATTN_OUT_1], last_only=True)
+    before, after = clean.activations[PATTERN_2][:, 0, POS_EQ], out.activations[PATTERN_2][:, 0, POS_EQ]
+    changed = (out.activations[ATTN_OUT_1] - clean.activations[ATTN_OUT_1])[k[:, None], at].norm(dim=-1)
+    # Scale matters: `=` must prefer d clearly, not by a rounding-size margin of a flat pattern.
+    clear = 2.0 / tokens.shape[1]  # twice the weight a uniform pattern gives one key
+    return {"moved": (after[k, d] > after[k, p]) & (after[k, d] >= clear),
+            "clean": (before[k, p] > before[k, d]) & (before[k, p] >= clear),
+            "answer_moved": out.last_logits.argmax(-1) == (z + y) % N,
+            "acted": float(changed.mean()) if len(keep) else 0.0, "dropped": int(B - len(keep))}
+
+
+# ----- Layer 2 OV: what the MLP input gets from a variable vs a constant ------------------------------------
+def value_route_patch(model: AssignAddTransformer, tokens: torch.Tensor, *, seed: int,
+                      other_number: bool = False) -> dict:
+    """Does Layer 2's OV write an operand's value the same way whether it sits at a variable's value
+    token or in an operand slot as a constant?
+
+    For each 1-/2-var sequence x pick a variable operand, its value token p (value n), and c(x), the
+    same sequence with that operand written as the constant n in its slot s. Patch Layer 2's value
+    vector (``blocks.1.attn.hook_v``) at p in x with:
+        same   v at s in c(x)  (the same number, arriving by the constant route)
+        other  v at the *other* operand's position in x (another number, by its own route)
+    and measure r = resid_mid_2 at `=` (the MLP's input). ``other_number`` (the control) takes the
+    "same" arm's vector from a c(x) whose constant is another number n' != n: an edit that acts, and
+    that the claim predicts moves r as much as another number does. Per sequence
+        kept_i = 1 - |r(same) - r(x)| / |r(other) - r(x)|
+    is 1 when the constant route's value vector is, for everything downstream, the variable's own,
+    and about 0 or below when it is as different as another number is. The "other" arm is the scale,
+    (``acted``: mean |r(same) - r(x)|, how much the tested edit moved the MLP input).
+    """
+    B = len(tokens)
+    g = generator(seed, "value_route_patch")
+    src = operand_sources(tokens)
+    slots = torch.tensor([POS_LHS, POS_RHS])
+    is_var = tokens[:, slots] >= _first_var(model)
+    rows = torch.arange(B)
+    pick = torch.randint(0, 2, (B,), generator=g)
+    pick = torch.where(is_var[rows, pick], pick, 1 - pick)
+    keep = (is_var[rows, pick] & (src >= 0).all(1) & (tokens[rows, src[:, 0]] != tokens[rows, src[:, 1]]))
+    keep = keep.nonzero().squeeze(1)
+    tokens, pick, src = tokens[keep], pick[keep], src[keep]
+    k = torch.arange(len(keep))
+    p, q = src[k, pick], src[k, 1 - pick]
+    # c(x) for the picked operand only: the constant n in its slot
+    const = tokens.clone()
+    n = tokens[k, p]
+    if other_number:
+        n = (n + torch.randint(1, model.cfg.d_vocab_out, (len(keep),), generator=g)) % model.cfg.d_vocab_out
+    const[k, slots[pick]] = n
+    read_r = [RESID_MID_2]
+    clean = run(model, tokens, [], read=read_r, last_only=True).activations[RESID_MID_2][:, POS_EQ]
+    same = run(model, tokens, [Patch(Site(VALUES_2, positions=p), const, source_positions=slots[pick])],
+               read=read_r, last_only=True).activations[RESID_MID_2][:, POS_EQ]
+    other = run(model, tokens, [Patch(Site(VALUES_2, positions=p), tokens, source_positions=q)],
+                read=read_r, last_only=True).activations[RESID_MID_2][:, POS_EQ]
+    scale = (other - clean).norm(dim=-1)
+    kept = 1 - (same - clean).norm(dim=-1) / scale.clamp(min=1e-12)
+    return {"kept": kept.double(), "acted": float((same - clean).norm(dim=-1).mean()) if len(keep) else 0.0,
+            "dropped": int(B - len(keep))}
+
+
+def ov2_number_basis(model: AssignAddTransformer, head: int = 0) -> torch.Tensor:
+    """Orthonormal rows (r, d_model) spanning Layer 2's OV images of the numbers, centred: the
+    directions in which Layer 2 writes operand values into the MLP input (what the claim is about)."""
+    N = model.cfg.d_vocab_out
+    a = model.blocks[1].attn
+    images = (model.embed.W_E[:N] @ a.W_V[head] @ a.W_O[head]).detach().double()
+    U, S, Vh = torch.linalg.svd(images - images.mean(0), full_matrices=False)
+    return Vh[S > 1e-6 * max(float(S.max()), 1e-30)]
+
+
+def ov2_number_transmission(model: AssignAddTransformer, head: int = 0) -> float:
+    """How much of the number embeddings Layer 2's OV passes on, relative to its largest gain:
+
+        ||(E_num - mean) W_V W_O||_F^2 / (||E_num - mean||_F^2 σ_max(W_V W_O)^2)
+
+    1 when the numbers lie in OV_2's strongest input directions; a random OV (or one whose input
+    space was rotated away from the numbers) passes on only its average gain, σ²-mean / σ²-max."""
+    N = model.cfg.d_vocab_out
+    E = model.embed.W_E[:N].detach().double()
+    E = E - E.mean(0)
+    a = model.blocks[1].attn
+    W = (a.W_V[head] @ a.W_O[head]).detach().double()
+    return float((E @ W).pow(2).sum() / (E.pow(2).sum() * torch.linalg.svdvals(W)[0] ** 2))
