@@ -17,21 +17,28 @@ What is measured, per grid point, on the run's final weights (``final.pt``), eac
 Each value is cached in the point folder as ``generalization.json``, tied to final.pt by its SHA-256
 (when final.pt is absent, e.g. a sweep copied without weights, the cached value stands for it).
 
-The rule (fixed before any sweep was run):
-- A point *generalizes* when the lower bound of its accuracy is ``>= GENERALIZES`` (0.9).
-- Per seed, the threshold θ is the smallest grid value from which every larger value generalizes; it is
-  *resolved* when some smaller grid value does not generalize (otherwise θ is only an upper bound on the
-  true threshold). A seed whose largest value fails has no threshold.
-- Over seeds: the interval [min θ, max θ] and its median.
-- The claim passes for a parameter when [min θ, max θ] lies inside ``BAND`` and every seed's θ is
-  resolved.
+The rule (version 2, re-registered openly after the referee's trials; docs/sweeps.md has both versions):
+- A point *generalizes* when the lower bound of its accuracy is ``>= GENERALIZES`` (0.9), *does not*
+  when the upper bound is below it, and is *uncertain* otherwise (a sampled r point can straddle 0.9).
+- Per seed, the grid brackets the true threshold T: T lies in (b, θ], where θ is the smallest grid value
+  from which every larger value generalizes and b the largest value below θ that does not (a seed whose
+  largest value does not generalize has no θ: T > b; a seed with nothing failing below θ: T in (0, θ]).
+- ``{p}_threshold_not_below_band`` / ``{p}_threshold_not_above_band``: the lowest and highest seed's T
+  against ``BAND``, the paper's value ± ``BAND_HALF_WIDTH`` (symmetric). Each *passes* when the whole
+  bracket lies on the right side of the band's edge, *fails* when the whole bracket lies beyond it, and is
+  *inconclusive* when the bracket straddles the edge: the grid is too coarse there to decide.
+- ``{p}_generalization_is_monotone``: no value that generalizes lies below one that does not (same
+  seed); otherwise the sweep shows no threshold at all, and the claim fails.
+- Verdict: ``fail`` when an item fails; else ``error`` when one half (the f or the r sweep) is missing
+  ("half a claim is not a pass"; the reason gives the command that runs it); else ``inconclusive`` when
+  an item is inconclusive; else ``pass``.
 
 Decision. The shared ``decide`` rule demands a causal item about the model's internals; this claim is
 about training data, and the sweep *is* the intervention: the swept parameter is set by design, with
 seed, initialisation, batch rule and step budget held fixed, so "generalizes at f and not below" is an
 interventional statement by construction. The control arm is the grid's own failing values below θ
-(the ``transition`` item requires one for every seed). ``decide_sweep`` therefore needs: at least one
-required item, and every required item passing; it leaves ``decide`` unchanged for every other claim.
+(without one, the bracket reaches down to 0 and cannot pass). ``decide_sweep`` therefore needs at least
+one required item and decides on the items' states; it leaves ``decide`` unchanged for every other claim.
 """
 from __future__ import annotations
 
@@ -50,13 +57,23 @@ from ..model import load_checkpoint
 from ..model.sweep import SweepError, config_from_grid_file, points_dir, read_grid_file
 from .base import ClaimResult, Context, Evidence, Hypothesis, Measurement, Threshold
 
+RULE_VERSION = 2
 GENERALIZES = 0.9  # as learning_phases' LEARNED: far above chance (1/59), clearly short of the paper's 99.4%
 PAPER = {"f": 0.25, "r": 0.2}  # SPEC §4.5, read off the paper's sweep figures ("f ≳ 0.25", "r ≳ 0.2")
-# The band: the paper's value -0.10 to +0.15. Below: -0.10 is two steps of the reduced grid (docs/sweeps.md);
-# a model generalizing from markedly less data would contradict the claim. Above, more room: the reduced
-# protocol trains at most 20k steps with early stopping (the paper: longer), and fewer steps can only
-# delay generalization near the threshold, never advance it.
-BAND = {"f": (0.15, 0.40), "r": (0.10, 0.35)}
+# The band (pre-registered, rule version 2): symmetric around the paper's value, ± one step of the paper's
+# own grid (20 values over (0, 1], 0.05 apart: docs/sweeps.md, the full protocol). The paper cannot place its
+# threshold closer than that step, and a threshold a full step or more away from its value disagrees with it.
+BAND_HALF_WIDTH = 0.05
+BAND = {p: (round(v - BAND_HALF_WIDTH, 10), round(v + BAND_HALF_WIDTH, 10)) for p, v in PAPER.items()}
+BAND_REASON = ("paper: {p} ≳ {v}; band {lo}-{hi} = the paper's value ± {h}, one step of the paper's 0.05 grid (it "
+               "cannot place its threshold closer); symmetric: more data or less are judged alike")
+# A grid dense around the paper's values (0.025 apart inside ± 0.1), so that a bracket (b, θ] of two neighbours
+# fits inside the band: fixed before the next sweep is run, and what a missing half's command runs.
+PREREGISTERED_GRID = {
+    "f": (0.1, 0.15, 0.175, 0.2, 0.225, 0.25, 0.275, 0.3, 0.325, 0.35, 0.4, 0.5, 0.7),
+    "r": (0.05, 0.1, 0.125, 0.15, 0.175, 0.2, 0.225, 0.25, 0.275, 0.3, 0.5, 1.0),
+}
+PREREGISTERED_SEEDS = (0, 1, 2)
 UNION_SAMPLE = 10_000  # 2-var union sequences scored per point: 95% CI about +-0.6 points at 0.9
 METRICS = {"f": "exhaustive_0var_heldout", "r": "exhaustive_2var_union"}
 CACHE_NAME = "generalization.json"
@@ -87,10 +104,21 @@ class PointResult:
 
     @property
     def generalizes(self) -> bool | None:
+        """Lower bound >= GENERALIZES (None: not finished)."""
         return None if self.low is None else self.low >= GENERALIZES
 
+    @property
+    def status(self) -> str | None:
+        """``"yes"`` (lower bound >= GENERALIZES), ``"no"`` (upper bound below it), ``"uncertain"`` (the
+        interval straddles it), None (not finished)."""
+        if self.low is None or self.high is None:
+            return None
+        if self.low >= GENERALIZES:
+            return "yes"
+        return "no" if self.high < GENERALIZES else "uncertain"
+
     def to_dict(self) -> dict:
-        return {**asdict(self), "generalizes": self.generalizes}
+        return {**asdict(self), "generalizes": self.generalizes, "status": self.status}
 
 
 # ----- the metric -------------------------------------------------------------------------------------
@@ -184,10 +212,13 @@ def sweep_results(sweep_dir, *, union_sample: int | None = UNION_SAMPLE, device:
     return doc, out
 
 
-# ----- the threshold ----------------------------------------------------------------------------------
+# ----- the threshold ---------------------------------------------------------------------------------
 def estimate_threshold(results: list[PointResult]) -> dict:
     """Per seed: θ = the smallest grid value from which every larger value generalizes (None when the
-    largest does not), and whether a smaller value fails (``resolved``); over seeds: median, min, max."""
+    largest does not), b = the largest value below θ (below every value when θ is None) that does not
+    generalize (None when there is none), the bracket [b, θ] in which the true threshold lies (open at b),
+    and the inversions (a value that generalizes below one that does not); over seeds: median, min, max
+    of θ (None when a seed has none)."""
     missing = [r.name for r in results if r.accuracy is None]
     if missing:
         raise SweepDataError(f"{len(missing)} point(s) not finished: {', '.join(missing[:4])}"
@@ -195,15 +226,18 @@ def estimate_threshold(results: list[PointResult]) -> dict:
     per_seed = {}
     for seed in sorted({r.seed for r in results}):
         rows = sorted((r for r in results if r.seed == seed), key=lambda r: r.value)
-        theta, below = None, None
-        for i in range(len(rows) - 1, -1, -1):  # walk down from the largest value while it generalizes
-            if not rows[i].generalizes:
-                below = rows[i].value
+        theta = None
+        for r in reversed(rows):  # walk down from the largest value while it generalizes
+            if r.status != "yes":
                 break
-            theta = rows[i].value
-        per_seed[str(seed)] = {"threshold": theta, "largest_failing_below": below if theta is not None else None,
-                               "resolved": theta is not None and below is not None,
-                               "generalizes": {f"{r.value:.10g}": r.generalizes for r in rows}}
+            theta = r.value
+        below = [r.value for r in rows if r.status == "no" and (theta is None or r.value < theta)]
+        b = max(below) if below else None
+        inversions = sum(1 for i, lo in enumerate(rows) for hi in rows[i + 1:]
+                         if lo.status == "yes" and hi.status == "no")
+        per_seed[str(seed)] = {"threshold": theta, "largest_failing_below": b, "bracket": [b, theta],
+                               "resolved": theta is not None and b is not None, "inversions": inversions,
+                               "generalizes": {f"{r.value:.10g}": r.status for r in rows}}
     thetas = [s["threshold"] for s in per_seed.values()]
     found = None not in thetas
     return {
@@ -215,42 +249,116 @@ def estimate_threshold(results: list[PointResult]) -> dict:
     }
 
 
+def bracket_state(direction: str, value: float, low: float | None, high: float | None, open_low: bool) -> str:
+    """``"pass"``, ``"fail"`` or ``"inconclusive"`` for an interval against a threshold. The threshold
+    items' intervals are brackets open at ``low`` (the true threshold is above a failing grid value) and
+    unbounded above when ``high`` is None (no grid value generalizes): ``>=`` passes when low >= value,
+    fails when high < value; ``<=`` passes when high <= value, fails when low >= value (low > value for a
+    closed interval); otherwise inconclusive (the bracket straddles the band's edge)."""
+    if low is None and high is None:
+        return "fail"
+    tol = 1e-9
+    if direction == ">=":
+        if low is not None and low >= value - tol:
+            return "pass"
+        return "fail" if high is not None and high < value - tol else "inconclusive"
+    if high is not None and high <= value + tol:
+        return "pass"
+    if low is not None and (low >= value - tol if open_low else low > value + tol):
+        return "fail"
+    return "inconclusive"
+
+
+class SweepEvidence(Evidence):
+    """An evidence item on a sweep: its ``status`` (and the JSON's) is ``bracket_state``, so a bracket with
+    no upper end (no grid value generalizes) is judged by its lower end rather than having "no data"."""
+
+    @property
+    def status(self) -> str:
+        m = self.measurement
+        return bracket_state(self.threshold.direction, self.threshold.value, m.low, m.high,
+                             bool(m.extra.get("open_low")))
+
+
+def item_state(e: Evidence) -> str:
+    """``bracket_state`` of an evidence item (from its measurement; ``extra["open_low"]`` marks a bracket)."""
+    m, t = e.measurement, e.threshold
+    return bracket_state(t.direction, t.value, m.low, m.high, bool(m.extra.get("open_low")))
+
+
 def decide_sweep(evidence: list[Evidence]) -> tuple[str, str]:
     """``decide`` for a claim about training data: the intervention is the sweep itself (see the module
-    docstring); every required item must pass."""
+    docstring); an item that fails makes it fail, one the grid cannot decide makes it inconclusive."""
     required = [e for e in evidence if e.required]
     if not required:
         return "error", "no required evidence item"
-    failed = [e.name for e in required if not e.passed]
+    states = {e.name: item_state(e) for e in required}
+    unresolved = [e for e in required if states[e.name] == "inconclusive"]
+    failed = [n for n, st in states.items() if st == "fail"]
     if failed:
-        return "fail", f"required evidence failed: {', '.join(failed)}"
+        also = f"; not resolved by the grid: {', '.join(e.name for e in unresolved)}" if unresolved else ""
+        return "fail", f"required evidence failed: {', '.join(failed)}{also}"
+    if unresolved:
+        notes = [f"{e.name} ({e.measurement.extra.get('unresolved', 'interval straddles the threshold')})"
+                 for e in unresolved]
+        return "inconclusive", ("the grid does not resolve: " + "; ".join(notes)
+                                + ". A grid denser there decides it (the pre-registered grid: docs/sweeps.md)")
     return "pass", f"all {len(required)} required items passed"
+
+
+def _bracket_text(lo, hi) -> str:
+    return f"({'0' if lo is None else f'{lo:g}'}, {'∞' if hi is None else f'{hi:g}'}]"
 
 
 def sweep_evidence(param: str, results: list[PointResult]) -> list[Evidence]:
     """The three items for one swept parameter."""
     est = estimate_threshold(results)
-    n_seeds = len(est["seeds"])
+    seeds = est["seeds"]
+    n_seeds = len(seeds)
     lo_band, hi_band = BAND[param]
-    theta = Measurement(est["median"], est["low"], est["high"], n_seeds,
-                        {"per_seed": {s: v["threshold"] for s, v in est["seeds"].items()},
-                         "largest_failing_below": {s: v["largest_failing_below"] for s, v in est["seeds"].items()}})
-    definition = (f"θ_{param} = min {{v in grid : acc(v') >= {GENERALIZES} for every grid v' >= v}} per seed, "
-                  f"acc = {METRICS[param]} accuracy (lower 95% bound) on final.pt; interval = [min, max] over seeds")
-    band_reason = (f"paper: {param} ≳ {PAPER[param]}; band {lo_band}-{hi_band} = paper -0.10/+0.15 (two reduced-grid "
-                   "steps below; more above, as shorter training can only delay generalization)")
-    resolved = Measurement.exact(est["resolved_fraction"], n_seeds,
-                                 per_seed={s: v["resolved"] for s, v in est["seeds"].items()})
-    return [
-        Evidence(f"{param}_threshold_not_below_band", definition, "observational",
-                 Threshold(lo_band, ">=", band_reason), theta),
-        Evidence(f"{param}_threshold_not_above_band", definition, "observational",
-                 Threshold(hi_band, "<=", band_reason), theta),
-        Evidence(f"{param}_transition_in_grid",
-                 "fraction of seeds with a grid value below θ that does not generalize", "observational",
-                 Threshold(1.0, ">=", "without a failing value below it, θ is only an upper bound on the threshold: "
-                                      "the grid must show the transition"), resolved),
+    lows = [0.0 if v["largest_failing_below"] is None else v["largest_failing_below"] for v in seeds.values()]
+    highs = [v["threshold"] for v in seeds.values()]  # None: above the grid (no value generalizes)
+    finite = [h for h in highs if h is not None]
+    per_seed = {"per_seed": {s: v["threshold"] for s, v in seeds.items()},
+                "largest_failing_below": {s: v["largest_failing_below"] for s, v in seeds.items()},
+                "brackets": {s: _bracket_text(*v["bracket"]) for s, v in seeds.items()}, "open_low": True}
+    # min over seeds of T_s lies in (min b_s, min θ_s]; max over seeds in (max b_s, max θ_s]
+    lowest = Measurement(min(finite) if finite else None, min(lows), min(finite) if finite else None, n_seeds,
+                         dict(per_seed))
+    highest = Measurement(max(finite) if finite else None, max(lows), None if None in highs else max(highs), n_seeds,
+                          dict(per_seed))
+    def definition(which: str) -> str:
+        return (f"T_{param} per seed in (b, θ]: θ = min {{v in grid : acc(v') >= {GENERALIZES} for every grid "
+                f"v' >= v}}, b = the largest grid value below θ with acc < {GENERALIZES}; acc = {METRICS[param]} "
+                f"accuracy on final.pt (lower / upper 95% bound); interval: the {which} seed's bracket")
+
+    reason = BAND_REASON.format(p=param, v=PAPER[param], lo=lo_band, hi=hi_band, h=BAND_HALF_WIDTH)
+    items = [
+        SweepEvidence(f"{param}_threshold_not_below_band", definition("lowest"), "observational",
+                 Threshold(lo_band, ">=", reason), lowest),
+        SweepEvidence(f"{param}_threshold_not_above_band", definition("highest"), "observational",
+                 Threshold(hi_band, "<=", reason), highest),
+        SweepEvidence(f"{param}_generalization_is_monotone",
+                 "pairs of grid values v < v' (same seed) where v generalizes and v' does not, summed over seeds",
+                 "observational",
+                 Threshold(0, "<=", "a threshold means every value above it generalizes and none below: one "
+                                    "inversion and the sweep shows no threshold"),
+                 Measurement.exact(float(sum(v["inversions"] for v in seeds.values())), n_seeds,
+                                   per_seed={s: v["inversions"] for s, v in seeds.items()})),
     ]
+    for e, edge in zip(items[:2], (lo_band, hi_band)):
+        if item_state(e) == "inconclusive":
+            e.measurement.extra["unresolved"] = (f"bracket {_bracket_text(e.measurement.low, e.measurement.high)} "
+                                                 f"straddles the band's edge {edge:g}")
+    return items
+
+
+def sweep_command(param: str) -> str:
+    """The command that runs the pre-registered sweep of ``param`` (the reduced protocol's settings)."""
+    values = ",".join(f"{v:g}" for v in PREREGISTERED_GRID[param])
+    seeds = ",".join(str(s) for s in PREREGISTERED_SEEDS)
+    return (f"assignadd-sweep --param {param} --values {values} --seeds {seeds} --steps 20000 --early-stop 3 "
+            f"--out runs/sweeps/{param}")
 
 
 class DataRequirements(Hypothesis):
@@ -269,16 +377,26 @@ class DataRequirements(Hypothesis):
         return ClaimResult(self.id, self.spec, self.statement, "skipped", SKIP_NOTE, [], {}, ctx.seed)
 
     def run_results(self, results_by_param: dict[str, list[PointResult]]) -> ClaimResult:
-        """Decide on already-scored points (``{"f": [...], "r": [...]}``, either or both)."""
+        """Decide on already-scored points (``{"f": [...], "r": [...]}``). Both halves are needed for a
+        pass: with one missing the verdict is ``error`` (with the command that runs it), unless the half
+        given already fails (then the claim fails whatever the other half shows)."""
         t0 = time.perf_counter()
         try:
             if not results_by_param:
-                raise SweepDataError("no sweep given")
-            items = [e for param in sorted(results_by_param) for e in sweep_evidence(param, results_by_param[param])]
+                raise SweepDataError("no sweep given; run "
+                                     + " and ".join(f"`{sweep_command(p)}`" for p in PARAMS_ORDER))
+            unknown = sorted(set(results_by_param) - set(PARAMS_ORDER))
+            if unknown:
+                raise SweepDataError(f"unknown swept parameter(s): {', '.join(unknown)}")
+            items = [e for param in PARAMS_ORDER if param in results_by_param
+                     for e in sweep_evidence(param, results_by_param[param])]
             verdict, reason = decide_sweep(items)
             missing = [p for p in PARAMS_ORDER if p not in results_by_param]
-            if missing and verdict == "pass":
-                reason += f" (only the {', '.join(sorted(results_by_param))} half: no {missing[0]} sweep given)"
+            if missing and verdict != "fail":
+                verdict, reason = "error", (
+                    f"half a claim is not a pass: no {missing[0]} sweep given (the "
+                    f"{', '.join(sorted(results_by_param))} half alone: {reason}); run "
+                    f"`{sweep_command(missing[0])}`, then `assignadd-report` on the folder holding both sweeps")
         except Exception as e:  # a crash is an error verdict, never a pass
             items, verdict, reason = [], "error", f"{type(e).__name__}: {e}"
         return ClaimResult(self.id, self.spec, self.statement, verdict, reason, items, {}, 0,

@@ -1,6 +1,6 @@
-"""Learning phases (SPEC §4.5): over a checkpoint series, (1) 0-var addition generalizes, then (2)
-variable assignment appears, then (3) restricted-slot sequences generalize, each clearly separated
-from the next.
+"""Learning phases (SPEC §4.5): over a checkpoint series, (1) 0-var addition generalizes; (2) after it,
+variable assignment appears in a sharp jump (paper: steps 5,300 -> 5,400); (3) thousands of steps later,
+in a refinement of its own, restricted-slot sequences generalize (paper: steps 14,500-16,000).
 
 This claim is about a *series* of checkpoints, not one model, so it is not in the per-checkpoint
 ``REGISTRY`` (``run_all`` and ``assignadd-verify`` on one checkpoint never see it); it lives in
@@ -8,25 +8,33 @@ This claim is about a *series* of checkpoints, not one model, so it is not in th
 ``assignadd.series/1`` document that ``assignadd-report`` writes (only its ``checkpoints[*].step`` and
 ``checkpoints[*].values`` are read). Called on one checkpoint it answers ``skipped`` with a note.
 
-The phase rule (version 2; docs/dynamics.md has both versions and why the first was replaced):
-- A phase's curve is the *minimum* accuracy over its pools (all of them must be solved).
-- A curve is *learned* at ``LEARNED`` = 0.9.
-- Its onset is the first checkpoint from which its median-of-3 smoothed curve stays at or above
-  ``LEARNED`` to the end of the series (then moved to the first raw value at or above it): a single
-  noisy evaluation neither makes nor breaks a phase, and a curve that is later forgotten has no onset.
-- The phase is *coherent* when it has an onset with at least one checkpoint before it (else the series
-  cannot show when it happened) and the best non-decreasing fit of the curve over the series
-  (isotonic regression) explains at least ``COHERENCE_R2`` of its variance: a learning curve rises, in
-  one jump or several; the same values shuffled or reversed do not.
-- Phases are *clearly separated* when both are coherent and at least ``MIN_SEPARATING`` checkpoints
-  lie between the onsets at which the earlier phase holds and the later one does not yet (raw value
-  below ``LEARNED``). Separation is not measured between phases that are not coherent.
+The phase rule (version 3; docs/dynamics.md has every version and why each was replaced). Everything is
+measured in *training steps*, never in checkpoint counts, so a thinner series gives the same verdict
+or ``inconclusive``, never the opposite one:
+- A phase's curve is the *minimum* accuracy over its pools (all of them must be solved); its *fit* is the
+  best non-decreasing fit of that curve (isotonic regression on the checkpoint order).
+- A curve is *learned* at ``LEARNED`` = 0.9. Its onset is the first checkpoint from which its
+  median-of-3 smoothed curve stays at or above ``LEARNED`` to the end (then moved to the first raw value
+  at or above it). The true onset lies between that checkpoint and the one before it: the *onset
+  interval*, as wide as the series' spacing there.
+- *Coherent*: an onset with a checkpoint before it, and a fit that explains R^2 >= ``COHERENCE_R2`` of
+  the curve's variance (a learning curve rises; the same values shuffled or reversed do not).
+- *Assignment jumps after addition*: at least ``JUMP_FRACTION`` of the assignment curve's whole rise
+  (fit, first to last checkpoint) happens within ``JUMP_WIDTH`` steps, in a window that starts once
+  addition is learned (at or after addition's onset).
+- *Restricted slots come thousands of steps later*: restricted onset - assignment onset >=
+  ``RESTRICTED_GAP`` steps.
+- *Restricted slots generalize in a refinement of their own*: at least ``REFINEMENT_FRACTION`` of the rise
+  the restricted curve still has to make once assignment is learned happens within ``REFINEMENT_WIDTH``
+  steps (a transition, not a slow drift that crosses 0.9 late).
+Items that need a phase compare only coherent phases; otherwise they are not measured, and fail.
 
-Version 1 (session 1) measured coherence as the R^2 of a two-level step split at the onset. It failed
-on the shipped series' assignment curve, which rises in two stages (binding spike at ~3k, completion at
-~8.5k) that no single step fits; version 2 was written after seeing that, so the shipped series is
-development data for it, and was then checked on six other runs' logs (docs/dynamics.md: the table).
-The step R^2 is still reported beside each phase (``step_r2``), not decided on.
+Resolution. A window rise or a gap is known only as well as the checkpoints place it, so each is an
+interval (``Measurement.low``/``high``: the least and the most the checkpoints allow; *not* a sampling
+interval: evaluation noise is handled by the median smoothing and the monotone fit). An item passes when
+its conservative bound clears the threshold, fails when even its optimistic bound does not, and is
+*inconclusive* otherwise; a claim with an inconclusive item and no failing one is ``inconclusive``, with the
+steps where denser checkpoints are needed (SPEC §6).
 
 Decision. The shared ``decide`` rule demands a causal item; a claim about the *order* of events in
 training has none (one cannot intervene on history with a finished run). This claim therefore uses
@@ -44,12 +52,28 @@ import numpy as np
 
 from .base import ClaimResult, Context, Evidence, Hypothesis, Measurement, Threshold
 
-LEARNED = 0.9  # 90%: far above chance (1/59), and a 1000-sequence pool's 95% CI at 0.9 is about ±2 points
-RULE_VERSION = 2
-COHERENCE_R2 = 0.5  # a rising (non-decreasing) fit explains at least half the curve's variance
-MIN_SEPARATING = 3  # three evaluations, so no single noisy checkpoint can make (or hide) a gap
-SMOOTH = 3  # median window, in checkpoints
+RULE_VERSION = 3
 PERMUTATION_SEED = 0
+SMOOTH = 3  # median window, in checkpoints: one noisy evaluation neither makes nor breaks an onset
+
+# Pre-registered (rule version 3, written from the paper's figures before any series was scored with
+# it; docs/dynamics.md "Version 3"). Each Threshold's reason is the one the report shows.
+LEARNED = 0.9  # 90%: far above chance (1/59), and a 1000-sequence pool's 95% CI at 0.9 is about ±2 points
+COHERENCE = Threshold(0.5, ">=", "a rise explains at least half the curve's variance; permuted series leave "
+                                 "R^2 below 0.2, reversed ones near 0")
+JUMP = Threshold(0.5, ">=", "'most of its rise' in one jump, as in the paper's run (5,300 -> 5,400), within "
+                            "500 steps ('a few hundred'; the paper's jump spans one 100-step interval)")
+JUMP_WIDTH = 500  # steps: the paper's spike spans one 100-step checkpoint interval; 'a few hundred' at most
+RESTRICTED = Threshold(2000, ">=", "'thousands of steps later' (paper: spike ends 5,400, refinement starts 14,500, "
+                                   "9,100 steps on); 2,000 = the fewest 'thousands', and no less than the two "
+                                   "transitions' widths (500 + 1,500) end to end")
+REFINEMENT = Threshold(0.5, ">=", "a refinement is a transition: most of what the restricted curve still has to "
+                                  "gain once assignment is learned comes in one window, not as a slow drift")
+REFINEMENT_WIDTH = 3000  # steps: twice the paper's refinement (14,500-16,000: 1,500 steps), for seed variation
+COHERENCE_R2 = COHERENCE.value
+JUMP_FRACTION = JUMP.value
+RESTRICTED_GAP = RESTRICTED.value
+REFINEMENT_FRACTION = REFINEMENT.value
 
 SKIP_NOTE = ("needs a checkpoint series: run `assignadd-report RUN_FOLDER` (a claim about the order of "
              "training phases cannot be tested on one checkpoint)")
@@ -79,6 +103,45 @@ PHASES = (
 )
 
 
+# ----- the decision on intervals -----------------------------------------------------------------
+def interval_state(direction: str, value: float, low: float | None, high: float | None) -> str:
+    """``"pass"`` when the conservative bound clears the threshold (the lower bound for ``>=``, the upper
+    for ``<=``), ``"fail"`` when even the optimistic bound does not (or nothing was measured: a phase
+    with no onset has no place in time), ``"inconclusive"`` when the interval straddles it."""
+    conservative, optimistic = (low, high) if direction == ">=" else (high, low)
+    if conservative is None and optimistic is None:
+        return "fail"
+
+    def clears(x):
+        return x is not None and (x >= value if direction == ">=" else x <= value)
+
+    if clears(conservative):
+        return "pass"
+    return "inconclusive" if clears(optimistic) or optimistic is None else "fail"
+
+
+class SeriesEvidence(Evidence):
+    """An evidence item on a series, decided on its resolution interval (``interval_state``): its
+    ``status`` and its controls' are ``pass``, ``fail`` or ``inconclusive``; an item that could not be
+    measured (no onset, an incoherent phase) fails rather than having "no data"."""
+
+    @property
+    def status(self) -> str:
+        m = self.measurement
+        return interval_state(self.threshold.direction, self.threshold.value, m.low, m.high)
+
+    def control_status(self, name: str) -> str:
+        m = self.controls[name]
+        return interval_state(self.threshold.direction, self.threshold.value, m.low, m.high)
+
+
+def item_state(e: Evidence, control: str | None = None) -> str:
+    """``interval_state`` of an evidence item on the series (or on one of its controls)."""
+    m = e.measurement if control is None else e.controls[control]
+    return interval_state(e.threshold.direction, e.threshold.value, m.low, m.high)
+
+
+# ----- curves -----------------------------------------------------------------------------------
 def smoothed(values) -> np.ndarray:
     """Median of each checkpoint and its two neighbours (edges repeat the end value)."""
     v = np.asarray(values, dtype=float)
@@ -103,7 +166,8 @@ def onset_index(values, threshold: float = LEARNED) -> int | None:
 
 def step_fit_r2(values, split: int | None) -> float | None:
     """R^2 of the two-level step (mean before ``split``, mean from it on); None when undefined (no
-    checkpoint before the onset: the series starts after the phase; or a constant curve)."""
+    checkpoint before the onset: the series starts after the phase; or a constant curve). Reported only
+    (rule version 1's coherence measure)."""
     v = np.asarray(values, dtype=float)
     if split is None or split <= 0 or split >= len(v):
         return None
@@ -114,20 +178,24 @@ def step_fit_r2(values, split: int | None) -> float | None:
     return 1.0 - within / total
 
 
-def monotone_fit_r2(values, onset: int | None) -> float | None:
-    """R^2 of the best non-decreasing fit (isotonic regression on the checkpoint index) of the curve;
-    None when the phase has no onset, no checkpoint before its onset (the series starts after it), or a
-    constant curve."""
+def monotone_fit(values) -> np.ndarray:
+    """The best non-decreasing fit (isotonic regression on the checkpoint index)."""
     from sklearn.isotonic import IsotonicRegression
 
+    v = np.asarray(values, dtype=float)
+    return IsotonicRegression(increasing=True).fit_transform(np.arange(len(v), dtype=float), v)
+
+
+def monotone_fit_r2(values, onset: int | None) -> float | None:
+    """R^2 of the best non-decreasing fit of the curve; None when the phase has no onset, no checkpoint
+    before its onset (the series starts after it), or a constant curve."""
     v = np.asarray(values, dtype=float)
     if onset is None or onset <= 0 or onset >= len(v) or np.isnan(v).any():
         return None
     total = float(((v - v.mean()) ** 2).sum())
     if total <= 1e-12:
         return None
-    fit = IsotonicRegression(increasing=True).fit_transform(np.arange(len(v), dtype=float), v)
-    return 1.0 - float(((v - fit) ** 2).sum()) / total
+    return 1.0 - float(((v - monotone_fit(v)) ** 2).sum()) / total
 
 
 def phase_curve(records: list[dict], phase: Phase) -> np.ndarray:
@@ -141,7 +209,8 @@ def phase_curve(records: list[dict], phase: Phase) -> np.ndarray:
 
 def separating_checkpoints(later: np.ndarray, onset_a: int | None, onset_b: int | None) -> int | None:
     """Checkpoints from the earlier onset up to the later one at which the later phase is not yet
-    learned; 0 when the order is wrong, None when either phase has no onset."""
+    learned; 0 when the order is wrong, None when either phase has no onset. Reported only (rule
+    versions 1-2 decided on it; a count of checkpoints depends on how densely the series was saved)."""
     if onset_a is None or onset_b is None:
         return None
     if onset_b <= onset_a:
@@ -149,15 +218,51 @@ def separating_checkpoints(later: np.ndarray, onset_a: int | None, onset_b: int 
     return int((later[onset_a:onset_b] < LEARNED).sum())
 
 
+# ----- steps, with the resolution the checkpoints allow --------------------------------------------
+def window_rise(steps, fit, width: int, first: int) -> dict:
+    """The largest rise of ``fit`` within any window of ``width`` steps that starts at or after
+    checkpoint ``first``, as the interval the checkpoints allow.
+
+    ``low`` (certain): for checkpoints i < j (i >= first), a monotone curve that rises by
+    fit[j] - fit[i] over s_j - s_i steps rises by at least that / ceil((s_j - s_i) / width) in one of the
+    windows that cover the span; exactly the rise when s_j - s_i <= width.
+    ``high`` (possible): a window starting in [s_i, s_i+1) (i >= first - 1: the start may lie just after
+    the checkpoint before ``first``) ends before s_i+1 + width, so it rises at most fit[k] - fit[i], k the
+    first checkpoint at or after s_i+1 + width."""
+    s = np.asarray(steps, dtype=float)
+    n = len(s)
+    low, low_at, high, high_at = 0.0, None, 0.0, None
+    for i in range(max(first, 0), n - 1):
+        spans = s[i + 1:] - s[i]
+        rises = (fit[i + 1:] - fit[i]) / np.maximum(np.ceil(spans / width), 1.0)
+        j = int(np.argmax(rises))
+        if rises[j] > low + 1e-12:
+            low, low_at = float(rises[j]), (int(s[i]), int(s[i + 1 + j]))
+    for i in range(max(first - 1, 0), n - 1):
+        k = int(np.searchsorted(s, s[i + 1] + width, side="left"))
+        k = min(k, n - 1)
+        if fit[k] - fit[i] > high + 1e-12:
+            high, high_at = float(fit[k] - fit[i]), (int(s[i]), int(s[k]))
+    return {"low": low, "high": max(high, low), "low_window": low_at, "high_span": high_at or low_at}
+
+
+def _onset_interval(steps, i: int | None) -> tuple[int | None, int | None]:
+    """(the last checkpoint before the onset, the onset): the true onset lies in between."""
+    if i is None:
+        return None, None
+    return (steps[i - 1] if i > 0 else None), steps[i]
+
+
 def detect_phases(records: list[dict]) -> dict:
-    """Phase onsets, coherence and separations over ``records`` (each ``{"step", "values"}``),
-    taken in the order given (callers sort by step). JSON-able."""
+    """Phase onsets, coherence, the assignment jump, the refinement and the gaps over ``records`` (each
+    ``{"step", "values"}``), taken in the order given (callers sort by step). JSON-able."""
     steps = [int(r["step"]) for r in records]
-    phases, curves, onsets = [], {}, {}
+    phases, curves, fits, onsets = [], {}, {}, {}
     for p in PHASES:
         c = phase_curve(records, p)
         i = onset_index(c)
         curves[p.id], onsets[p.id] = c, i
+        fits[p.id] = monotone_fit(c) if len(c) and not np.isnan(c).any() else None
         r2 = monotone_fit_r2(c, i)
         step_r2 = step_fit_r2(c, i)
         rise = np.diff(c) if len(c) > 1 else np.zeros(0)
@@ -167,9 +272,10 @@ def detect_phases(records: list[dict]) -> dict:
             if all(m in r["values"] and r["values"][m] is not None for r in records):
                 k = onset_index([r["values"][m] for r in records])
                 supporting[m] = None if k is None else steps[k]
+        before, at = _onset_interval(steps, i)
         phases.append({
             "id": p.id, "title": p.title, "curve": "min(" + ", ".join(p.curve) + ")",
-            "onset_step": None if i is None else steps[i],
+            "onset_step": at, "onset_interval": [before, at],
             "coherence_r2": None if r2 is None else round(r2, 6),
             "step_r2": None if step_r2 is None else round(step_r2, 6),
             "coherent": r2 is not None and r2 >= COHERENCE_R2,
@@ -177,27 +283,75 @@ def detect_phases(records: list[dict]) -> dict:
                                                     "rise": round(float(rise[j]), 6)},
             "supporting_onsets": supporting,
         })
-    gaps = []
     coherent = {p["id"]: p["coherent"] for p in phases}
+    by_id = {p["id"]: p for p in phases}
+
+    # Assignment jumps after addition: the largest rise within JUMP_WIDTH steps, over windows that start
+    # once addition is learned, as a fraction of the assignment curve's whole rise.
+    jump = {"width_steps": JUMP_WIDTH, "fraction": None, "fraction_interval": [None, None], "window": None,
+            "possible_span": None, "total_rise": None}
+    if coherent["addition"] and coherent["assignment"]:
+        fit = fits["assignment"]
+        total = float(fit[-1] - fit[0])
+        jump["total_rise"] = round(total, 6)
+        if total > 1e-9:
+            w = window_rise(steps, fit, JUMP_WIDTH, onsets["addition"])
+            jump.update(fraction=round(w["low"] / total, 6),
+                        fraction_interval=[round(w["low"] / total, 6), round(min(w["high"] / total, 1.0), 6)],
+                        window=w["low_window"], possible_span=w["high_span"])
+
+    # Restricted slots' refinement: of what the restricted curve still has to gain at the assignment
+    # onset, the largest share gained within REFINEMENT_WIDTH steps from then on.
+    refinement = {"width_steps": REFINEMENT_WIDTH, "fraction": None, "fraction_interval": [None, None],
+                  "window": None, "possible_span": None, "remaining_rise": None}
+    if coherent["assignment"] and coherent["restricted_slots"]:
+        fit, ib = fits["restricted_slots"], onsets["assignment"]
+        remaining = float(fit[-1] - fit[ib])
+        refinement["remaining_rise"] = round(remaining, 6)
+        if remaining > 1e-9:
+            w = window_rise(steps, fit, REFINEMENT_WIDTH, ib)
+            refinement.update(fraction=round(min(w["low"] / remaining, 1.0), 6),
+                              fraction_interval=[round(min(w["low"] / remaining, 1.0), 6),
+                                                 round(min(w["high"] / remaining, 1.0), 6)],
+                              window=w["low_window"], possible_span=w["high_span"])
+
+    gaps = []
     for a, b in zip(PHASES, PHASES[1:]):
         # Only learning curves are ordered: an onset whose curve does not rise (noise, a shuffled series) has no place
-        # in time to compare, so the separation is not measured (None) rather than counted.
+        # in time to compare, so the gap is not measured (None).
         both = coherent[a.id] and coherent[b.id]
+        (a_before, a_at), (b_before, b_at) = by_id[a.id]["onset_interval"], by_id[b.id]["onset_interval"]
+        gap = [b_before - a_at, b_at - a_before] if both else [None, None]
         n_sep = separating_checkpoints(curves[b.id], onsets[a.id], onsets[b.id]) if both else None
-        gaps.append({"earlier": a.id, "later": b.id, "separating_checkpoints": n_sep,
-                     "clear": n_sep is not None and n_sep >= MIN_SEPARATING})
-    in_order = all(g["separating_checkpoints"] not in (None, 0) for g in gaps)
+        gaps.append({"earlier": a.id, "later": b.id, "gap_steps": (b_at - a_at) if both else None,
+                     "gap_interval": gap, "separating_checkpoints": n_sep})
+    restricted_gap = gaps[1]
+    restricted_gap["min_gap_steps"] = RESTRICTED_GAP
+    restricted_gap["state"] = interval_state(">=", RESTRICTED_GAP, *restricted_gap["gap_interval"])
+    restricted_gap["clear"] = restricted_gap["state"] == "pass"
+    # addition -> assignment is decided by the jump (it must come after addition is learned), not by a gap
+    gaps[0]["state"] = interval_state(">=", JUMP_FRACTION, *jump["fraction_interval"])
+    gaps[0]["clear"] = gaps[0]["state"] == "pass"
+    jump["state"] = gaps[0]["state"]
+    refinement["state"] = interval_state(">=", REFINEMENT_FRACTION, *refinement["fraction_interval"])
+    in_order = all(g["gap_steps"] is not None and g["gap_steps"] > 0 for g in gaps)
     return {
         "rule": {"version": RULE_VERSION, "learned": LEARNED, "coherence_r2": COHERENCE_R2,
                  "coherence": "R^2 of the best non-decreasing (isotonic) fit of the phase curve",
-                 "min_separating_checkpoints": MIN_SEPARATING, "smoothing": f"median of {SMOOTH} checkpoints"},
+                 "jump_width_steps": JUMP_WIDTH, "jump_fraction": JUMP_FRACTION,
+                 "restricted_gap_steps": RESTRICTED_GAP, "refinement_width_steps": REFINEMENT_WIDTH,
+                 "refinement_fraction": REFINEMENT_FRACTION, "smoothing": f"median of {SMOOTH} checkpoints"},
         "phases": phases,
+        "assignment_jump": jump,
+        "restricted_refinement": refinement,
         "separations": gaps,
         "in_order": in_order,
-        "all_clear": in_order and all(g["clear"] for g in gaps) and all(p["coherent"] for p in phases),
+        "all_clear": (in_order and all(p["coherent"] for p in phases) and jump["state"] == "pass"
+                      and refinement["state"] == "pass" and restricted_gap["state"] == "pass"),
     }
 
 
+# ----- the time-axis controls ---------------------------------------------------------------------
 def permuted(records: list[dict], seed: int = PERMUTATION_SEED) -> list[dict]:
     """Control: the same checkpoints with their steps permuted (values move, step labels stay)."""
     order = np.random.default_rng(seed).permutation(len(records))
@@ -211,19 +365,31 @@ def reversed_series(records: list[dict]) -> list[dict]:
 
 def decide_series(evidence: list[Evidence]) -> tuple[str, str]:
     """``decide`` for claims about a series: the causal requirement is replaced by a control
-    requirement (every required item has at least one time-axis control, on which it must fail)."""
+    requirement (every required item has at least one time-axis control, on which it must fail), and an
+    item the checkpoints cannot place on either side of its threshold makes the claim ``inconclusive``
+    (unless another one fails)."""
     required = [e for e in evidence if e.required]
     if not required:
         return "error", "no required evidence item"
     uncontrolled = [e.name for e in required if not e.controls]
     if uncontrolled:
         return "error", f"required items without a time-axis control: {', '.join(uncontrolled)}"
-    failed = [e.name for e in required if not e.passed]
+    unresolved = [e for e in required if item_state(e) == "inconclusive"]
+    also = ("; not resolved by the checkpoints: " + ", ".join(e.name for e in unresolved)) if unresolved else ""
+    failed = [e.name for e in required if item_state(e) == "fail"]
     if failed:
-        return "fail", f"required evidence failed: {', '.join(failed)}"
-    leaked = [f"{e.name} on {c}" for e in required for c in e.controls if e.control_passed(c)]
+        return "fail", f"required evidence failed: {', '.join(failed)}{also}"
+    leaked = [f"{e.name} on {c}" for e in required for c in e.controls if item_state(e, c) == "pass"]
     if leaked:
         return "fail", f"evidence also passed on a control (it cannot tell the claim apart): {', '.join(leaked)}"
+    unresolved_controls = [f"{e.name} on {c}" for e in required for c in e.controls
+                           if item_state(e, c) == "inconclusive"]
+    if unresolved or unresolved_controls:
+        parts = ([f"{e.name} ({e.measurement.extra.get('unresolved', 'interval straddles the threshold')})"
+                  for e in unresolved]
+                 + [f"{x} (a control the checkpoints cannot rule out)" for x in unresolved_controls])
+        return "inconclusive", ("the checkpoints do not resolve: " + "; ".join(parts)
+                                + ". Measure a denser series there (assignadd-report --every 1, or more checkpoints)")
     return "pass", f"all {len(required)} required items passed and failed on their controls"
 
 
@@ -232,11 +398,16 @@ def _sorted_records(series) -> list[dict]:
     return sorted(({"step": int(r["step"]), "values": r["values"]} for r in recs), key=lambda r: r["step"])
 
 
+def _steps_text(a, b) -> str:
+    return "n/a" if a is None or b is None else f"{a:,}-{b:,}"
+
+
 class LearningPhases(Hypothesis):
     id = "learning_phases"
     spec = "§4.5"
-    statement = ("Over training, 0-var addition generalizes first, then variable assignment appears, then "
-                 "restricted-slot sequences generalize, each phase clearly separated from the next.")
+    statement = ("Over training, 0-var addition generalizes first; after it, variable assignment appears in a "
+                 "sharp jump; thousands of steps later, in a refinement of their own, restricted-slot sequences "
+                 "generalize.")
     controls = {
         "permuted_steps": f"the same checkpoints with their steps permuted (seed {PERMUTATION_SEED})",
         "reversed_steps": "the same checkpoints in reverse order",
@@ -260,36 +431,57 @@ class LearningPhases(Hypothesis):
             def m(d):
                 p = d["phases"][i]
                 return Measurement(p["coherence_r2"], p["coherence_r2"], p["coherence_r2"], n,
-                                   {"onset_step": p["onset_step"]})
+                                   {"onset_step": p["onset_step"], "onset_interval": p["onset_interval"]})
             return m
 
-        def separation(i):
+        def fraction(key, what):
             def m(d):
-                g = d["separations"][i]
-                v = g["separating_checkpoints"]
-                v = None if v is None else float(v)
-                return Measurement(v, v, v, n, {"earlier_onset": d["phases"][i]["onset_step"],
-                                                "later_onset": d["phases"][i + 1]["onset_step"]})
+                x = d[key]
+                lo, hi = x["fraction_interval"]
+                extra = {"window": x["window"], "possible_span": x["possible_span"]}
+                if interval_state(">=", JUMP_FRACTION if key == "assignment_jump" else REFINEMENT_FRACTION,
+                                  lo, hi) == "inconclusive":
+                    a, b = x["possible_span"] or (None, None)
+                    extra["unresolved"] = (f"{what} {lo:.2f}-{hi:.2f} of the rise within {x['width_steps']:,} steps: "
+                                           f"checkpoints {_steps_text(a, b)} are too far apart to tell")
+                return Measurement(x["fraction"], lo, hi, n, extra)
             return m
 
+        def gap(d):
+            g = d["separations"][1]
+            lo, hi = g["gap_interval"]
+            extra = {"assignment_onset_interval": d["phases"][1]["onset_interval"],
+                     "restricted_onset_interval": d["phases"][2]["onset_interval"],
+                     "separating_checkpoints": g["separating_checkpoints"]}
+            if g["state"] == "inconclusive":
+                extra["unresolved"] = (f"{lo:,}-{hi:,} steps between the onsets (assignment in "
+                                       f"{_steps_text(*d['phases'][1]['onset_interval'])}, restricted slots in "
+                                       f"{_steps_text(*d['phases'][2]['onset_interval'])})")
+            v = None if g["gap_steps"] is None else float(g["gap_steps"])
+            return Measurement(v, None if lo is None else float(lo), None if hi is None else float(hi), n, extra)
+
+        names = {p.id: f"min({', '.join(p.curve)})" for p in PHASES}
         items = []
         for i, p in enumerate(PHASES):
             items.append((f"{p.id}_phase_is_a_learning_curve",
-                          f"R^2 of the best non-decreasing fit of min({', '.join(p.curve)}) over the series, given "
-                          f"an onset (first checkpoint from which the median-of-3 curve stays >= {LEARNED}) with a "
-                          "checkpoint before it",
-                          Threshold(COHERENCE_R2, ">=", "a rise explains at least half the curve's variance; the "
-                                                        "permuted series leave R^2 below 0.2, reversed ones near 0"),
-                          coherence(i)))
-        for i, (a, b) in enumerate(zip(PHASES, PHASES[1:])):
-            items.append((f"{a.id}_before_{b.id}",
-                          f"#checkpoints in [onset({a.id}), onset({b.id})) with min({', '.join(b.curve)}) < {LEARNED}",
-                          Threshold(MIN_SEPARATING, ">=", "three evaluations: no single noisy checkpoint can make "
-                                                          "a gap"), separation(i)))
+                          f"R^2 of the best non-decreasing fit of {names[p.id]} over the series, given an onset "
+                          f"(first checkpoint from which the median-of-3 curve stays >= {LEARNED}) with a checkpoint "
+                          "before it", COHERENCE, coherence(i)))
+        items.append(("assignment_jumps_after_addition",
+                      f"max over windows of {JUMP_WIDTH} steps starting at or after the addition onset of "
+                      f"[rise of fit({names['assignment']}) in the window] / [its rise over the series]; "
+                      "interval: what the checkpoints' spacing allows", JUMP, fraction("assignment_jump", "jump")))
+        items.append(("assignment_before_restricted_slots",
+                      f"onset({names['restricted_slots']}) - onset({names['assignment']}) in steps; interval: the "
+                      "onsets anywhere between their checkpoint and the one before", RESTRICTED, gap))
+        items.append(("restricted_slots_refine_on_their_own",
+                      f"max over windows of {REFINEMENT_WIDTH} steps from the assignment onset on of [rise of "
+                      f"fit({names['restricted_slots']}) in the window] / [its rise from the assignment onset to "
+                      "the end]", REFINEMENT, fraction("restricted_refinement", "refinement")))
         out = []
         for name, definition, threshold, measure in items:
-            out.append(Evidence(name, definition, "observational", threshold, measure(found["series"]),
-                                {c: measure(found[c]) for c in self.controls}))
+            out.append(SeriesEvidence(name, definition, "observational", threshold, measure(found["series"]),
+                                      {c: measure(found[c]) for c in self.controls}))
         return out
 
     def run_series(self, series) -> ClaimResult:

@@ -2,7 +2,12 @@
 
 Writes ``series.json`` (schema ``assignadd.series/1``, byte-identical for the same inputs),
 ``series.csv`` (long form: step, measure, value) and ``series.html`` (self-contained) into ``--out``.
-Bad input: one ``error: ...`` line, exit 2, nothing written.
+A sweep folder (``assignadd-sweep``) is reported instead as the ``data_requirements`` claim
+(``reports/sweep_report.py``).
+
+Exit status, so that a CI job can gate on the claims: 0 when every series (or sweep) claim passes; 1 when
+one does not (``fail``, ``inconclusive`` or ``error``: only a pass is a pass); 2 on bad input (one
+``error: ...`` line, nothing written). The files are written in the first two cases.
 """
 from __future__ import annotations
 
@@ -18,7 +23,13 @@ from ..cli_util import exit_bad_input
 EPILOG = """examples:
   assignadd-report runs/seed42 --out out/seed42 --jobs 2
   assignadd-report path/to/authors_checkpoints --every 4 --n 500
-The phase rule is in assignadd/hypotheses/learning_phases.py and docs/dynamics.md."""
+exit status:
+  0  every claim of the report passes (learning_phases on a series; data_requirements on a sweep)
+  1  a claim fails, is inconclusive (the checkpoints or the grid cannot decide it) or is an error;
+     the report is still written, and says why
+  2  bad input: one "error: ..." line on stderr, nothing written
+The phase rule is in assignadd/hypotheses/learning_phases.py and docs/dynamics.md; the sweep rule in
+assignadd/hypotheses/data_requirements.py and docs/sweeps.md."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -67,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
 
     if is_sweep_folder(args.path):  # a folder made by assignadd-sweep (or holding an f and an r sweep)
         return main_for_sweep(args.path, args.out, quiet=args.quiet)
-    from .series import SeriesError, compute_series, to_csv, to_json
+    from .series import SeriesError, compute_series, first_hold_text, to_csv, to_json
     from .series_html import render_html
 
     out = Path(args.out) if args.out else Path("out") / f"report-{Path(args.path).resolve().name}"
@@ -88,15 +99,31 @@ def main(argv: list[str] | None = None) -> int:
         ph = doc["phases"]
         print(f"{len(doc['checkpoints'])} checkpoints in {time.perf_counter() - t0:.1f} s -> {out}")
         for p in ph["phases"]:
-            print(f"  {p['id']:<17} onset step {p['onset_step']}  (monotone-fit R^2 {p['coherence_r2']}, "
-                  f"step R^2 {p.get('step_r2')})")
+            before, at = p["onset_interval"]
+            where = "none" if at is None else (f"step {at}" if before is None else f"between steps {before} and {at}")
+            print(f"  {p['id']:<17} onset {where}  (monotone-fit R^2 {p['coherence_r2']}, step R^2 {p.get('step_r2')})")
+        jump = ph["assignment_jump"]
+        print(f"  assignment jump: {_interval(jump['fraction_interval'])} of its rise within "
+              f"{jump['width_steps']} steps after addition is learned ({jump['state']})")
         for s in ph["separations"]:
-            print(f"  {s['earlier']} -> {s['later']}: {s['separating_checkpoints']} separating checkpoints")
+            if s["gap_steps"] is not None:
+                print(f"  {s['earlier']} -> {s['later']}: {s['gap_steps']} steps between onsets "
+                      f"({_interval(s['gap_interval'])} as the checkpoints place them)")
+        ref = ph["restricted_refinement"]
+        print(f"  restricted-slot refinement: {_interval(ref['fraction_interval'])} of what remains within "
+              f"{ref['width_steps']} steps ({ref['state']})")
         for cid, r in doc["series_claims"].items():
             print(f"  {cid}: {r['verdict']} ({r['reason']})")
         for cid, h in doc["claims_first_hold"].items():
-            print(f"  {cid}: holds from step {h['first_step_holding']}")
-    return 0
+            print(f"  {cid}: {first_hold_text(h)}")
+    return 0 if all(r["verdict"] == "pass" for r in doc["series_claims"].values()) else 1
+
+
+def _interval(x) -> str:
+    lo, hi = x
+    if lo is None or hi is None:
+        return "n/a"
+    return f"{lo:g}" if lo == hi else f"{lo:g}-{hi:g}"
 
 
 if __name__ == "__main__":

@@ -367,20 +367,36 @@ def compute_series(path, *, every: int = 1, jobs: int = 1, n: int = DEFAULT_N, c
 
 
 def claims_first_hold(checkpoints: list[dict]) -> dict:
-    """Per claim: the first evaluated step from which it passes at every later evaluated checkpoint."""
+    """Per claim: the first evaluated step from which it passes at every later evaluated checkpoint, and
+    the evaluated step just before it, where it did not (None when it held from the first evaluated
+    checkpoint): the claim began to hold somewhere between the two, known no better than the
+    ``--claims`` checkpoints place it."""
     evaluated = [c for c in checkpoints if "claims" in c]
     ids = sorted({cid for c in evaluated for cid in c["claims"]})
     out = {}
     for cid in ids:
         verdicts = [(c["step"], c["claims"].get(cid, {}).get("verdict")) for c in evaluated]
-        first = None
+        first, before = None, None
         for step, v in reversed(verdicts):
             if v != "pass":
+                before = step if first is not None else None
                 break
             first = step
-        out[cid] = {"first_step_holding": first, "evaluated_steps": [s for s, _ in verdicts],
-                    "verdicts": [v for _, v in verdicts]}
+        out[cid] = {"first_step_holding": first, "last_step_not_holding": before,
+                    "evaluated_steps": [s for s, _ in verdicts], "verdicts": [v for _, v in verdicts]}
     return out
+
+
+def first_hold_text(h: dict) -> str:
+    """Where a per-checkpoint claim starts to hold (an entry of ``claims_first_hold``), only as precisely
+    as it was evaluated."""
+    first, before, n = h["first_step_holding"], h.get("last_step_not_holding"), len(h["evaluated_steps"])
+    if first is None:
+        return f"does not hold at the last evaluated checkpoint ({n} evaluated)"
+    if before is None:
+        return f"holds at all {n} evaluated checkpoints (from step {first})"
+    return (f"began to hold between steps {before} and {first}: not at {before}, and at every evaluated checkpoint "
+            f"from {first} on ({n} evaluated; more with --claims)")
 
 
 def to_json(doc: dict) -> str:

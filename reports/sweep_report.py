@@ -8,7 +8,11 @@ claim). Writes into ``out``:
                  (byte-identical for the same folders: no timestamps, no absolute paths)
     sweep.csv    one row per point
     sweep.html   self-contained (figures as base64 PNG)
-Bad input: one ``error: ...`` line, exit 2, nothing written.
+Exit status: 0 when ``data_requirements`` passes, 1 when it does not (fail, inconclusive or error; the
+files are written and say why), 2 on bad input (one ``error: ...`` line, nothing written).
+
+``rescore_report(sweep.json)`` applies the current rule to the points of a report written earlier (the
+shipped ``docs/sweep_results/sweep.json``, whose sweep folders and weights are not shipped).
 """
 from __future__ import annotations
 
@@ -27,7 +31,7 @@ from ..cli_util import exit_bad_input
 
 SCHEMA = "assignadd.sweep/1"
 CSV_FIELDS = ("param", "point", "value", "seed", "f", "r", "metric", "accuracy", "ci_low", "ci_high", "n", "sample",
-              "generalizes", "steps_trained", "stopped_early")
+              "generalizes", "status", "steps_trained", "stopped_early")
 
 
 class SweepReportError(ValueError):
@@ -103,11 +107,38 @@ def compute_sweep_report(path, *, union_sample=None, device: str = "cpu", progre
     claim = dr.DataRequirements().run_results(by_param).to_dict()
     return {
         "schema": SCHEMA,
-        "rule": {"generalizes": dr.GENERALIZES, "band": {p: list(b) for p, b in dr.BAND.items()},
-                 "paper": dr.PAPER, "metrics": dr.METRICS, "union_sample": union_sample},
+        "rule": {"version": dr.RULE_VERSION, "generalizes": dr.GENERALIZES,
+                 "band": {p: list(b) for p, b in dr.BAND.items()}, "band_half_width": dr.BAND_HALF_WIDTH,
+                 "paper": dr.PAPER, "metrics": dr.METRICS, "union_sample": union_sample,
+                 "preregistered_grid": {p: list(v) for p, v in dr.PREREGISTERED_GRID.items()}},
         "sweeps": sweeps,
         "claim": claim,
     }
+
+
+def results_from_report(doc: dict) -> dict:
+    """``{param: [PointResult, ...]}`` from an ``assignadd.sweep/1`` document's points."""
+    from ..hypotheses import data_requirements as dr
+
+    if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
+        raise SweepReportError(f"not an {SCHEMA} document")
+    out = {}
+    for sw in doc["sweeps"]:
+        out[sw["param"]] = [dr.PointResult(p["name"], p["param"], p["value"], p["seed"], p["f"], p["r"], p["metric"],
+                                           p["accuracy"], p["low"], p["high"], p["n"], p["sample"])
+                            for p in sw["points"]]
+    return out
+
+
+def rescore_report(path):
+    """``data_requirements`` decided by the current rule on the points of a sweep report (sweep.json)."""
+    from ..hypotheses import data_requirements as dr
+
+    try:
+        doc = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise SweepReportError(f"{path}: cannot read it ({type(e).__name__}: {e})") from None
+    return dr.DataRequirements().run_results(results_from_report(doc))
 
 
 def to_json(doc: dict) -> str:
@@ -123,6 +154,7 @@ def to_csv(doc: dict) -> str:
             w.writerow({"param": s["param"], "point": p["name"], "value": p["value"], "seed": p["seed"], "f": p["f"],
                         "r": p["r"], "metric": p["metric"], "accuracy": p["accuracy"], "ci_low": p["low"],
                         "ci_high": p["high"], "n": p["n"], "sample": p["sample"], "generalizes": p["generalizes"],
+                        "status": p.get("status"),
                         "steps_trained": p["steps_trained"], "stopped_early": p["stopped_early"]})
     return buf.getvalue()
 
@@ -180,7 +212,15 @@ def _fmt(x, digits=4) -> str:
 
 def render_html(doc: dict, figures: dict[str, str] | None = None) -> str:
     claim = doc["claim"]
-    colour = {"pass": "#2ca02c", "fail": "#d62728"}.get(claim["verdict"], "#bcbd22")
+    from ..hypotheses.base import Evidence, Measurement, Threshold
+    from ..hypotheses.data_requirements import item_state
+
+    def state(e: dict) -> str:  # the item's state, from its JSON (the same rule as the claim's decision)
+        m, t = e["measurement"], e["threshold"]
+        return item_state(Evidence(e["name"], "", e["kind"], Threshold(t["value"], t["direction"], ""),
+                                   Measurement(m["value"], m["ci"][0], m["ci"][1], m["n"], m.get("extra") or {})))
+
+    colour = {"pass": "#2ca02c", "fail": "#d62728"}.get(claim["verdict"], "#b8860b")
     parts = [
         "<!doctype html><html><head><meta charset=\"utf-8\"><title>assignadd sweep report</title>",
         "<style>body{font-family:sans-serif;max-width:1000px;margin:2em auto}table{border-collapse:collapse;"
@@ -190,17 +230,24 @@ def render_html(doc: dict, figures: dict[str, str] | None = None) -> str:
         f"<p>{html.escape(claim['statement'])}</p>",
         f"<p class=\"v\" style=\"color:{colour}\">data_requirements: {html.escape(claim['verdict'])} — "
         f"{html.escape(claim['reason'])}</p>",
-        f"<p>A point generalizes when the lower 95% bound of its accuracy is ≥ {doc['rule']['generalizes']}. "
-        "θ: the smallest grid value from which every larger value generalizes (per seed). Rule and band: "
+        f"<p>A point generalizes when the lower 95% bound of its accuracy is ≥ {doc['rule']['generalizes']}, "
+        "does not when the upper bound is below it. Per seed the grid brackets the threshold: (b, θ], θ the "
+        "smallest grid value from which every larger value generalizes, b the largest value below it that does "
+        "not. An item passes when the bracket lies on the band's side of its edge, fails when it lies beyond it, "
+        "and is inconclusive when it straddles it (and so is the claim). Rule and band: "
         "<code>assignadd/hypotheses/data_requirements.py</code>, docs/sweeps.md.</p>",
     ]
     if claim["evidence"]:
-        parts.append("<table><tr><th>item</th><th>value</th><th>interval</th><th>threshold</th><th>passed</th></tr>")
+        parts.append("<table><tr><th>item</th><th>value</th><th>interval</th><th>threshold</th><th>result</th></tr>")
         for e in claim["evidence"]:
             m, t = e["measurement"], e["threshold"]
-            parts.append(f"<tr><td style=\"text-align:left\">{html.escape(e['name'])}</td><td>{_fmt(m['value'])}</td>"
-                         f"<td>[{_fmt(m['ci'][0])}, {_fmt(m['ci'][1])}]</td><td>{t['direction']} {_fmt(t['value'])}</td>"
-                         f"<td>{_fmt(e['passed'])}</td></tr>")
+            st = e.get("status") or state(e)
+            note = (m.get("extra") or {}).get("unresolved")
+            parts.append(f"<tr><td style=\"text-align:left\">{html.escape(e['name'])}<br>"
+                         f"<small>{html.escape(e['definition'])}</small></td><td>{_fmt(m['value'])}</td>"
+                         f"<td>[{_fmt(m['ci'][0])}, {_fmt(m['ci'][1])}]</td><td>{t['direction']} {_fmt(t['value'])}<br>"
+                         f"<small>{html.escape(t['reason'])}</small></td>"
+                         f"<td><b>{st}</b>{'<br><small>' + html.escape(note) + '</small>' if note else ''}</td></tr>")
         parts.append("</table>")
     for s in doc["sweeps"]:
         p = s["param"]
@@ -217,7 +264,7 @@ def render_html(doc: dict, figures: dict[str, str] | None = None) -> str:
         for q in s["points"]:
             parts.append(f"<tr><td style=\"text-align:left\">{html.escape(q['name'])}</td><td>{_fmt(q['accuracy'])}</td>"
                          f"<td>[{_fmt(q['low'])}, {_fmt(q['high'])}]</td><td>{_fmt(q['n'])}</td>"
-                         f"<td>{_fmt(q['generalizes'])}</td><td>{_fmt(q['steps_trained'])}</td>"
+                         f"<td>{_fmt(q.get('status') or q['generalizes'])}</td><td>{_fmt(q['steps_trained'])}</td>"
                          f"<td>{_fmt(q['stopped_early'])}</td></tr>")
         parts.append("</table>")
     parts.append("</body></html>\n")
@@ -281,4 +328,4 @@ def main_for_sweep(path, out=None, *, quiet: bool = False, union_sample: int | N
             else:
                 print(f"  {s['param']}: threshold {th['median']} (seeds: {th['low']}-{th['high']})")
         print(f"  data_requirements: {doc['claim']['verdict']} ({doc['claim']['reason']})")
-    return 0
+    return 0 if doc["claim"]["verdict"] == "pass" else 1

@@ -255,13 +255,31 @@ def test_data_requirements_passes_on_sweeps_with_thresholds_inside_the_band(tmp_
 
 
 @pytest.mark.parametrize("passing_from, fails", [
-    (None, "f_threshold_not_below_band"),  # nothing generalizes: no threshold
-    (0.1, "f_transition_in_grid"),  # everything generalizes: only an upper bound
+    (None, "f_threshold_not_above_band"),  # nothing generalizes: the threshold is above 0.7, far above the band
+    (0.1, "f_threshold_not_below_band"),  # everything generalizes, from the grid's smallest value (below the band)
     (0.7, "f_threshold_not_above_band"),  # a threshold far above the paper's
 ])
 def test_data_requirements_fails_without_a_threshold_in_the_band(tmp_path, passing_from, fails):
+    """One half only, and that half fails: the claim fails whatever the other half would show."""
     result = dr.DataRequirements().run_sweep(synthetic_sweep(tmp_path, "f", F_GRID, passing_from))
     assert result.verdict == "fail" and fails in result.reason
+
+
+def test_half_a_claim_is_an_error_that_names_the_command_for_the_other_half(tmp_path):
+    result = dr.DataRequirements().run_sweep(synthetic_sweep(tmp_path, "f", F_GRID, 0.25))
+    assert result.verdict == "error", result.reason
+    assert "half a claim is not a pass" in result.reason and "no r sweep" in result.reason
+    assert dr.sweep_command("r") in result.reason and "assignadd-sweep --param r" in result.reason
+    assert [e.name for e in result.evidence] == ["f_threshold_not_below_band", "f_threshold_not_above_band",
+                                                 "f_generalization_is_monotone"]  # the half given is still shown
+
+
+def test_the_referees_threshold_far_above_the_paper_fails(tmp_path):
+    """f = 0.4 (60% more data than the paper's 0.25) and r = 0.3: version 1's band (f 0.15-0.40) passed it."""
+    f_dir = synthetic_sweep(tmp_path, "f", F_GRID, 0.4)
+    r_dir = synthetic_sweep(tmp_path, "r", R_GRID, 0.3)
+    result = dr.DataRequirements().run_sweep([f_dir, r_dir])
+    assert result.verdict == "fail" and "f_threshold_not_above_band" in result.reason, result.reason
 
 
 def test_data_requirements_answers_error_on_unfinished_points(tmp_path):
@@ -276,7 +294,7 @@ def test_sweep_report_writes_json_csv_and_html_with_the_threshold(tmp_path, caps
     synthetic_sweep(tmp_path / "both", "f", F_GRID, 0.25)
     synthetic_sweep(tmp_path / "both", "r", R_GRID, 0.2)
     assert sweep_report.is_sweep_folder(tmp_path / "both")
-    assert sweep_report.main_for_sweep(tmp_path / "both", tmp_path / "rep", quiet=True) == 0
+    assert sweep_report.main_for_sweep(tmp_path / "both", tmp_path / "rep", quiet=True) == 0  # exit 0: it passes
     doc = json.loads((tmp_path / "rep" / "sweep.json").read_text())
     assert doc["schema"] == "assignadd.sweep/1" and doc["claim"]["verdict"] == "pass"
     assert {s["param"]: s["threshold"]["median"] for s in doc["sweeps"]} == {"f": 0.25, "r": 0.2}
@@ -290,6 +308,19 @@ def test_sweep_report_writes_json_csv_and_html_with_the_threshold(tmp_path, caps
     first = (tmp_path / "rep" / "sweep.json").read_bytes()
     sweep_report.main_for_sweep(tmp_path / "both", tmp_path / "rep", quiet=True)
     assert (tmp_path / "rep" / "sweep.json").read_bytes() == first
+
+
+def test_sweep_report_exits_1_when_the_claim_does_not_pass_and_still_writes_why(tmp_path):
+    synthetic_sweep(tmp_path / "both", "f", F_GRID, 0.4)
+    synthetic_sweep(tmp_path / "both", "r", R_GRID, 0.2)
+    assert sweep_report.main_for_sweep(tmp_path / "both", tmp_path / "rep", quiet=True) == 1
+    doc = json.loads((tmp_path / "rep" / "sweep.json").read_text())
+    assert doc["claim"]["verdict"] == "fail" and doc["rule"]["band"] == {"f": [0.2, 0.3], "r": [0.15, 0.25]}
+    page = (tmp_path / "rep" / "sweep.html").read_text()
+    assert "f_threshold_not_above_band" in page and "<b>fail</b>" in page
+    from assignadd.reports.report_cli import main as report_main
+    assert report_main([str(tmp_path / "both"), "--out", str(tmp_path / "rep2"), "--quiet"]) == 1
+    assert report_main([str(tmp_path / "both" / "sweep_f"), "--out", str(tmp_path / "rep3"), "--quiet"]) == 1  # half
 
 
 def test_sweep_report_refuses_a_folder_that_is_not_a_sweep(tmp_path, capsys):
