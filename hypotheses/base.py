@@ -104,10 +104,11 @@ class Measurement:
         if None in (self.value, self.low, self.high) or not self.n:
             return None
         gap = abs(self.value - threshold.value)
-        half = (self.high - self.low) / 2
-        if gap == 0 or half == 0:
+        # the side of the interval compared with the bar (lower bound for >=, upper for <=)
+        side = self.value - self.low if threshold.direction == ">=" else self.high - self.value
+        if gap == 0 or side <= 0:
             return None
-        return int(math.ceil(self.n * (half / gap) ** 2))
+        return int(math.ceil(self.n * (side / gap) ** 2))
 
 
 @dataclass

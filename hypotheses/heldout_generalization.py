@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ..data.tokens import POS_LHS, POS_RHS
 from .base import (
-    Context, Evidence, Hypothesis, REINITIALISED, Threshold, WRONG_SITE_INTERCHANGE, item, rate, register,
+    Context, Evidence, Hypothesis, Measurement, REINITIALISED, Threshold, WRONG_SITE_INTERCHANGE, item, register,
 )
 from .measures.behaviour import interchange_item, pair_table, pool_accuracy_items
 from .measures.circuits import last_position_correct
@@ -24,6 +24,13 @@ ACCURACY_BARS = {
     "2var_heldout_pair": Threshold(0.90, ">=", "no paper figure; the hardest held-out pool; within 10 points of "
                                                "perfect, 50x chance (1/59)"),
 }
+EXHAUSTIVE_BAR = Threshold(0.97, ">=", "paper: 99.4% on held-out constant pairs; its own final checkpoint is wrong on 6 of "
+                                       "1045, all doubled pairs (n, n); 0.97 admits ~30 wrong of 1045. Exact: every "
+                                       "held-out pair once, no sampling error")
+DOUBLED_BAR = Threshold(0.25, ">=", "held-out doubled pairs (n, n) are where every model we know errs: the paper's "
+                                    "final checkpoint gets 14 of its 20, our seven runs 3-20 of 20. 'Adds pairs it never "
+                                    "saw' must include them well above chance (1/59): at least 5 of 20. A model that "
+                                    "gets every doubled pair wrong fails the claim (registered 2026-12)")
 INTERCHANGE_BAR = Threshold(0.90, ">=", "if held-out answers are computed from the routed values, a new held-out "
                                         "value at the operand's position must move the answer to its sum; chance 1/59")
 
@@ -42,22 +49,30 @@ class HeldoutGeneralization(Hypothesis):
     def evidence(self, ctx: Context) -> list[Evidence]:
         reinit = ctx.reinitialised_model()
         items = pool_accuracy_items(ctx, ACCURACY_BARS, {"reinitialised": reinit})
+        for e in items:  # held-out constants are decided on the exhaustive set below; the pool is shown
+            if e.name == "accuracy[0var_heldout_pair]":
+                e.required = False
         tokens, labels = ctx.task.exhaustive_0var_heldout(seed=ctx.seed)
         doubled = tokens[:, POS_LHS] == tokens[:, POS_RHS]
 
         def exhaustive(m):
-            ok = last_position_correct(m, tokens, labels)
-            # Reported, not decided on: in every run we trained, all held-out errors but a few were on
-            # doubled pairs (n, n), a sub-family the split leaves only ~40 training examples of.
-            return rate(ok, doubled_pairs=int(doubled.sum()),
-                        doubled_pairs_accuracy=float(ok[doubled].double().mean()) if doubled.any() else None,
-                        other_pairs_accuracy=float(ok[~doubled].double().mean()) if (~doubled).any() else None)
+            # Every held-out pair once: the whole population of this split, so no sampling interval.
+            ok = last_position_correct(m, tokens, labels).double()
+            return Measurement.exact(float(ok.mean()), n=len(ok), wrong=int((ok == 0).sum()),
+                                     doubled_pairs_accuracy=float(ok[doubled].mean()) if doubled.any() else None,
+                                     other_pairs_accuracy=float(ok[~doubled].mean()) if (~doubled).any() else None)
+
+        def doubled_pairs(m):
+            ok = last_position_correct(m, tokens[doubled], labels[doubled]).double()
+            return Measurement.exact(float(ok.mean()), n=len(ok), right=int(ok.sum()))
 
         items.append(item(
-            "accuracy[exhaustive_0var_heldout]", "accuracy over every held-out pair once, as 0-var sequences "
-            "(split by doubled pairs n1 = n2 and the rest in the measurement's extra fields)",
-            "observational", ACCURACY_BARS["0var_heldout_pair"], exhaustive, ctx.model, {"reinitialised": reinit},
-            required=False))
+            "accuracy[exhaustive_0var_heldout]", "accuracy over every held-out pair once, as 0-var sequences",
+            "observational", EXHAUSTIVE_BAR, exhaustive, ctx.model, {"reinitialised": reinit}))
+        items.append(item(
+            "accuracy[exhaustive_0var_heldout, doubled pairs (n, n)]",
+            "accuracy over every held-out doubled pair (n, n) once, as 0-var sequences", "observational",
+            DOUBLED_BAR, doubled_pairs, ctx.model, {"reinitialised": reinit}))
         tokens, labels = ctx.pool("2var_heldout_pair")
         items.append(interchange_item(
             ctx, tokens, labels, pair_table(ctx.task.heldout_pairs, ctx.task.vocab.modulus),

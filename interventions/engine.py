@@ -42,6 +42,9 @@ class Result:
     hook_calls: dict[str, int]
     interventions: list = field(default_factory=list)
     activations: dict[str, torch.Tensor] = field(default_factory=dict)  # the hooks asked for with ``read``
+    # {intervened hook: largest absolute change its edits made}: 0.0 means the intervention did nothing
+    # (e.g. Zero on an activation that is always zero): the guard proves a hook fired, this that it acted.
+    changed: dict[str, float] = field(default_factory=dict)
 
     @property
     def last_logits(self) -> torch.Tensor:
@@ -228,13 +231,18 @@ def _bind_all(model, interventions, backend: str) -> list[tuple[Site, Edit]]:
     return [(iv.site, iv.bind(model, fetch)) for iv in interventions]
 
 
-def _hook_fn(edits: list[tuple[Site, Edit]], batch: dict, allow_empty: bool = False):
+def _hook_fn(edits: list[tuple[Site, Edit]], batch: dict, allow_empty: bool = False, changes: dict | None = None):
     """One hook function applying, in order, each edit to the cells its site selects.
-    ``batch["tokens"]`` is the running batch, for callable position sets."""
+    ``batch["tokens"]`` is the running batch, for callable position sets. ``changes``: filled with
+    {hook: largest absolute change the edits made}, so a caller can see an edit that did nothing."""
     def hook_fn(act, hook):
         for site, edit in edits:
             mask = site.mask(act, batch.get("tokens"), allow_empty=allow_empty)
-            act = torch.where(mask, edit(act, hook), act)
+            # The edit gets a copy: a function that edits in place cannot reach cells outside its site.
+            new = torch.where(mask, edit(act.clone(), hook), act)
+            if changes is not None:
+                changes[hook.name] = max(changes.get(hook.name, 0.0), float((new - act).abs().max()) if new.numel() else 0.0)
+            act = new
         return act
     return hook_fn
 
@@ -276,13 +284,14 @@ def run(model, tokens: torch.Tensor, interventions=(), backend: str = "tl", last
     order = execution_order(model)  # before counting starts: finding it runs a forward pass
     batch = {"tokens": tokens}
     seen: dict[str, torch.Tensor] = {}
+    changes: dict[str, float] = {}
     with torch.no_grad(), _counting(model, list(by_hook) + read) as counts:
         if backend == "tl":
             kwargs = {"last_only": True} if last_only else {}
             if stop_at_layer is not None:
                 kwargs = {"stop_at_layer": stop_at_layer}
             # Edits first, then reads: a read at an intervened hook sees the edited value.
-            hooks = [(h, _hook_fn(e, batch)) for h, e in by_hook.items()]
+            hooks = [(h, _hook_fn(e, batch, changes=changes)) for h, e in by_hook.items()]
             hooks += [(h, lambda act, hook: seen.__setitem__(hook.name, act.detach())) for h in read]
             logits = model.run_with_hooks(tokens, fwd_hooks=hooks, **kwargs)
         else:
@@ -291,7 +300,7 @@ def run(model, tokens: torch.Tensor, interventions=(), backend: str = "tl", last
                 with wrapped.trace(tokens):
                     for hook in sorted(by_hook, key=order.index):
                         envoy = _envoy(wrapped, hook)
-                        envoy.output = _hook_fn(by_hook[hook], batch)(envoy.output, model.hook_dict[hook])
+                        envoy.output = _hook_fn(by_hook[hook], batch, changes=changes)(envoy.output, model.hook_dict[hook])
                     saved = wrapped.output.save()
             except InterventionError:
                 raise
@@ -301,7 +310,7 @@ def run(model, tokens: torch.Tensor, interventions=(), backend: str = "tl", last
             logits = saved[:, -1:] if last_only else saved
     _check_fired(counts, list(by_hook) + read, 1, f"run ({backend})")
     return Result(logits=logits.detach(), hook_calls={h: counts[h] for h in by_hook}, interventions=interventions,
-                  activations=seen)
+                  activations=seen, changed={h: changes.get(h, 0.0) for h in by_hook})
 
 
 def knockout(model, interventions, probe_tokens: torch.Tensor | None = None):

@@ -77,7 +77,13 @@ class Mean(Intervention):
         ref = fetch(self.reference_tokens, self.site.hook)
         position_axis = 2 if self.site.attention_map else 1
         dims = (0,) if self.per_position else (0, position_axis)
-        mean = ref.mean(dim=dims, keepdim=True)  # (1, T, ...) or (1, 1, ...)
+        if torch.isinf(ref).any():  # masked attention scores (-inf): average the finite cells only
+            finite = torch.isfinite(ref)
+            count = finite.sum(dim=dims, keepdim=True)
+            total = torch.where(finite, ref, torch.zeros_like(ref)).sum(dim=dims, keepdim=True)
+            mean = torch.where(count > 0, total / count.clamp(min=1), torch.full_like(total, -torch.inf))
+        else:
+            mean = ref.mean(dim=dims, keepdim=True)  # (1, T, ...) or (1, 1, ...)
         return lambda act, hook: mean.to(act.dtype).expand_as(act)
 
     def __repr__(self):
@@ -201,9 +207,11 @@ class Patch(Intervention):
                 return src.to(act.dtype)
             B, T = act.shape[:2]
             to_pos, from_pos = _per_sequence(self.site.positions, B), _per_sequence(self.source_positions, B)
-            if isinstance(self.source_positions, torch.Tensor) and ((from_pos < 0) | (from_pos >= T)).any():
+            if ((from_pos < -T) | (from_pos >= T)).any() or (
+                    isinstance(self.source_positions, torch.Tensor) and (from_pos < 0).any()):
                 raise InterventionError(f"Patch({self.site.hook!r}): source_positions must lie in 0..{T - 1} "
-                                        "(operand_sources gives -1 for a variable with no assignment)")
+                                        f"(ints and lists may also count from the end, down to -{T}; "
+                                        "operand_sources gives -1 for a variable with no assignment)")
             if to_pos.shape != from_pos.shape:
                 raise InterventionError(f"Patch({self.site.hook!r}): positions {list(to_pos.shape)} and "
                                         f"source_positions {list(from_pos.shape)} must have the same shape")
@@ -261,6 +269,9 @@ class Project(Intervention):
         if mode not in ("keep", "remove"):
             raise InterventionError(f"Project mode must be 'keep' or 'remove', found {mode!r}")
         self.site = as_site(site)
+        if self.site.hook.endswith("hook_attn_scores"):
+            raise InterventionError(f"Project({self.site.hook!r}): scores hold -inf at masked keys, so a projection "
+                                    "along the key axis gives NaN; project hook_q / hook_k or edit hook_pattern")
         self.mode = mode
         self.basis = orthonormal_rows(basis, what=f"Project({self.site.hook!r}) basis")  # (k, d) float64
 

@@ -129,6 +129,8 @@ def _key_frequencies_out_of_mlp(model, gen):
 
     grid = fourier.grids(model)
     key = fourier.key_frequencies(model, grid=grid)
+    if not key:
+        raise ValueError("mlp_key_frequencies_removed: the model has no key frequencies, so there is nothing to remove")
     directions = fourier.frequency_directions(grid[fourier.RESID_MID2], key)  # (k, D) orthonormal rows
     P = (torch.eye(model.cfg.d_model, dtype=torch.float64) - directions.T @ directions).float()
     mlp = model.blocks[1].mlp

@@ -44,7 +44,10 @@ def position_mask(positions: Any, batch: int, seq: int, device=None, *, what: st
     """The bool mask [B, T] a position set selects (forms in the module docstring)."""
     if positions is None:
         return torch.ones(batch, seq, dtype=torch.bool, device=device)
-    if isinstance(positions, (int, list, tuple)) and not isinstance(positions, bool):
+    if isinstance(positions, bool) or (isinstance(positions, (list, tuple)) and any(isinstance(c, bool) for c in positions)):
+        raise InterventionError(f"{what}: booleans in a position list would be read as positions 0 and 1; "
+                                "give a mask as a bool tensor, e.g. torch.tensor([False] * 15 + [True])")
+    if isinstance(positions, (int, list, tuple)):
         cols = [positions] if isinstance(positions, int) else list(positions)
         mask = torch.zeros(batch, seq, dtype=torch.bool, device=device)
         for c in cols:
@@ -61,8 +64,14 @@ def position_mask(positions: Any, batch: int, seq: int, device=None, *, what: st
         if positions.shape != (batch, seq):
             raise InterventionError(f"{what}: a bool mask must be [B, T] = [{batch}, {seq}], found {list(positions.shape)}")
         return positions
-    if positions.dtype not in (torch.int64, torch.int32, torch.int16, torch.uint8, torch.int8):
+    if positions.dtype == torch.uint8:
+        raise InterventionError(f"{what}: a uint8 tensor is ambiguous (a mask or positions?): give a mask as a bool "
+                                "tensor and positions as a long tensor")
+    if positions.dtype not in (torch.int64, torch.int32, torch.int16, torch.int8):
         raise InterventionError(f"{what}: expected an integer or bool tensor, found dtype {positions.dtype}")
+    if positions.shape[-1:] == (seq,) and positions.numel() > 0 and bool(((positions == 0) | (positions == 1)).all()):
+        raise InterventionError(f"{what}: an integer tensor of 0s and 1s over all {seq} positions looks like a mask "
+                                "but would be read as positions 0 and 1; give a mask as a bool tensor")
     per_seq = positions.long()
     if per_seq.dim() == 1:
         per_seq = per_seq.unsqueeze(1)  # (B,) -> (B, 1)

@@ -1,0 +1,100 @@
+"""Mutation testing: a verdict must be about one mechanism (SPEC §6).
+
+Each mutant breaks one component and keeps every other weight bit-identical; on the bundled
+reference, every judged cell of the claim x mutant matrix must come out as the pattern predicts: the
+broken component's claim fails, every claim upstream of it passes, behaviour claims fail.
+"""
+from __future__ import annotations
+
+import pytest
+import torch
+
+import assignadd
+from assignadd import Task, load_checkpoint
+from assignadd.hypotheses.mutation import matrix_to_dict, mutation_matrix, render_matrix
+from assignadd.interventions.mutants import COMPONENTS, MUTANTS, changed_parameters, expected
+from assignadd.model import AssignAddTransformer
+
+needs_reference = pytest.mark.skipif(not assignadd.reference_checkpoint().exists(),
+                                     reason="the bundled reference checkpoint is missing")
+
+# The parameters each component owns: a mutant may change these and nothing else.
+OWNED = {
+    "layer1_previous_token": {"blocks.0.attn.W_Q", "blocks.0.attn.b_Q", "blocks.0.attn.W_K", "blocks.0.attn.W_V"},
+    "layer2_identity_qk": {"blocks.1.attn.W_Q", "blocks.1.attn.b_Q", "blocks.1.attn.W_K"},
+    "layer2_ov": {"blocks.1.attn.W_V"},
+    "layer2_mlp": {"blocks.1.mlp.W_in", "blocks.1.mlp.b_in"},
+}
+
+
+@pytest.mark.parametrize("name", list(MUTANTS))
+def test_each_mutant_changes_only_its_own_component(name):
+    model = AssignAddTransformer(seed=3)
+    if name == "mlp_key_frequencies_removed":  # a random model has no key frequencies: refused, not a no-op
+        with pytest.raises(ValueError, match="no key frequencies"):
+            MUTANTS[name](model, seed=0)
+        return
+    mutated = MUTANTS[name](model, seed=0)
+    changed = set(changed_parameters(model, mutated))
+    assert changed, f"{name} changed nothing"
+    assert changed <= OWNED[MUTANTS[name].component], changed
+    assert torch.equal(model.blocks[0].attn.W_Q, AssignAddTransformer(seed=3).blocks[0].attn.W_Q)  # original intact
+
+
+def test_mutants_are_deterministic_given_a_seed():
+    model = AssignAddTransformer(seed=3)
+    a, b = MUTANTS["layer2_keys_rotated"](model, 1), MUTANTS["layer2_keys_rotated"](model, 1)
+    c = MUTANTS["layer2_keys_rotated"](model, 2)
+    assert torch.equal(a.blocks[1].attn.W_K, b.blocks[1].attn.W_K)
+    assert not torch.equal(a.blocks[1].attn.W_K, c.blocks[1].attn.W_K)
+
+
+def test_expected_pattern_follows_the_circuit_order():
+    m = MUTANTS["layer2_values_rotated"]
+    assert [expected(c, m) for c in ("previous_token_head", "identity_qk", "shared_residual", "fourier_neurons")] \
+        == ["pass", "pass", "fail", "not judged"]
+    assert expected("heldout_generalization", m) == "fail"
+    assert {MUTANTS[n].component for n in MUTANTS} == set(COMPONENTS)
+
+
+@needs_reference
+def test_every_judged_cell_of_the_mutant_matrix_is_right_on_the_reference():
+    model = load_checkpoint(assignadd.reference_checkpoint())
+    doc = matrix_to_dict(mutation_matrix(model, Task(), seed=0, n=500))
+    assert doc["summary"]["wrong"] == [], render_matrix(doc)
+    assert doc["summary"]["judged"] >= 40
+    # the matrix is not trivially "everything fails": upstream claims pass on downstream breaks
+    passes = [c for c in doc["cells"] if c["expected"] == "pass"]
+    assert len(passes) >= 12 and all(c["verdict"] == "pass" for c in passes)
+
+
+# ----- the decision rule: controls must act, intervals that straddle are inconclusive ----------------
+from assignadd.hypotheses.base import Evidence, Measurement, Threshold, decide  # noqa: E402
+
+BAR = Threshold(0.8, ">=", "test bar")
+
+
+def causal(m, controls=None):
+    return Evidence("x", "x", "causal", BAR, m, controls or {})
+
+
+def test_a_control_with_no_data_makes_the_claim_error_never_a_pass():
+    verdict, reason = decide([causal(Measurement(0.95, 0.9, 0.99, 100), {"c": Measurement(None, None, None, 0)})])
+    assert verdict == "error" and "c on x had no data" in reason
+
+
+def test_a_control_that_changed_nothing_makes_the_claim_error():
+    idle = Measurement(0.1, 0.05, 0.15, 100, acted=0.0)
+    verdict, reason = decide([causal(Measurement(0.95, 0.9, 0.99, 100), {"c": idle})])
+    assert verdict == "error" and "changed nothing" in reason
+    acted = Measurement(0.1, 0.05, 0.15, 100, acted=0.3)
+    assert decide([causal(Measurement(0.95, 0.9, 0.99, 100), {"c": acted})])[0] == "pass"
+
+
+def test_an_interval_straddling_its_bar_is_inconclusive_with_a_sample_estimate():
+    verdict, reason = decide([causal(Measurement(0.82, 0.75, 0.88, 200))])
+    assert verdict == "inconclusive" and "samples" in reason
+    assert decide([causal(Measurement(0.7, 0.6, 0.78, 200))])[0] == "fail"
+    # a control straddling the bar cannot be counted as failed either
+    assert decide([causal(Measurement(0.95, 0.9, 0.99, 100), {"c": Measurement(0.8, 0.7, 0.9, 100)})])[0] \
+        == "inconclusive"
