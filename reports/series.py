@@ -382,8 +382,14 @@ def claims_first_hold(checkpoints: list[dict]) -> dict:
                 before = step if first is not None else None
                 break
             first = step
+        # A mechanism, once formed, should not come and go: every change of verdict is listed, and a
+        # pass followed by anything else is a flip back.
+        changes = [(a[0], b[0], a[1], b[1]) for a, b in zip(verdicts, verdicts[1:]) if a[1] != b[1]]
         out[cid] = {"first_step_holding": first, "last_step_not_holding": before,
-                    "evaluated_steps": [s for s, _ in verdicts], "verdicts": [v for _, v in verdicts]}
+                    "evaluated_steps": [s for s, _ in verdicts], "verdicts": [v for _, v in verdicts],
+                    "verdict_changes": len(changes),
+                    "flips_back": [{"from_step": a, "to_step": b, "from": va, "to": vb}
+                                   for a, b, va, vb in changes if va == "pass"]}
     return out
 
 
@@ -391,12 +397,15 @@ def first_hold_text(h: dict) -> str:
     """Where a per-checkpoint claim starts to hold (an entry of ``claims_first_hold``), only as precisely
     as it was evaluated."""
     first, before, n = h["first_step_holding"], h.get("last_step_not_holding"), len(h["evaluated_steps"])
+    flips = h.get("flips_back") or []
+    note = ("; FLIPPED BACK " + ", ".join(f"between steps {f['from_step']} and {f['to_step']} ({f['from']} -> {f['to']})"
+                                          for f in flips)) if flips else ""
     if first is None:
-        return f"does not hold at the last evaluated checkpoint ({n} evaluated)"
+        return f"does not hold at the last evaluated checkpoint ({n} evaluated){note}"
     if before is None:
         return f"holds at all {n} evaluated checkpoints (from step {first})"
     return (f"began to hold between steps {before} and {first}: not at {before}, and at every evaluated checkpoint "
-            f"from {first} on ({n} evaluated; more with --claims)")
+            f"from {first} on ({n} evaluated; more with --claims){note}")
 
 
 def to_json(doc: dict) -> str:

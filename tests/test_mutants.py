@@ -98,3 +98,26 @@ def test_an_interval_straddling_its_bar_is_inconclusive_with_a_sample_estimate()
     # a control straddling the bar cannot be counted as failed either
     assert decide([causal(Measurement(0.95, 0.9, 0.99, 100), {"c": Measurement(0.8, 0.7, 0.9, 100)})])[0] \
         == "inconclusive"
+
+
+# ----- every control acts on the reference ---------------------------------------------------------------
+from assignadd.hypotheses import Context, run_all  # noqa: E402
+from assignadd.hypotheses.base import ACTED_MIN  # noqa: E402
+
+
+@needs_reference
+def test_every_control_of_every_required_item_acts_on_the_reference_and_fails_there():
+    model = load_checkpoint(assignadd.reference_checkpoint())
+    results = run_all(Context(model, Task(), n=500))
+    seen = 0
+    for r in results:
+        for e in r.evidence:
+            if not e.required:
+                continue
+            for name, m in e.controls.items():
+                seen += 1
+                assert m.n, f"{r.claim}.{e.name} control {name} had no data"
+                if name != "reinitialised":  # every other control is an edit of the model under test
+                    assert m.acted is not None and m.acted > ACTED_MIN, f"{r.claim}.{e.name} control {name}"
+                assert e.control_status(name) == "fail", f"{r.claim}.{e.name} passes on its control {name}"
+    assert seen >= 25
