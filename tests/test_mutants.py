@@ -103,12 +103,37 @@ def test_an_interval_straddling_its_bar_is_inconclusive_with_a_sample_estimate()
 # ----- every control acts on the reference ---------------------------------------------------------------
 from assignadd.hypotheses import Context, run_all  # noqa: E402
 from assignadd.hypotheses.base import ACTED_MIN  # noqa: E402
+from pathlib import Path  # noqa: E402
+import json  # noqa: E402
+
+GOLDEN_N = 500
+GOLDEN = Path(__file__).resolve().parent / "golden" / "reference_n500.json"
+# A rate over 500 examples moves by 0.002 per flipped example: 0.01 lets a few examples differ between
+# machines (float summation order) and still catches a refactor that moves a number.
+GOLDEN_TOLERANCE = 0.01
+
+
+def golden_numbers(results) -> dict:
+    """{claim.item[.control]: value} for every evidence item of every claim, and each claim's verdict."""
+    out = {}
+    for r in results:
+        out[f"{r.claim}"] = r.verdict
+        for e in r.evidence:
+            out[f"{r.claim}.{e.name}"] = e.measurement.value
+            for c, m in sorted(e.controls.items()):
+                out[f"{r.claim}.{e.name}.{c}"] = m.value
+    return out
+
+
+@pytest.fixture(scope="module")
+def reference_results():
+    model = load_checkpoint(assignadd.reference_checkpoint())
+    return run_all(Context(model, Task(), n=GOLDEN_N))
 
 
 @needs_reference
-def test_every_control_of_every_required_item_acts_on_the_reference_and_fails_there():
-    model = load_checkpoint(assignadd.reference_checkpoint())
-    results = run_all(Context(model, Task(), n=500))
+def test_every_control_of_every_required_item_acts_on_the_reference_and_fails_there(reference_results):
+    results = reference_results
     seen = 0
     for r in results:
         for e in r.evidence:
@@ -121,3 +146,18 @@ def test_every_control_of_every_required_item_acts_on_the_reference_and_fails_th
                     assert m.acted is not None and m.acted > ACTED_MIN, f"{r.claim}.{e.name} control {name}"
                 assert e.control_status(name) == "fail", f"{r.claim}.{e.name} passes on its control {name}"
     assert seen >= 25
+
+
+@needs_reference
+def test_golden_numbers_of_the_reference_are_unchanged(reference_results):
+    """Every evidence value of the bundled reference (n = 500, seed 0), recorded once by
+    ``python tools/golden.py`` and compared at a tolerance: a refactor that moves a number is seen.
+    Regenerate only for a change that is meant to move numbers, and say so in the commit."""
+    want = json.loads(GOLDEN.read_text())
+    got = golden_numbers(reference_results)
+    assert set(got) == set(want), f"items added or removed: {sorted(set(got) ^ set(want))}"
+    moved = [f"{k}: {want[k]} -> {got[k]}" for k in want
+             if isinstance(want[k], str) and got[k] != want[k]
+             or isinstance(want[k], float) and (got[k] is None or abs(got[k] - want[k]) > GOLDEN_TOLERANCE)
+             or want[k] is None and got[k] is not None]
+    assert not moved, "\n".join(moved)
