@@ -12,7 +12,7 @@ __version__ = "0.1.0"
 _HERE = Path(__file__).resolve().parent
 
 _LAZY = {
-    "Task": "data", "parse": "data", "render": "data",
+    "Task": "data", "parse": "data", "render": "data", "to_tokens": "data",
     "AssignAddTransformer": "model", "CheckpointError": "model", "ModelConfig": "model", "load_checkpoint": "model",
 }
 

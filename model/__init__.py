@@ -1,8 +1,24 @@
-"""The model of SPEC §2, its checkpoints and its training (SPEC §3)."""
-from .checkpoint import CheckpointError, infer_config, load_checkpoint, load_checkpoint_full, save_checkpoint
-from .transformer import AssignAddTransformer, ModelConfig
+"""The model of SPEC §2, its checkpoints and its training (SPEC §3).
 
-__all__ = [
-    "AssignAddTransformer", "CheckpointError", "ModelConfig", "infer_config", "load_checkpoint",
-    "load_checkpoint_full", "save_checkpoint",
-]
+Names are imported on first use (PEP 562), so the command-line tools under ``assignadd.model``
+answer ``--help`` without importing torch or TransformerLens.
+"""
+from __future__ import annotations
+
+import importlib
+
+_LAZY = {
+    "AssignAddTransformer": "transformer", "ModelConfig": "transformer",
+    "CheckpointError": "checkpoint", "infer_config": "checkpoint", "load_checkpoint": "checkpoint",
+    "load_checkpoint_full": "checkpoint", "read_checkpoint_file": "checkpoint", "save_checkpoint": "checkpoint",
+    "step_from_name": "checkpoint",
+}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        return getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = list(_LAZY)

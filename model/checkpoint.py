@@ -6,7 +6,10 @@
    "metrics", "run"}``.
 
 Both are read with ``torch.load(weights_only=True)``: a file that would run code is refused, never run.
-Every problem raises ``CheckpointError`` with one line naming the file and what was wrong.
+Every problem raises ``CheckpointError`` with one line naming the file and what was wrong; a file that
+is not a ``torch.save`` file at all (text, an image, a NumPy array, safetensors, ...) is named for what
+it is. Files are written readable by others as the umask allows (a shared machine's colleagues can
+load them), never half-written.
 """
 from __future__ import annotations
 
@@ -14,8 +17,10 @@ import io
 import os
 import pickle
 import pickletools
+import re
 import struct
 import tempfile
+import warnings
 import zipfile
 from pathlib import Path
 
@@ -122,6 +127,59 @@ def _load_downgraded(path: Path, device) -> object:
     return torch.load(buf, map_location=device, weights_only=True)
 
 
+# What a file that torch.save did not write is, by its first bytes (checked in order).
+_MAGIC = (
+    (b"\x89PNG\r\n\x1a\n", "a PNG image"),
+    (b"\xff\xd8\xff", "a JPEG image"),
+    (b"%PDF", "a PDF document"),
+    (b"\x1f\x8b", "a gzip archive (unpack it first)"),
+    (b"\x93NUMPY", "a NumPy .npy array"),
+    (b"\x89HDF\r\n\x1a\n", "an HDF5 file (e.g. a Keras model)"),
+    (b"GGUF", "a GGUF model file"),
+    (b"\x7fELF", "an executable"),
+)
+
+
+def _not_torch(path: Path, head: bytes) -> str | None:
+    """What the file is, when its first bytes show it cannot be a ``torch.save`` file (a zip archive
+    holding ``data.pkl``, or a pickle); None when it may be one."""
+    if head.startswith(b"PK\x03\x04"):
+        try:
+            with zipfile.ZipFile(path) as zf:
+                names = zf.namelist()
+        except (zipfile.BadZipFile, OSError, ValueError, EOFError):
+            return None  # a truncated torch.save file looks like this too: let torch.load report it
+        if any(n == "data.pkl" or n.endswith("/data.pkl") for n in names):
+            return None
+        if any(n.endswith(".npy") for n in names):
+            return "a NumPy .npz archive, not a torch.save file"
+        return "a zip archive without data.pkl, not a torch.save file"
+    if head[:1] == b"\x80":
+        return None  # a pickle: a legacy torch.save file, or something torch.load(weights_only) refuses
+    for magic, what in _MAGIC:
+        if head.startswith(magic):
+            return what
+    if len(head) >= 10 and head[8:9] == b"{" and int.from_bytes(head[:8], "little") < 100_000_000:
+        return ("a safetensors file (load it with safetensors.torch.load_file and save the dict with "
+                "torch.save to use it here)")
+    text = _as_text(head)
+    if text is not None:
+        kind = "a JSON file" if text.lstrip()[:1] in ("{", "[") else "a text file"
+        return f"{kind}, not a torch.save file"
+    return "neither a zip archive nor a pickle, so not a torch.save file"
+
+
+def _as_text(head: bytes) -> str | None:
+    """``head`` as text when it is printable UTF-8 (the read may end inside a multi-byte character)."""
+    for cut in range(4):
+        try:
+            text = head[: len(head) - cut].decode("utf-8")
+        except UnicodeDecodeError:
+            continue
+        return text if all(c.isprintable() or c in "\n\r\t" for c in text) else None
+    return None
+
+
 def _read(path: Path, device) -> object:
     if not path.exists():
         raise CheckpointError(f"{path}: no such file")
@@ -130,12 +188,30 @@ def _read(path: Path, device) -> object:
     if path.stat().st_size == 0:
         raise CheckpointError(f"{path}: the file is empty")
     try:
+        with open(path, "rb") as fh:
+            head = fh.read(512)
+    except OSError as e:
+        raise CheckpointError(f"{path}: cannot read ({e.strerror or e})") from None
+    what = _not_torch(path, head)
+    if what is not None:
+        raise CheckpointError(f"{path}: not a checkpoint: {what}")
+    try:
         if (_pickle_protocol(path) or 2) > 2:
             return _load_downgraded(path, device)
-        return torch.load(path, map_location=device, weights_only=True)
+        with warnings.catch_warnings():
+            # A legacy (non-zip) file pickled with protocol 3-5: torch warns that its weights-only
+            # unpickler might not read it; it does, or says why not, which the handlers below report.
+            warnings.filterwarnings("ignore", message="Detected pickle protocol", category=UserWarning)
+            return torch.load(path, map_location=device, weights_only=True)
     except pickle.UnpicklingError as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         if "Weights only load failed" in str(e):
+            if head[:1] == b"\x80" and len(head) > 1 and head[1] > 2:
+                # Not a zip file, and its protocol's opcodes stop the safe unpickler before it sees any object.
+                raise CheckpointError(
+                    f"{path}: refused: a plain pickle (protocol {head[1]}), not a zip-format torch.save file; "
+                    f"only tensors and plain data are loaded, never code (re-save a checkpoint with torch.save)"
+                ) from None
             raise CheckpointError(
                 f"{path}: refused: the file holds objects other than tensors and plain data "
                 f"(it could run code when loaded)"
@@ -147,6 +223,13 @@ def _read(path: Path, device) -> object:
         if "failed finding central directory" in msg or isinstance(e, EOFError):
             msg = "the file is truncated or corrupt"
         raise CheckpointError(f"{path}: cannot read checkpoint ({msg[:200]})") from None
+
+
+def read_checkpoint_file(path, device: str | torch.device = "cpu") -> object:
+    """The object a checkpoint file holds, read exactly as ``load_checkpoint`` reads it (weights only;
+    TransformerLens' protocol-4 files without torch's protocol warning), for a caller that needs its
+    metadata (``step``, ``task``) without building a model. Raises ``CheckpointError``."""
+    return _read(Path(path), device)
 
 
 def infer_config(state_dict: dict, path: Path | str = "<state dict>") -> ModelConfig:
@@ -257,7 +340,9 @@ def load_checkpoint_full(path, device: str | torch.device = "cpu") -> tuple[Assi
         if not all(isinstance(k, str) for k in sd):
             raise CheckpointError(f"{path}: expected a dict with string keys")
         cfg = infer_config(sd, path)
-        meta = {"format": "transformer_lens", "model_config": cfg.to_dict()}
+        meta = {"format": "transformer_lens", "model_config": cfg.to_dict(), "step": step_from_name(path)}
+        if meta["step"] is not None:
+            meta["step_source"] = "file name"
         zero_keys = []
     try:
         model = AssignAddTransformer(cfg)
@@ -269,19 +354,40 @@ def load_checkpoint_full(path, device: str | torch.device = "cpu") -> tuple[Assi
     return model, meta
 
 
+_STEP_IN_NAME = re.compile(r"(?:^|[^a-z])step[_-]?(\d+)$", re.IGNORECASE)
+
+
+def step_from_name(path) -> int | None:
+    """The training step a file name states (``checkpoint_step_39901.pth``, ``step_000100.pt``), or None.
+
+    The authors' bare state dicts carry no metadata: their names are the only record of the step."""
+    m = _STEP_IN_NAME.search(Path(path).stem)
+    return int(m.group(1)) if m else None
+
+
 def load_checkpoint(path, device: str | torch.device = "cpu") -> AssignAddTransformer:
     """Load either checkpoint format of SPEC §2.4 and return the model in eval mode."""
     return load_checkpoint_full(path, device)[0]
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def atomic_save(obj, path) -> None:
-    """``torch.save`` to a temporary file beside ``path``, then rename: never a half-written file."""
+    """``torch.save`` to a temporary file beside ``path``, then rename: never a half-written file.
+
+    The file gets the permissions an ordinary ``open(path, "w")`` would (0644 under umask 022), not the
+    temporary file's private 0600: colleagues on a shared machine can read a run's checkpoints."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     os.close(fd)
     try:
         torch.save(obj, tmp)
+        os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):

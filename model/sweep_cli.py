@@ -52,20 +52,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--steps", type=int, default=20_000, help="steps per point (default 20000)")
     p.add_argument("--early-stop", type=int, default=0, metavar="K",
                    help="stop a point once its metric is >= 0.97 at K consecutive evaluations (default 0: off)")
-    p.add_argument("--backend", choices=("local", "ray"), default="local")
+    p.add_argument("--backend", choices=("local", "ray"), default="local", help="(default %(default)s)")
     p.add_argument("--jobs", type=int, default=1,
-                   help="local: worker processes, one torch thread each; ray: CPUs of a local Ray instance")
+                   help="local: worker processes, one torch thread each; ray: CPUs of a local Ray instance "
+                        "(default %(default)s)")
     p.add_argument("--batched", type=int, default=1, metavar="K",
                    help="local, one device: train K points in one batched step (for a GPU; default 1: off)")
     p.add_argument("--ray-address", default=None, help="an existing Ray cluster (default: start a local one)")
     p.add_argument("--f", type=float, default=None, help="f of every point when sweeping r (default 0.7)")
     p.add_argument("--r", type=float, default=None, help="r of every point when sweeping f (default 1.0)")
-    p.add_argument("--batch-size", type=int, default=512)
-    p.add_argument("--eval-every", type=int, default=100)
-    p.add_argument("--eval-size", type=int, default=500, help="sequences per pool at each evaluation")
-    p.add_argument("--checkpoint-every", type=int, default=1000)
+    p.add_argument("--batch-size", type=int, default=512, help="sequences per step (default %(default)s)")
+    p.add_argument("--eval-every", type=int, default=100, help="steps between evaluations (default %(default)s)")
+    p.add_argument("--eval-size", type=int, default=500,
+                   help="sequences per pool at each evaluation (default %(default)s)")
+    p.add_argument("--checkpoint-every", type=int, default=1000,
+                   help="steps between checkpoints (default %(default)s)")
     p.add_argument("--device", default="cpu", help="cpu or cuda[:N] (default cpu)")
-    p.add_argument("--precision", default="auto", help="auto (bf16 on CUDA, fp32 on CPU), fp32 or bf16")
+    p.add_argument("--precision", default="auto",
+                   help="auto (bf16 on CUDA, fp32 on CPU), fp32 or bf16 (default %(default)s)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     return p
 

@@ -19,13 +19,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--r", type=float, default=1.0, help="keep-probability of 2-var rows (default 1.0)")
     p.add_argument("--steps", type=int, default=40_000, help="optimizer steps (default 40000, as the paper)")
     p.add_argument("--device", default="cpu", help="cpu or cuda[:N] (default cpu)")
-    p.add_argument("--batch-size", type=int, default=512)
-    p.add_argument("--lr", type=float, default=1e-3)
-    p.add_argument("--weight-decay", type=float, default=0.02)
-    p.add_argument("--precision", default="auto", help="auto (bf16 on CUDA, fp32 on CPU), fp32 or bf16")
-    p.add_argument("--checkpoint-every", type=int, default=100)
-    p.add_argument("--eval-every", type=int, default=100)
-    p.add_argument("--eval-size", type=int, default=500, help="sequences per pool at each evaluation")
+    p.add_argument("--batch-size", type=int, default=512, help="sequences per step (default %(default)s)")
+    p.add_argument("--lr", type=float, default=1e-3, help="AdamW learning rate, constant (default %(default)g)")
+    p.add_argument("--weight-decay", type=float, default=0.02, help="AdamW weight decay (default %(default)g)")
+    p.add_argument("--precision", default="auto",
+                   help="auto (bf16 on CUDA, fp32 on CPU), fp32 or bf16 (default %(default)s)")
+    p.add_argument("--checkpoint-every", type=int, default=100, help="steps between checkpoints (default %(default)s)")
+    p.add_argument("--eval-every", type=int, default=100, help="steps between evaluations (default %(default)s)")
+    p.add_argument("--eval-size", type=int, default=500,
+                   help="sequences per pool at each evaluation (default %(default)s)")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     return p

@@ -454,7 +454,7 @@ class AssignAddTransformer(HookedRootModule):
         (a list of texts or [B, 16] ids) a list of such lists."""
         from ..data.tokens import render
 
-        single = isinstance(input, str) or (hasattr(input, "dim") and input.dim() == 1)
+        single = isinstance(input, str) or getattr(input, "ndim", None) == 1
         words = [row.split() for row in render(self.to_tokens(input, prepend_bos, padding_side).cpu(), self.vocab)]
         return words[0] if single else words
 

@@ -24,7 +24,13 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from .html import join, tag
+
 DPI = 90
+# The look of every figure: a white background, small type (the figures sit beside text in a page).
+RC = {"font.size": 9, "axes.titlesize": 10, "axes.labelsize": 9, "xtick.labelsize": 8, "ytick.labelsize": 8,
+      "legend.fontsize": 8, "axes.edgecolor": "#262626", "axes.linewidth": 0.8, "axes.grid": False,
+      "figure.facecolor": "white", "axes.facecolor": "white"}
 # Which claim each model figure illustrates (claim ids as registered in ``assignadd.hypotheses``).
 CLAIM_OF = {
     "attention_layer1": "previous_token_head",
@@ -42,7 +48,7 @@ class Figure:
     key: str
     claim: str | None  # the claim id it illustrates, or None
     title: str
-    caption: str
+    caption: str  # plain text (escaped in a page) or ``Markup`` built with reports/html.py
     png: bytes
 
 
@@ -51,9 +57,8 @@ def _plt():
 
     matplotlib.use("Agg", force=True)
     import matplotlib.pyplot as plt
-    import seaborn as sns
 
-    sns.set_theme(style="white", context="paper", font_scale=0.95)
+    plt.rcParams.update(RC)
     return plt
 
 
@@ -114,7 +119,8 @@ def attention_figures(model, task, seed: int) -> list[Figure]:
         figs.append(Figure(
             f"attention_layer{layer + 1}", CLAIM_OF[f"attention_layer{layer + 1}"],
             f"Layer {layer + 1} attention pattern on an example sequence",
-            f"Sequence: <code>{' '.join(labels)}</code>. Red outlines: the cells the claim predicts ({what[layer]}).",
+            join(["Sequence: ", tag("code", " ".join(labels)),
+                  f". Red outlines: the cells the claim predicts ({what[layer]})."]),
             _png(fig)))
     return figs
 
@@ -202,8 +208,6 @@ def resid_mid_cosine_figure(model, task, seed: int, n: int = 400) -> Figure:
     from ..data import operand_sources
 
     plt = _plt()
-    import seaborn as sns
-
     vocab = task.vocab
     t1, _ = task.pool("1var_train", n // 2, seed=seed)
     t2, _ = task.pool("2var_train", n - n // 2, seed=seed)
@@ -223,10 +227,10 @@ def resid_mid_cosine_figure(model, task, seed: int, n: int = 400) -> Figure:
     mismatched = cos(acts["var"][keep], acts["const"][perm][keep]).numpy()
     fig, ax = plt.subplots(figsize=(5.6, 3.2), layout="constrained")
     bins = np.linspace(min(-0.2, float(mismatched.min()), float(matched.min())), 1.0, 50)
-    sns.histplot(mismatched, bins=bins, color="#7f7f7f", label=f"mismatched (n={len(mismatched)})",
-                 stat="density", ax=ax, element="step")
-    sns.histplot(matched, bins=bins, color="#1f77b4", label=f"matched (n={len(matched)})", stat="density",
-                 ax=ax, element="step")
+    for values, color, label in ((mismatched, "#7f7f7f", f"mismatched (n={len(mismatched)})"),
+                                 (matched, "#1f77b4", f"matched (n={len(matched)})")):
+        ax.hist(values, bins=bins, density=True, histtype="stepfilled", color=color, alpha=0.25)
+        ax.hist(values, bins=bins, density=True, histtype="step", color=color, label=label)
     ax.set_xlabel("cosine similarity of blocks.1.hook_resid_mid at '='")
     ax.legend(loc="upper left", fontsize=8)
     ax.set_title("Constant vs variable operands with the same values")
@@ -280,10 +284,11 @@ def fourier_figures(model, task) -> list[Figure]:
         ax.set_title(title, fontsize=9)
     fig.colorbar(im, ax=axes, fraction=0.025, pad=0.02)
     figs.append(Figure("fourier_neuron", CLAIM_OF["fourier_neuron"], "A Layer-2 MLP neuron and its Fourier fit",
-                       f"Input <code>PAD×12 + n m =</code> for all {N}×{N} (n, m); pre-activation at '='. "
-                       f"Neuron {neuron} (the best fitted) has {best_fve[neuron]:.1%} of its variance explained by "
-                       f"frequency k = {k}. Across live neurons, median best-single-frequency FVE "
-                       f"{np.median(best_fve[alive]) if alive.any() else float('nan'):.1%}.", _png(fig)))
+                       join(["Input ", tag("code", "PAD×12 + n m ="),
+                             f" for all {N}×{N} (n, m); pre-activation at '='. Neuron {neuron} (the best fitted) has "
+                             f"{best_fve[neuron]:.1%} of its variance explained by frequency k = {k}. Across live "
+                             "neurons, median best-single-frequency FVE "
+                             f"{np.median(best_fve[alive]) if alive.any() else float('nan'):.1%}."]), _png(fig)))
 
     share = energy.sum(axis=1) / max(total.sum(), 1e-30)  # (K,)
     counts = np.bincount(best_k[alive & (best_fve >= 0.5)], minlength=K)

@@ -3,21 +3,26 @@
     pytest --assignadd-checkpoint run/step_040000.pt --assignadd-checkpoint reference -m assignadd_claim
 
 collects one item per registered claim per checkpoint, with ids like
-``claim[previous_token_head]@reference.pt``; an item fails with the claim's reason and its evidence.
-``reference`` names the bundled reference checkpoint. Options: ``--assignadd-only ID,...``,
-``--assignadd-n N`` (pool size, default 2000), ``--assignadd-seed N``, ``--assignadd-device``.
-Results match ``assignadd-verify`` with the same seed and pool size.
+``assignadd.claims::previous_token_head[reference.pt]`` (JUnit: classname ``assignadd.claims``, as in
+``assignadd-verify``'s junit.xml, name ``previous_token_head[reference.pt]``); an item that does not pass (fail, inconclusive, error) fails with the claim's
+one-line reason as its message and its evidence below. ``reference`` names the bundled reference
+checkpoint. Options: ``--assignadd-only ID,...``, ``--assignadd-n N`` (pool size, default 2000),
+``--assignadd-seed N``, ``--assignadd-device``, and for a checkpoint that records no task
+``--assignadd-f``, ``--assignadd-r``, ``--assignadd-split-seed``. Results match ``assignadd-verify``
+with the same seed and pool size.
 
 Installed as the ``pytest11`` entry point ``assignadd``, so it is loaded by every pytest run in the
 environment: nothing heavy is imported here unless ``--assignadd-checkpoint`` is given.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 MARKER = "assignadd_claim"
+JUNIT_CLASSNAME = "assignadd.claims"  # as in assignadd-verify's junit.xml
 _CONTEXTS = pytest.StashKey[dict]()
 
 
@@ -34,6 +39,12 @@ def pytest_addoption(parser):
                     help="seed for pools and resampling (default 0)")
     group.addoption("--assignadd-device", default="cpu", choices=("cpu", "cuda"), dest="assignadd_device",
                     help="device (default cpu)")
+    group.addoption("--assignadd-f", type=float, default=None, metavar="F", dest="assignadd_f",
+                    help="the task's f for checkpoints that record no task (default: the paper's 0.7)")
+    group.addoption("--assignadd-r", type=float, default=None, metavar="R", dest="assignadd_r",
+                    help="the task's r for checkpoints that record no task (default: the paper's 1.0)")
+    group.addoption("--assignadd-split-seed", type=int, default=None, metavar="N", dest="assignadd_split_seed",
+                    help="the task's split seed for checkpoints that record no task (default: the paper's 42)")
 
 
 def pytest_configure(config):
@@ -85,8 +96,10 @@ class CheckpointClaims(pytest.Collector):
     def collect(self):
         out = []
         for cid in self.ids:
-            name = f"claim[{cid}]@{self.label}"
-            item = ClaimItem.from_parent(self, name=name, nodeid=name, path=self.path, claim=cid, given=self.given)
+            name = f"{cid}[{self.label}]"  # the checkpoint as a parameter: pytest shows it as such
+            # "assignadd.claims::" gives JUnit XML a classname (pytest takes it from the node id's path part).
+            item = ClaimItem.from_parent(self, name=name, nodeid=f"{JUNIT_CLASSNAME}::{name}", path=self.path,
+                                         claim=cid, given=self.given)
             item.add_marker(MARKER)
             out.append(item)
         return out
@@ -96,6 +109,31 @@ class ClaimFailed(Exception):
     def __init__(self, result: dict):
         super().__init__(result["reason"])
         self.result = result
+
+
+@dataclass(frozen=True)
+class _Crash:
+    """Where and why, in one line: what pytest's short summary and JUnit's ``message`` show."""
+
+    path: str
+    lineno: int
+    message: str
+
+
+class ClaimFailureRepr:
+    """A claim that did not pass, as pytest reports it: the first line (claim, verdict, reason) is the
+    crash message; the evidence lines follow in the full report and in JUnit's failure text."""
+
+    def __init__(self, lines: list[str], path):
+        self.lines = lines
+        self.reprcrash = _Crash(str(path), 0, lines[0])
+
+    def toterminal(self, tw) -> None:
+        for line in self.lines:
+            tw.line(line)
+
+    def __str__(self) -> str:
+        return "\n".join(self.lines)
 
 
 class ClaimItem(pytest.Item):
@@ -117,9 +155,11 @@ class ClaimItem(pytest.Item):
                     " (the bundled reference checkpoint is missing)" if self.given == "reference" else ""))
             else:
                 try:
+                    task = {"f": self.config.getoption("assignadd_f"), "r": self.config.getoption("assignadd_r"),
+                            "seed": self.config.getoption("assignadd_split_seed")}
                     cache[key] = load_context(self.path, seed=self.config.getoption("assignadd_seed"),
                                               n=self.config.getoption("assignadd_n"),
-                                              device=self.config.getoption("assignadd_device"))[0]
+                                              device=self.config.getoption("assignadd_device"), task=task)[0]
                 except ValueError as e:  # CheckpointError included
                     cache[key] = e
         got = cache[key]
@@ -143,12 +183,13 @@ class ClaimItem(pytest.Item):
             from .render import _evidence_lines
 
             r = excinfo.value.result
-            lines = [f"{r['claim']} ({r['spec']}): {r['verdict']}: {r['reason']}"]
+            reason = (r["reason"] or "").splitlines()
+            lines = [f"{r['claim']} ({r['spec']}): {r['verdict']}: {reason[0] if reason else ''}", *reason[1:]]
             for e in r.get("evidence") or []:
                 lines += _evidence_lines(e)
-            return "\n".join(lines)
+            return ClaimFailureRepr(lines, self.path)
         if isinstance(excinfo.value, ValueError):
-            return f"cannot load the checkpoint: {excinfo.value}"
+            return ClaimFailureRepr([f"cannot load the checkpoint: {excinfo.value}"], self.path)
         return super().repr_failure(excinfo, style=style)
 
     def reportinfo(self):

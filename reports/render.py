@@ -1,19 +1,26 @@
 """The verification report in its forms: a dict (report.json), a terminal table, Markdown, JUnit XML
-and one self-contained HTML page. Schema: docs/reports.md.
+and one self-contained HTML page. Schema: docs/reports.md and ``reports/schemas/verify.schema.json``.
 
 Every renderer here reads the report dict (the JSON), so a report can be re-rendered from
 report.json alone; only the HTML also takes figures (PNG bytes). No torch here.
+
+Verdicts: ``pass``, ``fail``, ``inconclusive`` (an interval straddles its threshold), ``error`` (the
+claim could not be decided). Claims that need more than one checkpoint (a series, a sweep) are listed
+as *not run here*, with the command that runs them.
 """
 from __future__ import annotations
 
-import base64
-import html
 import json
 import math
 import xml.etree.ElementTree as ET
+from decimal import ROUND_CEILING, ROUND_FLOOR, ROUND_HALF_EVEN, Decimal
+
+from . import html as H
 
 SCHEMA = "assignadd.verify/1"
 TIMINGS_SCHEMA = "assignadd.verify.timings/1"
+VERDICTS = ("pass", "inconclusive", "fail", "error")  # the order a summary counts them in
+CSS = H.STYLESHEET  # the one stylesheet of every HTML report
 
 
 def _clean(x):
@@ -32,9 +39,13 @@ def _clean(x):
 
 
 def build_report(*, checkpoint: dict, model_config: dict, task: dict, task_source: str, seed: int, n: int,
-                 device: str, only: list[str] | None, claims: list[dict], tool_version: str) -> dict:
-    """The report.json document (``claims`` are ``ClaimResult.to_dict()`` in run order)."""
-    passed = [c["claim"] for c in claims if c["verdict"] == "pass"]
+                 device: str, only: list[str] | None, claims: list[dict], tool_version: str,
+                 not_run: list[dict] | None = None) -> dict:
+    """The report.json document. ``claims`` are ``ClaimResult.to_dict()`` in run order; ``not_run`` the
+    claims this command cannot run (``{"claim", "spec", "statement", "needs", "command"}``)."""
+    by_verdict = {v: [c["claim"] for c in claims if c["verdict"] == v] for v in VERDICTS}
+    others = [c["claim"] for c in claims if c["verdict"] not in VERDICTS]  # a verdict this version does not know
+    not_run = list(not_run or [])
     return _clean({
         "schema": SCHEMA,
         "tool": {"name": "assignadd-verify", "version": tool_version},
@@ -47,13 +58,16 @@ def build_report(*, checkpoint: dict, model_config: dict, task: dict, task_sourc
         "device": device,
         "only": only,
         "summary": {
-            "passed": len(passed),
+            "passed": len(by_verdict["pass"]),
             "total": len(claims),
-            "all_passed": bool(claims) and len(passed) == len(claims),
-            "failed": [c["claim"] for c in claims if c["verdict"] == "fail"],
-            "errors": [c["claim"] for c in claims if c["verdict"] == "error"],
+            "all_passed": bool(claims) and len(by_verdict["pass"]) == len(claims),
+            "failed": by_verdict["fail"],
+            "inconclusive": by_verdict["inconclusive"],
+            "errors": by_verdict["error"] + others,
+            "not_run": [c["claim"] for c in not_run],
         },
         "claims": claims,
+        "not_run": not_run,
     })
 
 
@@ -63,6 +77,7 @@ def dumps(report: dict) -> str:
 
 # ----- numbers as text ---------------------------------------------------------------------------
 def fmt(x) -> str:
+    """One number, short: integers as they are, 3 decimals below 1, 4 significant digits above."""
     if x is None:
         return "n/a"
     if isinstance(x, bool):
@@ -74,16 +89,68 @@ def fmt(x) -> str:
     return f"{x:.3f}".rstrip("0").rstrip(".") if abs(x) < 1 else f"{x:.4g}"
 
 
+def _decimals(x: float, places: int, rounding) -> str:
+    q = Decimal(repr(float(x))).quantize(Decimal(1).scaleb(-places), rounding=rounding)
+    s = f"{q:f}"
+    if "." in s:
+        s = s.rstrip("0").rstrip(".")
+    return "0" if s in ("-0", "") else s
+
+
+def fmt_interval(value, low, high) -> tuple[str, str, str]:
+    """``value``, ``low``, ``high`` as text that never hides what the numbers say.
+
+    The interval is rounded outwards (its low end down, its high end up), so a shown bound is never
+    better than the real one, and with as many decimals (3 to 6) as it takes for different numbers to
+    look different: ``1.0`` with ``[0.999742, 1.0]`` shows ``1 [0.999, 1]``, never ``1 [1, 1]``.
+    """
+    nums = [x for x in (value, low, high) if x is not None]
+    if not nums or any(isinstance(x, float) and not math.isfinite(x) for x in nums):
+        return fmt(value), fmt(low), fmt(high)
+    if any(x != 0 and not 1e-3 <= abs(x) < 1e4 for x in nums):  # very small or large: significant digits
+        for digits in range(3, 8):
+            shown = [None if x is None else f"{x:.{digits}g}" for x in (value, low, high)]
+            if _distinct(shown, (value, low, high)):
+                break
+        return tuple("n/a" if s is None else s for s in shown)
+    for places in range(3, 7):
+        shown = [None if value is None else _decimals(value, places, ROUND_HALF_EVEN),
+                 None if low is None else _decimals(low, places, ROUND_FLOOR),
+                 None if high is None else _decimals(high, places, ROUND_CEILING)]
+        if _distinct(shown, (value, low, high)):
+            break
+    return tuple("n/a" if s is None else s for s in shown)
+
+
+def _distinct(shown, numbers) -> bool:
+    """Numbers that differ are shown differently."""
+    pairs = [(i, j) for i in range(3) for j in range(i + 1, 3)]
+    return all(shown[i] != shown[j] for i, j in pairs
+               if numbers[i] is not None and numbers[j] is not None and numbers[i] != numbers[j])
+
+
 def fmt_measurement(m: dict) -> str:
+    """``value [low, high]``, or the value alone when the statistic has no sampling error."""
     lo, hi = (m.get("ci") or [None, None])[:2]
     v = m.get("value")
     if lo is None or hi is None or (lo == hi == v):
         return fmt(v)
-    return f"{fmt(v)} [{fmt(lo)}, {fmt(hi)}]"
+    v_s, lo_s, hi_s = fmt_interval(v, lo, hi)
+    return f"{v_s} [{lo_s}, {hi_s}]"
 
 
 def fmt_threshold(t: dict) -> str:
     return f"{t['bound']} {t['direction']} {fmt(t['value'])}"
+
+
+def item_status(e: dict) -> str:
+    """An evidence item's result: ``pass``, ``fail``, ``inconclusive``, or ``no data``."""
+    return e.get("status") or e.get("verdict") or ("pass" if e.get("passed") else "fail")
+
+
+def control_status(m: dict) -> str:
+    """A control's result on an item's bar: ``pass`` there means the item cannot tell them apart."""
+    return m.get("status") or m.get("verdict") or ("pass" if m.get("passed") else "fail")
 
 
 def headline(claim: dict) -> dict | None:
@@ -104,8 +171,9 @@ def closest_control(e: dict) -> tuple[str, dict] | None:
 
     def key(item):
         m = item[1]
-        b = m["ci"][0] if up else m["ci"][1]
-        b = m["value"] if b is None else b
+        ci = m.get("ci") or [None, None]
+        b = ci[0] if up else ci[1]
+        b = m.get("value") if b is None else b
         if b is None:
             return math.inf
         return -b if up else b
@@ -125,14 +193,49 @@ def summary_rows(report: dict) -> list[list[str]]:
             cc = closest_control(e)
             ctrl = f"{cc[0]}: {fmt_measurement(cc[1])}" if cc else "-"
         rows.append([c["claim"], c["verdict"].upper(), stat, thr, ctrl])
+    for c in report.get("not_run") or []:
+        rows.append([c["claim"], "NOT RUN", f"needs {c['needs']}", "-", f"run: {c['command']}"])
     return rows
 
 
 HEADER = ["claim", "verdict", "key statistic [95% CI]", "threshold", "control (closest to passing)"]
 
 
+def summary_line(report: dict) -> str:
+    """``4 passed, 1 inconclusive, 1 failed of 6 run; 2 not run here: learning_phases (run: ...), ...``"""
+    s = report["summary"]
+    parts = [f"{s['passed']} passed"]
+    for key, word in (("inconclusive", "inconclusive"), ("failed", "failed"), ("errors", "errored")):
+        if s.get(key):
+            parts.append(f"{len(s[key])} {word}")
+    line = f"{', '.join(parts)} of {s['total']} run"
+    not_run = report.get("not_run") or []
+    if not_run:
+        line += f"; {len(not_run)} not run here: " + ", ".join(f"{c['claim']} (run: {c['command']})" for c in not_run)
+    return line
+
+
+def notes(report: dict) -> list[str]:
+    """What the reader must know about how the claims were run: the task when the checkpoint did not say."""
+    out = []
+    if report.get("task_source") == "default":
+        t = report["task"]
+        out.append(f"note: the checkpoint holds no task, so the claims ran on the paper's (f = {t.get('f')}, "
+                   f"r = {t.get('r')}, split seed {t.get('seed')}); if it was trained on another, say so with "
+                   "--f, --r and --split-seed")
+    elif report.get("task_source") == "command line":
+        out.append("note: the task was given on the command line (--f, --r, --split-seed); the checkpoint holds none")
+    return out
+
+
+def _step(ck: dict) -> str:
+    if ck.get("step") is None:
+        return ""
+    return f", step {ck['step']}" + (" (from the file name)" if ck.get("step_source") == "file name" else "")
+
+
 def terminal_table(report: dict, width: int = 160) -> str:
-    """A plain-text table, then the reasons for anything that did not pass, then `N/M claims passed`."""
+    """A plain-text table, the reasons for anything that did not pass, notes, then the summary line."""
     rows = summary_rows(report)
     cols = list(zip(HEADER, *rows)) if rows else [(h,) for h in HEADER]
     widths = [max(len(s) for s in col) for col in cols]
@@ -145,9 +248,12 @@ def terminal_table(report: dict, width: int = 160) -> str:
         lines.append("")
         for c in bad:
             lines.append(f"{c['claim']}: {c['verdict']}: {c['reason']}")
-    s = report["summary"]
+    extra = notes(report)
+    if extra:
+        lines.append("")
+        lines += extra
     lines.append("")
-    lines.append(f"{s['passed']}/{s['total']} claims passed")
+    lines.append(summary_line(report))
     return "\n".join(lines) + "\n"
 
 
@@ -157,7 +263,7 @@ def _md_cell(s: str) -> str:
 
 
 def _evidence_lines(e: dict) -> list[str]:
-    status = "PASS" if e["passed"] else "FAIL"
+    status = item_status(e).upper()
     m = e["measurement"]
     n = f", n = {m['n']}" if m.get("n") is not None else ""
     out = [f"- **{e['name']}** ({e['kind']}{'' if e['required'] else ', optional'}): "
@@ -165,27 +271,33 @@ def _evidence_lines(e: dict) -> list[str]:
            f"  - measures: {e['definition']}",
            f"  - threshold: {e['threshold']['reason']}"]
     if e.get("controls"):
-        parts = [f"{name} {fmt_measurement(cm)} ({'passes: the item cannot tell them apart' if cm['passed'] else 'fails, as it should'})"
-                 for name, cm in sorted(e["controls"].items())]
+        parts = [f"{name} {fmt_measurement(cm)} ({_control_words(cm)})" for name, cm in sorted(e["controls"].items())]
         out.append(f"  - controls: {'; '.join(parts)}")
     return out
 
 
+def _control_words(m: dict) -> str:
+    status = control_status(m)
+    if status == "pass":
+        return "passes: the item cannot tell them apart"
+    if status == "fail":
+        return "fails, as it should"
+    return f"{status}: not shown to fail"
+
+
 def markdown(report: dict) -> str:
     ck = report["checkpoint"]
-    s = report["summary"]
     lines = [
         "# assignadd-verify report",
         "",
-        f"- checkpoint: `{ck['path']}` ({ck['format']}{', step ' + str(ck['step']) if ck.get('step') is not None else ''})",
+        f"- checkpoint: `{ck['path']}` ({ck['format']}{_step(ck)})",
         f"- SHA-256: `{ck['sha256']}`",
         f"- task ({report['task_source']}): " + ", ".join(f"{k} = {v}" for k, v in report["task"].items()),
         f"- seed {report['seed']}, pool size {report['n']}, device {report['device']}",
-        f"- **{s['passed']}/{s['total']} claims passed**",
-        "",
-        "| " + " | ".join(HEADER) + " |",
-        "|" + "---|" * len(HEADER),
+        f"- **{summary_line(report)}**",
     ]
+    lines += [f"- {n}" for n in notes(report)]
+    lines += ["", "| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
     lines += ["| " + " | ".join(_md_cell(x) for x in r) + " |" for r in summary_rows(report)]
     for c in report["claims"]:
         lines += ["", f"## {c['claim']} — {c['verdict'].upper()} ({c['spec']})", "", f"> {c['statement']}", "",
@@ -194,18 +306,25 @@ def markdown(report: dict) -> str:
             lines += _evidence_lines(e)
         if c.get("controls"):
             lines += ["", "Controls: " + "; ".join(f"*{k}*: {v}" for k, v in sorted(c["controls"].items()))]
+    for c in report.get("not_run") or []:
+        lines += ["", f"## {c['claim']} — NOT RUN HERE ({c['spec']})", "", f"> {c['statement']}", "",
+                  f"Needs {c['needs']}: run `{c['command']}`."]
     return "\n".join(lines) + "\n"
 
 
 # ----- JUnit XML ---------------------------------------------------------------------------------
 def junit_xml(report: dict, timings: dict | None = None) -> str:
-    """One testcase per claim; a failed claim is a <failure>, an errored one an <error>, with the reason."""
+    """One testcase per claim, classname ``assignadd.claims``: a failed or inconclusive claim is a
+    <failure> (type says which), an errored one an <error>, a claim not run here <skipped>; the
+    message is the one-line reason, the text the evidence lines."""
     timings = timings or {}
     claim_time = timings.get("claims", {})
     s = report["summary"]
+    not_run = report.get("not_run") or []
     suite = ET.Element("testsuite", {
-        "name": "assignadd-verify", "tests": str(s["total"]), "failures": str(len(s["failed"])),
-        "errors": str(len(s["errors"])), "skipped": "0",
+        "name": "assignadd-verify", "tests": str(s["total"] + len(not_run)),
+        "failures": str(len(s["failed"]) + len(s.get("inconclusive", []))),
+        "errors": str(len(s["errors"])), "skipped": str(len(not_run)),
         "time": f"{sum(claim_time.values()):.3f}",
     })
     props = ET.SubElement(suite, "properties")
@@ -216,9 +335,13 @@ def junit_xml(report: dict, timings: dict | None = None) -> str:
         case = ET.SubElement(suite, "testcase", {"classname": "assignadd.claims", "name": c["claim"],
                                                  "time": f"{claim_time.get(c['claim'], 0.0):.3f}"})
         if c["verdict"] != "pass":
-            tag = "failure" if c["verdict"] == "fail" else "error"
-            el = ET.SubElement(case, tag, {"message": c["reason"], "type": c["verdict"]})
+            tag = "failure" if c["verdict"] in ("fail", "inconclusive") else "error"
+            el = ET.SubElement(case, tag, {"message": c["reason"].splitlines()[0] if c["reason"] else c["verdict"],
+                                           "type": c["verdict"]})
             el.text = "\n".join(sum((_evidence_lines(e) for e in c.get("evidence") or []), [c["reason"]]))
+    for c in not_run:
+        case = ET.SubElement(suite, "testcase", {"classname": "assignadd.claims", "name": c["claim"], "time": "0.000"})
+        ET.SubElement(case, "skipped", {"message": f"not run here: needs {c['needs']}; run: {c['command']}"})
     root = ET.Element("testsuites")
     root.append(suite)
     ET.indent(root)
@@ -226,103 +349,78 @@ def junit_xml(report: dict, timings: dict | None = None) -> str:
 
 
 # ----- HTML --------------------------------------------------------------------------------------
-CSS = """
-body{font-family:-apple-system,'Segoe UI',Helvetica,Arial,sans-serif;max-width:1200px;margin:24px auto;
-padding:0 16px;color:#222;line-height:1.45}
-h1{font-size:1.6em;margin-bottom:.2em}h2{margin-top:1.8em;border-bottom:1px solid #ddd;padding-bottom:.2em}
-h3{font-size:1.05em;margin:1.2em 0 .3em}
-table{border-collapse:collapse;margin:.6em 0;font-size:.92em}
-th,td{border:1px solid #d0d7de;padding:4px 8px;text-align:left;vertical-align:top}
-th{background:#f3f5f7}
-.pass{color:#116329;font-weight:bold}.fail{color:#b3261e;font-weight:bold}.error{color:#8a4b00;font-weight:bold}
-.meta{color:#555;font-size:.92em}.meta code{font-size:.95em}
-.summary{font-size:1.15em;margin:.6em 0}
-figure{margin:.8em 0 1.2em;display:inline-block;vertical-align:top;max-width:100%}
-figure img{max-width:100%;border:1px solid #eee}
-figcaption{font-size:.85em;color:#444;max-width:640px}
-blockquote{margin:.4em 0;padding:.3em .8em;border-left:4px solid #d0d7de;color:#333;background:#fafbfc}
-code{background:#f3f5f7;padding:0 3px;border-radius:3px}
-td.num,td.ctl,span.num{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:.95em}td.num{white-space:nowrap}
-td.thr{min-width:12em}td.ctl{min-width:10em}table.wide{width:100%}
-"""
+def _figure(fig) -> H.Markup:
+    caption = fig.caption if isinstance(fig.caption, H.Markup) else H.escape(fig.caption)
+    return H.figure(fig.key, fig.title, caption, fig.png)
 
 
-def _e(s) -> str:
-    return html.escape(str(s), quote=True)
-
-
-def _img(fig) -> str:
-    if not fig.png:
-        return f'<p class="meta" id="fig-{_e(fig.key)}"><b>{_e(fig.title)}</b>: {_e(fig.caption)}</p>'
-    data = base64.b64encode(fig.png).decode("ascii")
-    return (f'<figure id="fig-{_e(fig.key)}"><img alt="{_e(fig.title)}" src="data:image/png;base64,{data}">'
-            f"<figcaption><b>{_e(fig.title)}.</b> {fig.caption}</figcaption></figure>")
-
-
-def _verdict(v: str) -> str:
-    return f'<span class="{_e(v)}">{_e(v.upper())}</span>'
+def _evidence_table(e_list: list[dict]) -> H.Markup:
+    rows = []
+    for e in e_list:
+        controls = [H.join([H.breakable(k), f": {fmt_measurement(m)} ", f"({_control_words(m).split(':')[0]})"])
+                    for k, m in sorted((e.get("controls") or {}).items())]
+        rows.append([
+            [H.tag("b", H.breakable(e["name"])), H.tag("br"), H.tag("span", e["definition"], class_="meta")],
+            [e["kind"], None if e["required"] else [H.tag("br"), "(optional)"]],
+            H.tag("span", fmt_measurement(e["measurement"]), class_="num"),
+            H.tag("span", fmt(e["measurement"].get("n")), class_="num"),
+            [H.tag("span", fmt_threshold(e["threshold"]), class_="num"), H.tag("br"),
+             H.tag("span", e["threshold"]["reason"], class_="meta")],
+            H.verdict(item_status(e)),
+            H.join(controls, H.tag("br")) if controls else "-",
+        ])
+    return H.table(["evidence", "kind", "value [95% CI]", "n", "threshold", "result", "controls"], rows, wide=True,
+                   cell_classes=["text", "nowrap", None, "nowrap", "text", "nowrap", "text"])
 
 
 def html_page(report: dict, figures: list | None = None) -> str:
-    """One self-contained page: styles inline, figures as base64 PNG, no script, no network."""
+    """One self-contained page (``reports/html.py``: inline styles, figures as base64 PNG, no script,
+    no network), every string from the report escaped where it enters."""
     figures = list(figures or [])
-    ck, s = report["checkpoint"], report["summary"]
+    ck = report["checkpoint"]
     by_claim: dict[str, list] = {}
     for f in figures:
         by_claim.setdefault(f.claim, []).append(f)
     claim_ids = {c["claim"] for c in report["claims"]}
-    out = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
-           '<meta name="viewport" content="width=device-width, initial-scale=1">',
-           f"<title>assignadd-verify: {_e(ck['path'])}</title><style>{CSS}</style></head><body>",
-           "<h1>assignadd-verify report</h1>",
-           '<div class="meta">',
-           f"checkpoint <code>{_e(ck['path'])}</code> ({_e(ck['format'])}"
-           f"{', step ' + _e(ck['step']) if ck.get('step') is not None else ''})<br>",
-           f"SHA-256 <code>{_e(ck['sha256'])}</code><br>",
-           f"task ({_e(report['task_source'])}): "
-           + ", ".join(f"{_e(k)} = {_e(v)}" for k, v in report["task"].items()) + "<br>",
-           f"seed {_e(report['seed'])}, pool size {_e(report['n'])}, device {_e(report['device'])}, "
-           f"schema <code>{_e(report['schema'])}</code>",
-           "</div>",
-           f'<p class="summary"><b>{s["passed"]}/{s["total"]} claims passed</b></p>',
-           "<table><thead><tr>" + "".join(f"<th>{_e(h)}</th>" for h in HEADER) + "</tr></thead><tbody>"]
+    body = [
+        H.tag("h1", "assignadd-verify report"),
+        H.tag("div", "checkpoint ", H.tag("code", ck["path"]), f" ({ck['format']}{_step(ck)})", H.tag("br"),
+              "SHA-256 ", H.tag("code", ck["sha256"]), H.tag("br"),
+              f"task ({report['task_source']}): ", ", ".join(f"{k} = {v}" for k, v in report["task"].items()),
+              H.tag("br"), f"seed {report['seed']}, pool size {report['n']}, device {report['device']}, schema ",
+              H.tag("code", report["schema"]), class_="meta"),
+        H.tag("p", H.tag("b", summary_line(report)), class_="summary"),
+        [H.tag("p", n, class_="meta") for n in notes(report)],
+    ]
+    rows = []
     for c, r in zip(report["claims"], summary_rows(report)):
-        out.append(f'<tr><td><a href="#claim-{_e(c["claim"])}">{_e(r[0])}</a></td><td>{_verdict(c["verdict"])}</td>'
-                   + "".join(f'<td class="{c_}">{_e(x)}</td>' for c_, x in zip(("ctl", "num", "ctl"), r[2:])) + "</tr>")
-    out.append("</tbody></table>")
+        rows.append([H.tag("a", H.breakable(r[0]), href=f"#claim-{c['claim']}"), H.verdict(c["verdict"]), r[2],
+                     H.tag("span", r[3], class_="num"), r[4]])
+    for c in report.get("not_run") or []:
+        rows.append([H.tag("a", H.breakable(c["claim"]), href=f"#claim-{c['claim']}"), H.verdict("not-run"),
+                     f"needs {c['needs']}", "-", ["run: ", H.tag("code", c["command"])]])
+    body.append(H.table(HEADER, rows, cell_classes=["text", "nowrap", "text", "nowrap", "text"]))
 
     for c in report["claims"]:
-        out += [f'<h2 id="claim-{_e(c["claim"])}">{_e(c["claim"])} {_verdict(c["verdict"])} '
-                f'<span class="meta">{_e(c["spec"])}</span></h2>',
-                f"<blockquote>{_e(c['statement'])}</blockquote>",
-                f"<p>Verdict <b>{_e(c['verdict'])}</b>: {_e(c['reason'])}</p>"]
-        ev = c.get("evidence") or []
-        if ev:
-            out.append("<table class='wide'><thead><tr><th>evidence</th><th>kind</th><th>value [95% CI]</th><th>n</th>"
-                       "<th>threshold</th><th>result</th><th>controls</th></tr></thead><tbody>")
-            for e in ev:
-                ctrl = "<br>".join(
-                    f"{_e(k)}: {_e(fmt_measurement(m))} {'(passes!)' if m['passed'] else '(fails)'}"
-                    for k, m in sorted(e["controls"].items())) or "-"
-                out.append(
-                    f"<tr><td><b>{_e(e['name'])}</b><br><span class='meta'>{_e(e['definition'])}</span></td>"
-                    f"<td>{_e(e['kind'])}{'' if e['required'] else '<br>(optional)'}</td>"
-                    f"<td class='num'>{_e(fmt_measurement(e['measurement']))}</td>"
-                    f"<td class='num'>{_e(fmt(e['measurement'].get('n')))}</td>"
-                    f"<td class='thr'><span class='num'>{_e(fmt_threshold(e['threshold']))}</span><br>"
-                    f"<span class='meta'>{_e(e['threshold']['reason'])}</span></td>"
-                    f"<td>{_verdict('pass' if e['passed'] else 'fail')}</td><td class='ctl'>{ctrl}</td></tr>")
-            out.append("</tbody></table>")
+        body += [H.tag("h2", c["claim"], " ", H.verdict(c["verdict"]), " ", H.tag("span", c["spec"], class_="meta"),
+                       id=f"claim-{c['claim']}"),
+                 H.tag("blockquote", c["statement"]),
+                 H.tag("p", "Verdict ", H.tag("b", c["verdict"]), f": {c['reason']}")]
+        if c.get("evidence"):
+            body.append(_evidence_table(c["evidence"]))
         if c.get("controls"):
-            out.append("<p class='meta'>Controls: " + "; ".join(
-                f"<i>{_e(k)}</i>: {_e(v)}" for k, v in sorted(c["controls"].items())) + "</p>")
-        for f in by_claim.get(c["claim"], []):
-            out.append(_img(f))
+            body.append(H.tag("p", "Controls: ", H.join([[H.tag("i", k), f": {v}"] for k, v in
+                                                          sorted(c["controls"].items())], "; "), class_="meta"))
+        body += [_figure(f) for f in by_claim.get(c["claim"], [])]
+    for c in report.get("not_run") or []:
+        body += [H.tag("h2", c["claim"], " ", H.verdict("not-run"), " ", H.tag("span", c["spec"], class_="meta"),
+                       id=f"claim-{c['claim']}"),
+                 H.tag("blockquote", c["statement"]),
+                 H.tag("p", f"Not run on one checkpoint: it needs {c['needs']}. Run ", H.tag("code", c["command"]), ".")]
     rest = [f for f in figures if f.claim not in claim_ids]
     if rest:
-        out.append('<h2 id="model-figures">Model figures</h2>'
-                   "<p class='meta'>Computed from the checkpoint's weights and activations, for claims not in "
-                   "this run.</p>")
-        out += [_img(f) for f in rest]
-    out.append("</body></html>")
-    return "\n".join(out) + "\n"
+        body += [H.tag("h2", "Model figures", id="model-figures"),
+                 H.tag("p", "Computed from the checkpoint's weights and activations, for claims not in this run.",
+                       class_="meta")]
+        body += [_figure(f) for f in rest]
+    return H.page(f"assignadd-verify: {ck['path']}", *body)

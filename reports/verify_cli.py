@@ -1,11 +1,12 @@
 """``assignadd-verify``: run every registered claim on a checkpoint and report which hold and why.
 
     assignadd-verify [CHECKPOINT] [--only ID,...] [--out DIR] [--json PATH] [--junit PATH]
-                     [--seed N] [--n N] [--device cpu|cuda] [--quiet]
+                     [--seed N] [--n N] [--device cpu|cuda] [--f F] [--r R] [--split-seed N] [--quiet]
 
-Exit status: 0 every claim passed; 1 a claim failed or errored; 2 bad input or usage (one ``error:``
-line on stderr). Same checkpoint and flags give a byte-identical report.json; run times go to
-timings.json. Report schema: docs/reports.md.
+Exit status: 0 every claim run passed; 1 a claim failed, was inconclusive or errored; 2 bad input or usage
+(one ``error:`` line on stderr). Claims about a checkpoint series or a sweep are listed as not run here,
+with the command that runs them. Same checkpoint and flags give a byte-identical report.json; run times
+go to timings.json. Report schema: docs/reports.md.
 """
 from __future__ import annotations
 
@@ -21,13 +22,21 @@ from ..cli_util import exit_bad_input
 
 DEFAULT_N = 2000
 REPORT_FILES = ("report.json", "report.md", "report.html", "junit.xml", "timings.json")
+# Claims about more than one checkpoint: what each kind needs, and the command that runs it.
+NOT_HERE = {
+    "series": ("a checkpoint series (a training run's folder)", "assignadd-report RUN_DIR"),
+    "sweep": ("a sweep over f or r (a grid of training runs)",
+              "assignadd-sweep --param f|r --values ... --out SWEEP_DIR, then assignadd-report SWEEP_DIR"),
+}
 
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="assignadd-verify",
         description="Run the paper's claims (SPEC §4) as falsifiable tests on a checkpoint and report the verdicts.",
-        epilog="Exit status: 0 all claims passed, 1 a claim failed or errored, 2 bad input or usage.",
+        epilog="Exit status: 0 every claim run passed, 1 a claim failed, was inconclusive or errored, 2 bad input "
+               "or usage. A bare TransformerLens state dict holds no task: the claims run on the paper's "
+               "(f 0.7, r 1, split seed 42) unless --f, --r or --split-seed say otherwise.",
     )
     p.add_argument("checkpoint", nargs="?", default=None,
                    help="checkpoint file, either format of SPEC §2.4 (default: the bundled reference checkpoint)")
@@ -38,6 +47,13 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0, help="seed for pools and resampling (default 0)")
     p.add_argument("--n", type=int, default=DEFAULT_N, help=f"evaluation pool size (default {DEFAULT_N})")
     p.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="device to run on (default cpu)")
+    p.add_argument("--f", type=float, default=None,
+                   help="the task's training fraction f, for a checkpoint that does not record it (paper: 0.7)")
+    p.add_argument("--r", type=float, default=None,
+                   help="the task's 2-var keep-probability r, for a checkpoint that does not record it (paper: 1.0)")
+    p.add_argument("--split-seed", type=int, default=None,
+                   help="the seed of the train/held-out pair split, for a checkpoint that does not record it "
+                        "(paper: 42)")
     p.add_argument("--quiet", action="store_true", help="no progress output on stderr")
     return p
 
@@ -108,35 +124,65 @@ def sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def task_for(meta: dict, model_cfg, path) -> tuple[object, str]:
+TASK_FLAGS = {"f": "--f", "r": "--r", "seed": "--split-seed"}
+
+
+def task_for(meta: dict, model_cfg, path, given: dict | None = None) -> tuple[object, str]:
     """The task a checkpoint was trained on, and where it came from: our format's ``task`` metadata
-    (``"checkpoint"``), else the paper's default, with the modulus and variable count read off the
-    shapes should they differ (``"default"``). Raises ``ValueError`` when neither fits."""
+    (``"checkpoint"``); else ``given`` (``{"f", "r", "seed"}``, any of them, from the command line:
+    ``"command line"``); else the paper's default (``"default"``). Without metadata, the modulus and
+    variable count are read off the shapes. Raises ``ValueError`` when none fits, or when ``given``
+    contradicts the metadata."""
     from ..data import Task, TaskConfig
 
+    given = {k: v for k, v in (given or {}).items() if v is not None}
     task_meta = meta.get("task")
     if task_meta:
         try:
-            return Task(**TaskConfig.from_dict(task_meta).to_dict()), "checkpoint"
+            cfg = TaskConfig.from_dict(task_meta)
+            task = Task(**cfg.to_dict())
         except (TypeError, ValueError, KeyError) as e:
             raise ValueError(f"{path}: bad task metadata ({e})") from None
+        clash = [k for k, v in given.items() if getattr(cfg, k) != v]
+        if clash:
+            k = clash[0]
+            raise ValueError(f"{path}: the checkpoint records its task ({k} = {getattr(cfg, k)}); "
+                             f"{TASK_FLAGS[k]} {given[k]} contradicts it")
+        return task, "checkpoint"
     try:
-        task = Task()
-        if task.vocab.size != model_cfg.d_vocab or task.vocab.modulus != model_cfg.d_vocab_out:
-            task = Task(modulus=model_cfg.d_vocab_out, n_vars=model_cfg.n_vars)
+        task = Task(**given, modulus=model_cfg.d_vocab_out, n_vars=model_cfg.n_vars)
     except ValueError as e:
-        raise ValueError(f"{path}: no task metadata, and the paper's default task does not fit the model ({e})") from None
-    return task, "default"
+        what = "the task given on the command line" if given else "the paper's default task"
+        raise ValueError(f"{path}: no task metadata, and {what} does not fit the model ({e})") from None
+    return task, ("command line" if given else "default")
 
 
-def load_context(path, *, seed: int, n: int, device: str):
+def not_run_here(only: list[str] | None) -> list[dict]:
+    """The claims this command cannot run on one checkpoint (series and sweep claims), each with what it
+    needs and the command that runs it; none when ``--only`` chose the claims."""
+    import importlib
+
+    if only is not None:
+        return []
+    out = []
+    for kind, (module, name) in (("series", ("learning_phases", "SERIES_REGISTRY")),
+                                 ("sweep", ("data_requirements", "SWEEP_REGISTRY"))):
+        registry = getattr(importlib.import_module(f"..hypotheses.{module}", __package__), name, {})
+        needs, command = NOT_HERE[kind]
+        out += [{"claim": cid, "spec": cls.spec, "statement": cls.statement, "needs": needs, "command": command}
+                for cid, cls in registry.items()]
+    return out
+
+
+def load_context(path, *, seed: int, n: int, device: str, task: dict | None = None):
     """Checkpoint -> (Context, metadata, task source). Raises ``CheckpointError`` or ``ValueError``
-    with one line naming the file: the shared start of the CLI and the pytest plugin."""
+    with one line naming the file: the shared start of the CLI and the pytest plugin. ``task``: the
+    task's ``f``, ``r``, ``seed`` for a checkpoint that does not record them."""
     from ..hypotheses import Context
     from ..model import load_checkpoint_full
 
     model, meta = load_checkpoint_full(path, device=device)
-    task, task_source = task_for(meta, model.cfg, path)
+    task, task_source = task_for(meta, model.cfg, path, task)
     try:
         ctx = Context(model, task, seed=seed, n=n, device=device)
     except ValueError as e:
@@ -181,6 +227,11 @@ def verify(args) -> int:
     from ..hypotheses import REGISTRY, run_all
 
     if only is not None:
+        elsewhere = {c["claim"]: c for c in not_run_here(None)}
+        for cid in only:
+            if cid in elsewhere and cid not in REGISTRY:
+                c = elsewhere[cid]
+                exit_bad_input(f"--only {cid}: this claim needs {c['needs']}, not one checkpoint; run: {c['command']}")
         unknown = [i for i in only if i not in REGISTRY]
         if unknown:
             exit_bad_input(f"--only: unknown claim id(s) {', '.join(unknown)}; known: {', '.join(REGISTRY) or 'none'}")
@@ -212,7 +263,8 @@ def _run(args, path, shown_path, only, ids, json_path, junit_path, out, staging_
         exit_bad_input("--device cuda: CUDA is not available on this machine")
     t0 = time.perf_counter()
     try:
-        ctx, meta, task_source = load_context(path, seed=args.seed, n=args.n, device=args.device)
+        ctx, meta, task_source = load_context(path, seed=args.seed, n=args.n, device=args.device,
+                                              task={"f": args.f, "r": args.r, "seed": args.split_seed})
     except ValueError as e:  # CheckpointError is a ValueError
         exit_bad_input(str(e))
     model, task = ctx.model, ctx.task
@@ -235,16 +287,22 @@ def _run(args, path, shown_path, only, ids, json_path, junit_path, out, staging_
         painter = ThreadPoolExecutor(max_workers=1, thread_name_prefix="assignadd-figures")
         figure_jobs = {"model": painter.submit(model_figures, copy.deepcopy(model).eval(), task, seed=args.seed),
                        "forest": []}
+    # On a terminal, a bar that clears itself; in a log (stderr not a terminal), one finished line per
+    # claim, so nothing is left without its newline for the table on stdout to run into.
+    interactive = not args.quiet and sys.stderr.isatty()
     try:
         results = []
-        bar = tqdm(ids, desc="claims", unit="claim", file=sys.stderr, disable=args.quiet, leave=False)
-        for cid in bar:
+        bar = tqdm(ids, desc="claims", unit="claim", file=sys.stderr, disable=not interactive, leave=False)
+        for i, cid in enumerate(bar, 1):
             bar.set_postfix_str(cid)
             seed_everything(args.seed)
             t1 = time.perf_counter()
             done = run_all(ctx, [cid])
             timings["claims"][cid] = time.perf_counter() - t1
             results.extend(done)
+            if not args.quiet and not interactive:
+                print(f"claim {i}/{len(ids)} {cid}: {done[0].verdict} ({timings['claims'][cid]:.1f} s)",
+                      file=sys.stderr, flush=True)
             if painter is not None:
                 figure_jobs["forest"] += [painter.submit(forest_figure, r.to_dict()) for r in done]
         bar.close()
@@ -253,11 +311,14 @@ def _run(args, path, shown_path, only, ids, json_path, junit_path, out, staging_
             painter.shutdown(wait=False, cancel_futures=True)
         raise
 
+    checkpoint = {"path": shown_path, "sha256": digest, "format": meta.get("format"), "step": meta.get("step"),
+                  "size_bytes": path.stat().st_size}
+    if meta.get("step_source"):
+        checkpoint["step_source"] = meta["step_source"]
     report = render.build_report(
-        checkpoint={"path": shown_path, "sha256": digest, "format": meta.get("format"), "step": meta.get("step"),
-                    "size_bytes": path.stat().st_size},
-        model_config=model.cfg.to_dict(), task=task.config.to_dict(), task_source=task_source, seed=args.seed,
-        n=args.n, device=args.device, only=only, claims=[r.to_dict() for r in results], tool_version=version)
+        checkpoint=checkpoint, model_config=model.cfg.to_dict(), task=task.config.to_dict(), task_source=task_source,
+        seed=args.seed, n=args.n, device=args.device, only=only, claims=[r.to_dict() for r in results],
+        tool_version=version, not_run=not_run_here(only))
     sys.stdout.write(render.terminal_table(report))
     sys.stdout.flush()
 
@@ -266,8 +327,6 @@ def _run(args, path, shown_path, only, ids, json_path, junit_path, out, staging_
     if out is not None:
         staging = _stage_out_dir(out)
         staging_dirs.append(staging)
-        if not args.quiet:
-            print(f"writing reports to {out}", file=sys.stderr)
         t2 = time.perf_counter()
         try:
             figures = [f for f in (job.result() for job in figure_jobs["forest"]) if f is not None]
@@ -289,6 +348,9 @@ def _run(args, path, shown_path, only, ids, json_path, junit_path, out, staging_
         timings["total_seconds"] = time.perf_counter() - t_start
         (staging / "timings.json").write_text(render.dumps(render._clean(timings)), encoding="utf-8")
         _commit_out_dir(staging, out)
+        if not args.quiet:
+            print(f"report written to {out / 'report.html'} (and report.json, report.md, junit.xml, timings.json "
+                  f"beside it)", file=sys.stderr)
     return 0 if report["summary"]["all_passed"] else 1
 
 

@@ -152,7 +152,6 @@ def test_the_malicious_payload_really_runs_when_unpickled_unsafely(tmp_path):
     assert marker.read_text() == "ran"
 
 
-@pytest.mark.filterwarnings("ignore:Detected pickle protocol")
 @pytest.mark.parametrize("how", ["torch_save", "torch_save_protocol_4", "in_a_state_dict", "raw_pickle",
                                  "raw_pickle_protocol_4"])
 def test_malicious_pickle_is_refused_and_never_run(tmp_path, make_tl_state_dict, how):

@@ -124,10 +124,14 @@ def test_parse_rejects_a_bad_word_and_names_it(bad_word):
         parse(text)
 
 
-@pytest.mark.parametrize("n_tokens", [0, 15, 17])
-def test_parse_rejects_wrong_length_and_says_how_many(n_tokens):
+@pytest.mark.parametrize("n_tokens, message", [
+    (0, "got no tokens"),
+    (15, "expected the core '\\+ LHS RHS =' at the end, got '9 \\+ a 27'"),  # short, and its '=' is missing
+    (17, "expected 16 tokens.*got 17"),
+])
+def test_parse_rejects_wrong_length_and_says_what_is_wrong(n_tokens, message):
     words = (SPEC_EXAMPLE.split() * 2)[:n_tokens]
-    with pytest.raises(ParseError, match=f"expected 16 tokens.*got {n_tokens}"):
+    with pytest.raises(ParseError, match=message):
         parse(" ".join(words))
 
 
@@ -151,8 +155,8 @@ def test_parse_rejects_non_strings_and_render_rejects_unknown_ids():
         parse(parse(SPEC_EXAMPLE))
     with pytest.raises(ParseError, match="token id 74"):
         render([74] * 16)
-    with pytest.raises(ParseError, match="1-D"):
-        render(parse(SPEC_EXAMPLE)[None])
+    with pytest.raises(ParseError, match="one sequence .T. or a batch .B, T."):
+        render(parse(SPEC_EXAMPLE)[None, None])
 
 
 # ----- split and training table (SPEC §1.3) ----------------------------------------------------------

@@ -100,7 +100,7 @@ def test_all_claims_pass_exits_0_with_table_and_count(capsys, ours):
     row = next(line for line in lines if line.startswith(PASS))
     assert "PASS" in row and "accuracy = 0.97 [0.95, 0.985]" in row and "lower >= 0.9" in row
     assert "ablated: 0.5 [0.45, 0.55]" in row  # the control closest to passing
-    assert lines[-1] == "1/1 claims passed"
+    assert lines[-1] == "1 passed of 1 run"
 
 
 def test_failed_or_crashed_claim_exits_1_and_says_why(capsys, ours):
@@ -108,7 +108,7 @@ def test_failed_or_crashed_claim_exits_1_and_says_why(capsys, ours):
     assert code == 1
     assert f"{FAIL}: fail: required evidence failed: accuracy" in out
     assert f"{ERROR}: error: RuntimeError: boom" in out
-    assert out.strip().splitlines()[-1] == "1/3 claims passed"
+    assert out.strip().splitlines()[-1] == "1 passed, 1 failed, 1 errored of 3 run"
     # registry order, whatever order --only gives
     rows = [line.split()[0] for line in out.splitlines()[2:5]]
     assert rows == [PASS, FAIL, ERROR]
@@ -116,9 +116,18 @@ def test_failed_or_crashed_claim_exits_1_and_says_why(capsys, ours):
 
 def test_progress_goes_to_stderr_unless_quiet(capsys, ours):
     code, out, err = run(capsys, ours, "--only", PASS)
-    assert code == 0 and "claim/s" in err and "claim/s" not in out
+    assert code == 0 and f"claim 1/1 {PASS}: pass" in err and PASS + ": pass" not in out
     code, _, err = run(capsys, ours, "--only", PASS, "--quiet")
     assert err == ""
+
+
+def test_progress_in_a_log_is_whole_lines_so_the_table_starts_on_its_own(capsys, ours):
+    # stderr is not a terminal here (as in CI logs): no carriage-return bar, every line finished.
+    code, out, err = run(capsys, ours, "--only", f"{PASS},{FAIL}")
+    assert "\r" not in err and err.endswith("\n")
+    assert err.splitlines() == [f"claim 1/2 {PASS}: pass ({err.split('(')[1].split(')')[0]})",
+                                f"claim 2/2 {FAIL}: fail ({err.split('(')[2].split(')')[0]})"]
+    assert out.startswith("claim ")
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -180,7 +189,9 @@ def test_report_json_is_deterministic_and_complete(capsys, tmp_path, ours):
     assert r["checkpoint"]["sha256"] == hashlib.sha256(ours.read_bytes()).hexdigest()
     assert r["model_config"]["d_model"] == 128 and r["task"]["f"] == 0.7 and r["task_source"] == "checkpoint"
     assert (r["seed"], r["n"], r["only"]) == (3, 50, [PASS, FAIL])
-    assert r["summary"] == {"passed": 1, "total": 2, "all_passed": False, "failed": [FAIL], "errors": []}
+    assert r["summary"] == {"passed": 1, "total": 2, "all_passed": False, "failed": [FAIL], "inconclusive": [],
+                            "errors": [], "not_run": []}
+    assert r["not_run"] == []  # --only chose the claims
     assert [c["claim"] for c in r["claims"]] == [PASS, FAIL]
     assert r["claims"][0]["evidence"][0]["controls"]["reinitialised"]["passed"] is False
     assert "timings" not in r["claims"][0]
@@ -191,7 +202,8 @@ def test_authors_bare_state_dict_loads_with_the_default_task(capsys, tmp_path, b
     code, _, _ = run(capsys, bare, "--only", PASS, "--json", out, "--quiet")
     assert code == 0
     r = json.loads(out.read_text())
-    assert r["checkpoint"]["format"] == "transformer_lens" and r["checkpoint"]["step"] is None
+    assert r["checkpoint"]["format"] == "transformer_lens"
+    assert r["checkpoint"]["step"] == 100 and r["checkpoint"]["step_source"] == "file name"  # checkpoint_step_100.pth
     assert r["task_source"] == "default" and r["task"]["seed"] == 42
 
 
@@ -215,7 +227,7 @@ def test_out_dir_holds_every_report_and_junit_marks_failures(capsys, tmp_path, o
     assert set(timings["claims"]) == {PASS, FAIL, ERROR} and timings["total_seconds"] > 0
 
     md = (out / "report.md").read_text()
-    assert "**1/3 claims passed**" in md and f"## {PASS} — PASS" in md
+    assert "**1 passed, 1 failed, 1 errored of 3 run**" in md and f"## {PASS} — PASS" in md
     assert "controls: ablated 0.5 [0.45, 0.55] (fails, as it should)" in md
 
     page = (out / "report.html").read_text()
@@ -247,7 +259,7 @@ def test_terminal_table_reads_from_the_report_dict_alone():
                                  model_config={}, task={}, task_source="default", seed=0, n=10, device="cpu",
                                  only=None, claims=[], tool_version="0")
     assert report["summary"]["all_passed"] is False  # nothing verified is not a pass
-    assert render.terminal_table(report).strip().splitlines()[-1] == "0/0 claims passed"
+    assert render.terminal_table(report).strip().splitlines()[-1] == "0 passed of 0 run"
 
 
 def test_console_script_points_at_main():
