@@ -39,6 +39,9 @@ IDENTITY = Threshold(0.90, ">=", "the identity the claim says is written must be
 NEEDS_PREVIOUS = Threshold(0.80, ">=", "taking away the attention to t-1 must erase the identity from >= 80% of value "
                                        "tokens; nulls: a re-initialised head loses ~0.50 (it reads t-1 only 1/t of the "
                                        "time), halving every row's sharpness loses ~0")
+TRANSMITS = Threshold(0.40, ">=", "Layer 1's OV must carry the variables in its strong directions (where Layer 2 "
+                                  "reads them): re-initialised OV_1 0.15-0.16, input space rotated 0.055, the "
+                                  "reference 0.73 (measured 2026-12; the bar is over twice the nulls)")
 DESTROYS = Threshold(0.50, ">=", "supporting: at least half of all 1-/2-var answers go from right to wrong when "
                                  "Layer 1's output at value tokens is mean-ablated (chance 1/59)")
 SPARES = Threshold(0.90, ">=", "supporting: constants need no binding; 0-var accuracy within 10 points of perfect "
@@ -117,6 +120,10 @@ class PreviousTokenHead(Hypothesis):
                  "held-out accuracy of a ridge probe: the variable v at t-1 from attn_out_1[t], t a value token "
                  "(probe fitted on the other half of the sequences)", "observational", IDENTITY, identity, ctx.model,
                  {"reinitialised": reinit}),
+            item("ov1_transmits_variables",
+                 "||(E_var - mean) W_V^1 W_O^1||_F^2 / (||E_var - mean||_F^2 σ_max(W_V^1 W_O^1)^2)", "observational",
+                 TRANSMITS, lambda m: Measurement.exact(local.ov1_variable_transmission(m), n=m.cfg.n_vars),
+                 ctx.model, {"reinitialised": reinit}),
             item("identity_needs_previous_token",
                  "mean over held-out value tokens of probe_ok(clean) - probe_ok(A1[t, t-1] := 0, row renormalised)",
                  "causal", NEEDS_PREVIOUS, needs_previous, (ctx.model, "previous_removed"),

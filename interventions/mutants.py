@@ -75,6 +75,15 @@ def _rotate_input(param: torch.Tensor, gen) -> None:
     param.copy_(R @ param if param.dim() == 2 else torch.einsum("ij,hjk->hik", R, param))
 
 
+def _rotate_head_input(layer):
+    """W_O (H, d_head, d_model): its input (head) space rotated, so the OV circuit W_V R W_O changes."""
+    def build(model, gen):
+        W_O = _attn(model, layer).W_O
+        R = random_rotation(W_O.shape[1], gen)
+        W_O.copy_(torch.einsum("ij,hjk->hik", R, W_O))
+    return build
+
+
 def _flatten(layer):
     def build(model, gen):
         a = _attn(model, layer)
@@ -142,16 +151,24 @@ MUTANTS: dict[str, Mutant] = {m.name: m for m in [
            "Layer 1's W_Q zeroed: every query attends uniformly over its causal keys", _flatten(0)),
     Mutant("layer1_keys_rotated", "layer1_previous_token",
            "Layer 1's W_K input space rotated by a random orthogonal matrix", _rotate(0, "W_K")),
+    Mutant("layer1_values_rotated", "layer1_previous_token",
+           "Layer 1's W_V input space rotated by a random orthogonal matrix", _rotate(0, "W_V")),
+    Mutant("layer1_queries_rotated", "layer1_previous_token",
+           "Layer 1's W_Q input space rotated by a random orthogonal matrix", _rotate(0, "W_Q")),
     Mutant("ov1_identity_removed", "layer1_previous_token",
            "the variables' embedding span projected out of Layer 1's W_V input", _identity_out_of_ov1),
     Mutant("layer2_keys_rotated", "layer2_identity_qk",
            "Layer 2's W_K input space rotated by a random orthogonal matrix", _rotate(1, "W_K")),
+    Mutant("layer2_queries_rotated", "layer2_identity_qk",
+           "Layer 2's W_Q input space rotated by a random orthogonal matrix", _rotate(1, "W_Q")),
     Mutant("layer2_attention_flattened", "layer2_identity_qk",
            "Layer 2's W_Q zeroed: `=` attends uniformly over all 16 positions", _flatten(1)),
     Mutant("layer2_scores_scaled", "layer2_identity_qk",
            "Layer 2's W_Q (hence its attention scores) scaled by 0.05", _scale_scores(1, 0.05)),
     Mutant("layer2_values_rotated", "layer2_ov",
            "Layer 2's W_V input space rotated by a random orthogonal matrix", _rotate(1, "W_V")),
+    Mutant("layer2_ov_head_rotated", "layer2_ov",
+           "Layer 2's W_O input (head) space rotated: OV_2 = W_V R W_O", _rotate_head_input(1)),
     Mutant("mlp_input_rotated", "layer2_mlp",
            "the Layer-2 MLP's W_in input space rotated by a random orthogonal matrix", _rotate_mlp_input),
     Mutant("mlp_neurons_permuted", "layer2_mlp",

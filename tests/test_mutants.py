@@ -22,7 +22,7 @@ needs_reference = pytest.mark.skipif(not assignadd.reference_checkpoint().exists
 OWNED = {
     "layer1_previous_token": {"blocks.0.attn.W_Q", "blocks.0.attn.b_Q", "blocks.0.attn.W_K", "blocks.0.attn.W_V"},
     "layer2_identity_qk": {"blocks.1.attn.W_Q", "blocks.1.attn.b_Q", "blocks.1.attn.W_K"},
-    "layer2_ov": {"blocks.1.attn.W_V"},
+    "layer2_ov": {"blocks.1.attn.W_V", "blocks.1.attn.W_O"},
     "layer2_mlp": {"blocks.1.mlp.W_in", "blocks.1.mlp.b_in"},
 }
 

@@ -241,16 +241,28 @@ def ov2_number_basis(model: AssignAddTransformer, head: int = 0) -> torch.Tensor
     return Vh[S > 1e-6 * max(float(S.max()), 1e-30)]
 
 
-def ov2_number_transmission(model: AssignAddTransformer, head: int = 0) -> float:
-    """How much of the number embeddings Layer 2's OV passes on, relative to its largest gain:
+def ov_transmission(model: AssignAddTransformer, layer: int, embeddings: torch.Tensor, head: int = 0) -> float:
+    """How much of a set of embeddings (rows) a layer's OV circuit passes on, relative to its largest gain:
 
-        ||(E_num - mean) W_V W_O||_F^2 / (||E_num - mean||_F^2 σ_max(W_V W_O)^2)
+        ||(E - mean) W_V W_O||_F^2 / (||E - mean||_F^2 σ_max(W_V W_O)^2)
 
-    1 when the numbers lie in OV_2's strongest input directions; a random OV (or one whose input
-    space was rotated away from the numbers) passes on only its average gain, σ²-mean / σ²-max."""
-    N = model.cfg.d_vocab_out
-    E = model.embed.W_E[:N].detach().double()
+    1 when the embeddings lie in the OV circuit's strongest input directions; a random OV (or one whose
+    input space was rotated away from them) passes on only its average gain, σ²-mean / σ²-max. This
+    sees a break that comparisons made *through* the circuit cannot: rotating W_V's input space keeps
+    what it writes decodable, but no longer where its reader looks."""
+    E = embeddings.detach().double()
     E = E - E.mean(0)
-    a = model.blocks[1].attn
+    a = model.blocks[layer].attn
     W = (a.W_V[head] @ a.W_O[head]).detach().double()
     return float((E @ W).pow(2).sum() / (E.pow(2).sum() * torch.linalg.svdvals(W)[0] ** 2))
+
+
+def ov2_number_transmission(model: AssignAddTransformer, head: int = 0) -> float:
+    """``ov_transmission`` of Layer 2's OV for the number embeddings (what it must copy to `=`)."""
+    return ov_transmission(model, 1, model.embed.W_E[:model.cfg.d_vocab_out], head)
+
+
+def ov1_variable_transmission(model: AssignAddTransformer, head: int = 0) -> float:
+    """``ov_transmission`` of Layer 1's OV for the variable embeddings (what it must copy to value tokens)."""
+    first = _first_var(model)
+    return ov_transmission(model, 0, model.embed.W_E[first:first + model.cfg.n_vars], head)
