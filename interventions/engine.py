@@ -95,7 +95,7 @@ def _device(model) -> torch.device:
 
 
 def firing_hooks(model) -> list[str]:
-    """The hooks a forward pass of ``model`` fires, in order (e.g. not ``blocks.0.mlp.*``: no Layer-1 MLP)."""
+    """The hooks a forward pass of ``model`` fires, in order."""
     execution_order(model)
     return list(_ORDER[model][0])
 

@@ -207,6 +207,10 @@ class Block(nn.Module):
         self.has_mlp = layer in cfg.mlp_layers
         self.attn = Attention(cfg)
         self.mlp = MLP(cfg)
+        if not self.has_mlp:
+            # Its weights exist (zero, frozen: SPEC §2.1) but it never runs, so its hook points are not
+            # offered: a hook there would be silently ignored. (``hook_mlp_out`` stays: it fires, with 0.)
+            del self.mlp.hook_pre, self.mlp.hook_post
         self.hook_resid_pre = HookPoint()  # (B, T, D)
         self.hook_attn_out = HookPoint()
         self.hook_resid_mid = HookPoint()
@@ -298,6 +302,8 @@ class AssignAddTransformer(HookedRootModule):
         with hooks no later than its ``hook_resid_mid``, its attention runs in full and only the MLP
         and unembedding are cut to the last position; any later hook gets the full forward.
         """
+        if tokens.dim() == 1:  # one sequence, e.g. ``model(assignadd.parse(text))``
+            tokens = tokens[None]
         tokens = self.hook_tokens(tokens)
         x = self.hook_embed(self.embed(tokens)) + self.hook_pos_embed(self.pos_embed(tokens))
         if last_only and stop_at_layer is None:

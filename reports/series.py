@@ -28,7 +28,7 @@ import torch
 from ..data import POOL_NAMES, Task, TaskConfig, value_positions
 from ..hypotheses.learning_phases import SERIES_REGISTRY, detect_phases
 from ..hypotheses.measures import circuits
-from ..model.checkpoint import CheckpointError, load_checkpoint_full
+from ..model.checkpoint import CheckpointError, load_checkpoint_full, read_checkpoint_file
 
 SCHEMA = "assignadd.series/1"
 ROUND = 6
@@ -76,7 +76,7 @@ class Entry:
 
 def _step_of_final(path: Path) -> int | None:
     try:
-        obj = torch.load(path, map_location="cpu", weights_only=True)
+        obj = read_checkpoint_file(path)
     except Exception:
         return None  # load_checkpoint_full reports it properly later
     step = obj.get("step") if isinstance(obj, dict) else None
@@ -266,7 +266,7 @@ def _task_config(root: Path, entries: list[Entry]) -> TaskConfig:
             raise SeriesError(f"{run_json}: cannot read the task from it ({type(e).__name__}: {e})") from None
     for e in (entries[0], entries[-1]):
         try:
-            obj = torch.load(e.path, map_location="cpu", weights_only=True)
+            obj = read_checkpoint_file(e.path)
         except Exception:
             continue  # reported when the file is measured
         if isinstance(obj, dict) and isinstance(obj.get("task"), dict):

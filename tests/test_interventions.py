@@ -202,8 +202,8 @@ def test_capture_stops_after_the_last_hook_and_reads_what_the_full_forward_reads
     for h in got:
         torch.testing.assert_close(got[h], cache[h])
     torch.testing.assert_close(at["blocks.1.hook_resid_mid"], cache["blocks.1.hook_resid_mid"][:, 15])
-    with pytest.raises(InterventionError, match="did not fire"):
-        capture(model, clean, ["blocks.0.mlp.hook_pre"])  # Layer 1 has no MLP
+    with pytest.raises(InterventionError, match="no hook named"):
+        capture(model, clean, ["blocks.0.mlp.hook_pre"])  # Layer 1 has no MLP: its hooks are not offered
     with pytest.raises(InterventionError, match="no hook named"):
         capture(model, clean, ["blocks.9.hook_resid_mid"])
 
@@ -215,9 +215,16 @@ def test_an_ablation_that_must_matter_changes_the_output(model, pools):
     assert not torch.equal(run(model, clean, [Zero(Site("hook_embed", 12))]).logits, model(clean))
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_a_hook_the_forward_bypasses_raises(model, pools, backend):
+def test_a_hook_the_forward_bypasses_raises(model, pools):
+    # stopped after Layer 1, the forward never reaches Layer 2: an edit there must not pass silently
     with pytest.raises(InterventionError, match="fired 0 time"):
+        run(model, pools[0], [Zero(Site("blocks.1.hook_resid_mid", -1))], stop_at_layer=1)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_layer1_mlp_hooks_are_not_offered(model, pools, backend):
+    assert "blocks.0.mlp.hook_pre" not in model.hook_dict and "blocks.0.mlp.hook_post" not in model.hook_dict
+    with pytest.raises(InterventionError, match="no hook named"):
         run(model, pools[0], [Zero(Site("blocks.0.mlp.hook_pre", -1))], backend=backend)
 
 
@@ -402,7 +409,7 @@ def test_knockout_refuses_patches_and_bypassed_hooks(model, pools):
     clean = pools[0]
     with pytest.raises(InterventionError, match="cannot be permanent"):
         knockout(model, [Patch("blocks.0.hook_attn_out", clean)])
-    with pytest.raises(InterventionError, match="fired 0 time"):
+    with pytest.raises(InterventionError, match="no hook named"):
         knockout(model, [Zero("blocks.0.mlp.hook_post")])
 
 
