@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import torch
 
-from ..data import value_positions
+from ..data import POS_LHS, POS_RHS, value_positions
 from ..interventions import Mean, Site, run
 from .base import (
     Context, Evidence, Hypothesis, Measurement, REINITIALISED, Threshold, item, mean, rate, register,
@@ -26,7 +26,7 @@ from .measures.circuits import (
     positional_prev_token_rows,
 )
 
-ATTN_OUT_1 = "blocks.0.hook_attn_out"
+from ..model.hooks import ATTN_OUT_1
 MAJORITY = 0.5  # "attends to": the argmax key, holding at least half the row's weight
 
 NEARLY_ALL = Threshold(0.90, ">=", "'each value token attends to its variable' read as >= 90% of value tokens "
@@ -82,8 +82,8 @@ class PreviousTokenHead(Hypothesis):
         def eq_rows(m):
             p = layer1(m)["pattern"][:, -1]  # (B, T): the `=` row
             top2 = p.topk(2, dim=-1).indices.sort(dim=-1).values
-            on_slots = p[:, 13] + p[:, 14]
-            ok = (top2 == torch.tensor([13, 14])).all(-1) & (on_slots >= MAJORITY)
+            on_slots = p[:, POS_LHS] + p[:, POS_RHS]
+            ok = (top2 == torch.tensor([POS_LHS, POS_RHS])).all(-1) & (on_slots >= MAJORITY)
             return rate(ok, mean_weight_on_slots=float(on_slots.mean()))
 
         def identity(m):

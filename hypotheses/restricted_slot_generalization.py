@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import torch
 
+from ..data import POS_LHS
 from .base import Context, Evidence, Hypothesis, REINITIALISED, Threshold, WRONG_SITE_INTERCHANGE, register
 from .measures.behaviour import interchange_item, pair_table, pool_accuracy_items
 
@@ -38,7 +39,7 @@ class RestrictedSlotGeneralization(Hypothesis):
         tokens, labels = ctx.pool("2var_restricted_1")
         # change the operand that sits in its forbidden slot
         never_lhs = torch.tensor([ctx.task.vocab.first_var + v for v in ctx.task.never_lhs.tolist()])
-        which = (~torch.isin(tokens[:, 13], never_lhs)).long()
+        which = (~torch.isin(tokens[:, POS_LHS], never_lhs)).long()
         items.append(interchange_item(
             ctx, tokens, labels, pair_table(ctx.task.training_pairs, ctx.task.vocab.modulus),
             "IIA = mean_i 1[argmax logits(base_i | resid_post_0[p_i] <- source_i)[15] = (x'_i + y_i) mod 59], "

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from ..model.hooks import layer_of
 from .kinds import Edit, Intervention
 from .site import InterventionError, Site
 
@@ -203,7 +204,7 @@ def _stop_after(model, hooks) -> dict:
     n_layers = getattr(getattr(model, "cfg", None), "n_layers", None)
     if n_layers is None:
         return {}
-    layers = [int(h.split(".")[1]) if h.startswith("blocks.") else 0 for h in hooks]
+    layers = [layer_of(h) or 0 for h in hooks]
     if any(not h.startswith(("blocks.", "hook_tokens", "hook_embed", "hook_pos_embed")) for h in hooks):
         return {}
     stop = max(layers) + 1

@@ -110,7 +110,7 @@ def _identity_out_of_ov1(model, gen):
     """Project the variables' embeddings out of Layer 1's value input: the head still attends as
     before, but whatever it copies carries no variable identity."""
     cfg = model.cfg
-    first_var = cfg.d_vocab_out + 3
+    first_var = cfg.first_var
     E_var = model.embed.W_E[first_var:first_var + cfg.n_vars].double()  # (V, D)
     q, _ = torch.linalg.qr(E_var.T)  # (D, V) orthonormal basis of the variables' span
     P = (torch.eye(cfg.d_model, dtype=torch.float64) - q @ q.T).float()

@@ -20,6 +20,7 @@ from typing import Callable, Sequence
 
 import torch
 
+from ..model.hooks import act_name
 from .engine import Result, check_hook_names, clean_activations, execution_order, run
 from .kinds import Patch, Replace
 from .metrics import accuracy
@@ -81,9 +82,9 @@ def _component(hook: str) -> str | None:
     if len(parts) >= 3 and parts[0] == "blocks":
         layer = parts[1]
         if parts[2] == "attn" or parts[2] == "hook_attn_out":
-            return f"blocks.{layer}.hook_attn_out"
+            return act_name("attn_out", layer)
         if parts[2] == "mlp" or parts[2] == "hook_mlp_out":
-            return f"blocks.{layer}.hook_mlp_out"
+            return act_name("mlp_out", layer)
     return None
 
 

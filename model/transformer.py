@@ -55,6 +55,11 @@ class ModelConfig:
         return self.d_vocab_out
 
     @property
+    def first_var(self) -> int:
+        """Token id of the first variable: after the numbers, `+`, `=` and PAD (SPEC §1.1)."""
+        return self.d_vocab_out + 3
+
+    @property
     def n_vars(self) -> int:
         return self.d_vocab - self.d_vocab_out - 3
 

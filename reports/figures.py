@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from ..model import hooks
 from .html import join, tag
 
 DPI = 90
@@ -106,7 +107,7 @@ def attention_figures(model, task, seed: int) -> list[Figure]:
     }
     figs = []
     for layer in (0, 1):
-        pattern = cache[f"blocks.{layer}.attn.hook_pattern"][0, 0].float().cpu().numpy()  # (T_q, T_k)
+        pattern = cache[hooks.act_name("pattern", layer)][0, 0].float().cpu().numpy()  # (T_q, T_k)
         fig, ax = plt.subplots(figsize=(5.4, 4.6), layout="constrained")
         im = ax.imshow(pattern, cmap="Blues", vmin=0, vmax=1)
         ax.set_xticks(range(T), labels, rotation=90, fontsize=8)
@@ -134,7 +135,7 @@ def resid_mid_at_eq(model, tokens: torch.Tensor) -> torch.Tensor:
     there (the Layer-2 MLP over all 16 positions would be most of the cost)."""
     from ..interventions import capture
 
-    hook = "blocks.1.hook_resid_mid"
+    hook = hooks.RESID_MID_2
     return capture(model, tokens.to(_device(model)), [hook], pos=-1)[hook].float().cpu()
 
 

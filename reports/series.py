@@ -28,6 +28,7 @@ import torch
 from ..data import POOL_NAMES, Task, TaskConfig, value_positions
 from ..hypotheses.learning_phases import SERIES_REGISTRY, detect_phases
 from ..hypotheses.measures import circuits
+from ..model import hooks
 from ..model.checkpoint import CheckpointError, load_checkpoint_full, read_checkpoint_file
 
 SCHEMA = "assignadd.series/1"
@@ -196,7 +197,7 @@ class SeriesMeasurer:
         tokens, restricted = self.pools[ROUTING_POOL][0], self.pools[RESTRICTED_ROUTING_POOL][0]
         acts = _forward_until_layer2_pattern(model, torch.cat([tokens, restricted]))
         k = len(tokens)
-        p1, p2 = acts["blocks.0.attn.hook_pattern"][:, 0], acts["blocks.1.attn.hook_pattern"][:, 0]
+        p1, p2 = acts[hooks.PATTERN_1][:, 0], acts[hooks.PATTERN_2][:, 0]
         is_prev, weight = circuits.prev_token_attention(model, tokens, pattern1=p1[:k])
         v["prev_token_argmax"] = float(is_prev.double().mean())
         v["prev_token_weight"] = float(weight.double().mean())
@@ -207,7 +208,7 @@ class SeriesMeasurer:
         v["layer2_eq_to_operand_values_restricted"] = float(
             circuits.layer2_eq_to_operand_values(model, restricted, p2[k:]).double().mean())
         b, t = self._probe_index
-        v["variable_probe"] = least_squares_probe(acts["blocks.0.hook_attn_out"][b, t], self._probe_labels,
+        v["variable_probe"] = least_squares_probe(acts[hooks.ATTN_OUT_1][b, t], self._probe_labels,
                                                   self._probe_train, self.task.vocab.n_vars)
         return {k: _round(x) for k, x in v.items()}
 
@@ -225,7 +226,7 @@ def _forward_until_layer2_pattern(model, tokens: torch.Tensor) -> dict[str, torc
     right after Layer 2's pattern (nothing later is needed)."""
     from ..interventions import capture
 
-    return capture(model, tokens, ["blocks.0.attn.hook_pattern", "blocks.0.hook_attn_out", "blocks.1.attn.hook_pattern"])
+    return capture(model, tokens, [hooks.PATTERN_1, hooks.ATTN_OUT_1, hooks.PATTERN_2])
 
 
 def _round(x: float) -> float | None:

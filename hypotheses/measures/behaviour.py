@@ -7,10 +7,10 @@ import torch
 
 from ...data import operand_sources, value_positions
 from ...interventions import Patch, Site, run
-from ...model import AssignAddTransformer
+from ...model import AssignAddTransformer, hooks
 from .circuits import last_position_correct
 
-RESID_AFTER_LAYER1 = "blocks.0.hook_resid_post"
+RESID_AFTER_LAYER1 = hooks.RESID_POST_1
 
 
 def pair_table(pairs, modulus: int) -> torch.Tensor:

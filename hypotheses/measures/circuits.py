@@ -11,9 +11,9 @@ import torch
 from transformer_lens import FactoredMatrix
 
 from ...data import POS_EQ, Task, operand_sources, value_positions
-from ...data.tokens import PREFIX_LEN
+from ...data.tokens import POS_LHS, POS_RHS, PREFIX_LEN
 from ...interventions import capture
-from ...model import AssignAddTransformer
+from ...model import AssignAddTransformer, hooks
 
 LAYER1, LAYER2 = 0, 1
 
@@ -50,7 +50,7 @@ def variable_ov1_embeddings(model: AssignAddTransformer, head: int = 0) -> torch
     """E_var OV_1: what Layer 1's head writes when it attends to each variable token. (n_vars, d_model)."""
     a = _attn(model, LAYER1)
     cfg = model.cfg
-    first_var = cfg.d_vocab_out + 3
+    first_var = cfg.first_var
     E_var = model.embed.W_E[first_var:first_var + cfg.n_vars]
     return (E_var @ a.W_V[head] @ a.W_O[head]).detach()
 
@@ -94,15 +94,15 @@ def ov2_mlp2_accuracy(model: AssignAddTransformer, head: int = 0) -> tuple[float
 def layer1_activations(model: AssignAddTransformer, tokens: torch.Tensor) -> dict[str, torch.Tensor]:
     """One forward stopped after Layer 1: {"pattern": head 0's pattern (B, Tq, Tk), "attn_out":
     ``blocks.0.hook_attn_out`` (B, T, d_model)}, what the Layer-1 measures read."""
-    acts = capture(model, tokens, ["blocks.0.attn.hook_pattern", "blocks.0.hook_attn_out"])
-    return {"pattern": acts["blocks.0.attn.hook_pattern"][:, 0], "attn_out": acts["blocks.0.hook_attn_out"]}
+    acts = capture(model, tokens, [hooks.PATTERN_1, hooks.ATTN_OUT_1])
+    return {"pattern": acts[hooks.PATTERN_1][:, 0], "attn_out": acts[hooks.ATTN_OUT_1]}
 
 
 @torch.no_grad()
 def attention_patterns(model: AssignAddTransformer, tokens: torch.Tensor, layers=(LAYER1, LAYER2)) -> dict[int, torch.Tensor]:
     """Layer patterns (B, Tq, Tk) of head 0, from a hooked forward stopped after the last pattern asked."""
-    acts = capture(model, tokens, [f"blocks.{l}.attn.hook_pattern" for l in layers])
-    return {l: acts[f"blocks.{l}.attn.hook_pattern"][:, 0] for l in layers}
+    acts = capture(model, tokens, [hooks.act_name("pattern", l) for l in layers])
+    return {l: acts[hooks.act_name("pattern", l)][:, 0] for l in layers}
 
 
 def prev_token_attention(model: AssignAddTransformer, tokens: torch.Tensor, pattern1: torch.Tensor | None = None):
@@ -124,7 +124,7 @@ def eq_top2_is(pattern: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
 def layer1_eq_to_operand_slots(model, tokens, pattern1=None) -> torch.Tensor:
     """Layer-1 attention from `=`: are its top-2 keys {13, 14}, the operand slots? Bool (B,)."""
     p = attention_patterns(model, tokens, (LAYER1,))[LAYER1] if pattern1 is None else pattern1
-    return eq_top2_is(p, torch.tensor([[13, 14]]).expand(len(tokens), 2))
+    return eq_top2_is(p, torch.tensor([[POS_LHS, POS_RHS]]).expand(len(tokens), 2))
 
 
 def layer2_eq_to_operand_values(model, tokens, pattern2=None) -> torch.Tensor:
@@ -139,7 +139,7 @@ def layer2_eq_to_operand_values(model, tokens, pattern2=None) -> torch.Tensor:
 
 @torch.no_grad()
 def variable_probe(model: AssignAddTransformer, tokens: torch.Tensor, *, seed: int = 0,
-                   site: str = "blocks.0.hook_attn_out", acts: torch.Tensor | None = None) -> dict:
+                   site: str = hooks.ATTN_OUT_1, acts: torch.Tensor | None = None) -> dict:
     """Linear probe: decode which variable was assigned from Layer 1's output at the value position.
 
     A ridge-regularised linear classifier (scikit-learn's RidgeClassifier: closed form, so fast and
@@ -151,14 +151,14 @@ def variable_probe(model: AssignAddTransformer, tokens: torch.Tensor, *, seed: i
 
     if acts is None:
         store = {}
-        layer = int(site.split(".")[1]) if site.startswith("blocks.") else 0
+        layer = hooks.layer_of(site) or 0
         model.run_with_hooks(tokens, stop_at_layer=layer + 1,
                              fwd_hooks=[(site, lambda x, hook: store.__setitem__("x", x.detach()))])
         acts = store["x"]
     mask = value_positions(tokens)
     b, t = mask.nonzero(as_tuple=True)
     X = acts[b, t].double().numpy()
-    y = (tokens[b, t - 1] - (model.cfg.d_vocab_out + 3)).numpy()
+    y = (tokens[b, t - 1] - model.cfg.first_var).numpy()
     rng = np.random.default_rng(seed)
     in_train = rng.random(len(tokens)) < 0.5
     train = in_train[b.numpy()]

@@ -22,11 +22,10 @@ import math
 import numpy as np
 import torch
 
-from ...data.tokens import POS_EQ, SEQ_LEN, VOCAB, Vocab
-from ...model import AssignAddTransformer
+from ...data.tokens import POS_EQ, POS_LHS, POS_PLUS, POS_RHS, SEQ_LEN, VOCAB, Vocab
+from ...model import AssignAddTransformer, hooks
 
-MLP2_PRE = "blocks.1.mlp.hook_pre"
-RESID_MID2 = "blocks.1.hook_resid_mid"
+MLP2_PRE, RESID_MID2 = hooks.MLP_PRE_2, hooks.RESID_MID_2
 
 # A unit whose grid standard deviation is below this fraction of what its input could give it
 # (||W_in[:, u]|| times the RMS norm of the MLP input on the grid) is "dead": its pre-activation does
@@ -43,7 +42,7 @@ def grid_tokens(vocab: Vocab = VOCAB) -> tuple[torch.Tensor, torch.Tensor]:
     n, m = torch.meshgrid(torch.arange(N), torch.arange(N), indexing="ij")
     n, m = n.flatten(), m.flatten()
     tokens = torch.full((N * N, SEQ_LEN), vocab.pad, dtype=torch.long)
-    tokens[:, 12], tokens[:, 13], tokens[:, 14], tokens[:, 15] = vocab.plus, n, m, vocab.eq
+    tokens[:, POS_PLUS], tokens[:, POS_LHS], tokens[:, POS_RHS], tokens[:, POS_EQ] = vocab.plus, n, m, vocab.eq
     return tokens, (n + m) % N
 
 

@@ -11,12 +11,10 @@ import torch
 from ...data import value_positions
 from ...interventions import Replace, Site, knockout
 from ...interventions.mutants import generator
-from ...model import AssignAddTransformer
+from ...model import AssignAddTransformer, hooks
 from .circuits import variable_ov1_embeddings
 
-PATTERN_1 = "blocks.0.attn.hook_pattern"
-RESID_PRE_2 = "blocks.1.hook_resid_pre"
-KEYS_2 = "blocks.1.attn.hook_k"
+PATTERN_1, RESID_PRE_2, KEYS_2 = hooks.PATTERN_1, hooks.RESID_PRE_2, hooks.KEYS_2
 
 
 def uniform_rows(pattern: torch.Tensor, hook=None) -> torch.Tensor:

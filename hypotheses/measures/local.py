@@ -20,15 +20,11 @@ from ...interventions import Patch, Replace, Site, run
 from ...interventions.mutants import generator
 from ...model import AssignAddTransformer
 
-PATTERN_1 = "blocks.0.attn.hook_pattern"
-ATTN_OUT_1 = "blocks.0.hook_attn_out"
-PATTERN_2 = "blocks.1.attn.hook_pattern"
-VALUES_2 = "blocks.1.attn.hook_v"
-RESID_MID_2 = "blocks.1.hook_resid_mid"
+from ...model.hooks import ATTN_OUT_1, PATTERN_1, PATTERN_2, RESID_MID_2, VALUES_2
 
 
 def _first_var(model) -> int:
-    return model.cfg.d_vocab_out + 3
+    return model.cfg.first_var
 
 
 # ----- Layer 1: the variable identity written at value tokens ------------------------------------------

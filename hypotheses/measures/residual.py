@@ -18,11 +18,10 @@ import torch
 from ...data import POS_EQ, operand_sources
 from ...data.tokens import POS_LHS, POS_RHS, VOCAB, Vocab
 from ...interventions import Replace, Site, run
-from ...model import AssignAddTransformer
+from ...model import AssignAddTransformer, hooks
 from .fourier import activations_at
 
-RESID_MID2 = "blocks.1.hook_resid_mid"
-ATTN_OUT2 = "blocks.1.hook_attn_out"
+RESID_MID2, ATTN_OUT2 = hooks.RESID_MID_2, hooks.ATTN_OUT_2
 
 
 def constant_rewrite(tokens: torch.Tensor, vocab: Vocab = VOCAB) -> torch.Tensor:

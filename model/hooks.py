@@ -1,0 +1,42 @@
+"""Hook names (SPEC §2.3), built and parsed in one place, as TransformerLens' ``get_act_name`` and
+``HookPoint.layer()`` do. Layers are named as the paper names them in the constants below: ``*_1`` is
+Layer 1 (``blocks.0``), ``*_2`` is Layer 2 (``blocks.1``).
+"""
+from __future__ import annotations
+
+TOKENS = "hook_tokens"
+EMBED = "hook_embed"
+POS_EMBED = "hook_pos_embed"
+
+# per block: (name relative to the block, whether it lives under ``attn.`` / ``mlp.``)
+_BLOCK = {"resid_pre": "hook_resid_pre", "attn_out": "hook_attn_out", "resid_mid": "hook_resid_mid",
+          "mlp_out": "hook_mlp_out", "resid_post": "hook_resid_post",
+          "q": "attn.hook_q", "k": "attn.hook_k", "v": "attn.hook_v", "z": "attn.hook_z",
+          "attn_scores": "attn.hook_attn_scores", "pattern": "attn.hook_pattern",
+          "pre": "mlp.hook_pre", "post": "mlp.hook_post"}
+
+
+def act_name(name: str, layer: int) -> str:
+    """The hook name of activation ``name`` (``"pattern"``, ``"resid_mid"``, ``"pre"``, ...) in block
+    ``layer`` (0-based, as the code counts): ``act_name("pattern", 0)`` is ``"blocks.0.attn.hook_pattern"``."""
+    if name not in _BLOCK:
+        raise KeyError(f"unknown activation {name!r}; known: {', '.join(_BLOCK)}")
+    return f"blocks.{int(layer)}.{_BLOCK[name]}"
+
+
+def layer_of(hook: str) -> int | None:
+    """The block index of a hook name (``"blocks.1.hook_resid_mid"`` -> 1); None for the hooks before the
+    blocks (tokens and embeddings)."""
+    parts = hook.split(".")
+    if len(parts) >= 2 and parts[0] == "blocks" and parts[1].isdigit():
+        return int(parts[1])
+    return None
+
+
+# The sites the claims read, in the paper's layer names.
+PATTERN_1, PATTERN_2 = act_name("pattern", 0), act_name("pattern", 1)
+ATTN_OUT_1, ATTN_OUT_2 = act_name("attn_out", 0), act_name("attn_out", 1)
+RESID_POST_1 = act_name("resid_post", 0)  # = Layer 2's input
+RESID_PRE_2, RESID_MID_2 = act_name("resid_pre", 1), act_name("resid_mid", 1)
+KEYS_2, VALUES_2 = act_name("k", 1), act_name("v", 1)
+MLP_PRE_2 = act_name("pre", 1)
