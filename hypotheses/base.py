@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, NamedTuple
 
 import torch
 
@@ -328,6 +328,20 @@ def register(cls: type[Hypothesis]) -> type[Hypothesis]:
         raise ValueError(f"two hypotheses share the id {cls.id!r}")
     REGISTRY[cls.id] = cls
     return cls
+
+
+class Arm(NamedTuple):
+    """One arm of a causal item: the model it runs on and which edit it makes, by name.
+
+    ``variant`` is ``CLAIMED`` for the intervention the claim is about (on the model under test, or on
+    a control model such as the re-initialised one), else the name of the control edit (``"wrong_site"``,
+    ``"other_number"``, ...), so no arm is a positional flag whose meaning changes from file to file."""
+
+    model: object
+    variant: str = "claimed"
+
+
+CLAIMED = "claimed"
 
 
 def item(name: str, definition: str, kind: str, threshold: Threshold, measure: Callable[..., Measurement],

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import torch
 
-from .base import Context, Evidence, Hypothesis, Measurement, REINITIALISED, Threshold, item, mean, rate, register
+from .base import Arm, Context, Evidence, Hypothesis, Measurement, REINITIALISED, Threshold, item, mean, rate, register
 from .measures import fourier
 
 SINGLE_FREQUENCY_FVE = 0.5  # a neuron is "single-frequency" when its best k explains > half its variance
@@ -77,16 +77,16 @@ class FourierNeurons(Hypothesis):
                         top_embedding_frequencies=(fourier.embedding_spectrum(model).topk(5).indices + 1).tolist(),
                         logit_key_share=float(fourier.logit_spectrum(model)[key_idx].sum()))
 
-        def kept(subject):
-            model, placebo = subject
+        def kept(arm):
+            model, placebo = arm.model, arm.variant == "placebo_frequencies"
             e = edits(model)
             arm = e["placebo_kept"] if placebo else e["kept"]
             return rate(arm & e["clean"], acted=e["norm_key"] if placebo else None,
                         clean_accuracy=float(e["clean"].double().mean()), edited_accuracy=float(arm.double().mean()),
                         frequencies=e["placebo_frequencies"] if placebo else e["key"])
 
-        def excluded(subject):
-            model, placebo = subject
+        def excluded(arm):
+            model, placebo = arm.model, arm.variant == "placebo_directions"
             e = edits(model)
             arm = e["random_removed"] if placebo else e["excluded"]
             drop = e["clean"].double() - arm.double()
@@ -110,12 +110,12 @@ class FourierNeurons(Hypothesis):
             item("key_frequencies_kept",
                  "mean_i 1[correct_i and correct_i | resid_mid_2[15] -> μ + φ_K(n_i, m_i)] (only the key frequencies' "
                  "part of the grid's resid_mid, at the sequence's operands), 0-var pools",
-                 "causal", KEPT, kept, (ctx.model, False),
-                 {"reinitialised": (reinit, False), "placebo_frequencies": (ctx.model, True)}),
+                 "causal", KEPT, kept, Arm(ctx.model),
+                 {"reinitialised": Arm(reinit), "placebo_frequencies": Arm(ctx.model, "placebo_frequencies")}),
             item("key_frequencies_excluded",
                  "mean_i (correct_i - correct_i | resid_mid_2[15] -> x - φ_K(n_i, m_i)), 0-var pools",
-                 "causal", EXCLUDED, excluded, (ctx.model, False),
-                 {"reinitialised": (reinit, False), "placebo_directions": (ctx.model, True)}),
+                 "causal", EXCLUDED, excluded, Arm(ctx.model),
+                 {"reinitialised": Arm(reinit), "placebo_directions": Arm(ctx.model, "placebo_directions")}),
             item("key_frequencies_vs_placebo",
                  "mean_i (correct_i | x - φ_P, P = |K| random non-key frequencies) - (correct_i | x - φ_K)",
                  "causal", PLACEBO, specificity, ctx.model, {"reinitialised": reinit}, required=False),

@@ -15,7 +15,7 @@ from __future__ import annotations
 import torch
 
 from ..data import operand_sources
-from .base import Context, Evidence, Hypothesis, Measurement, REINITIALISED, Threshold, item, rate, register
+from .base import Arm, Context, Evidence, Hypothesis, Measurement, REINITIALISED, Threshold, item, rate, register
 from .measures import local
 from .measures.circuits import attention_patterns, identity_qk_matrix
 
@@ -73,8 +73,8 @@ class IdentityQK(Hypothesis):
             return ctx.memo(("identity_qk", "swap", id(model), wrong),
                             lambda: local.identity_swap_attention(model, mixed, seed=ctx.seed, wrong_site=wrong))
 
-        def moves(subject):
-            model, wrong = subject
+        def moves(arm):
+            model, wrong = arm.model, arm.variant == "wrong_site"
             out = swap(model, wrong)
             return rate(out["moved"], acted=out["acted"] if wrong else None, dropped=out["dropped"],
                         prefers_operand_before=float(out["clean"].double().mean()))
@@ -94,8 +94,8 @@ class IdentityQK(Hypothesis):
                  {"reinitialised": reinit}),
             item("attention_follows_identity_swap",
                  "mean_i 1[A2[15, d] > A2[15, p] and A2[15, d] >= 2/16 | attn_out_1[p] <-> attn_out_1[d]], p the "
-                 "operand's value token, d a distractor's", "causal", MOVES, moves, (ctx.model, False),
-                 {"reinitialised": (reinit, False), "wrong_site": (ctx.model, True)}),
+                 "operand's value token, d a distractor's", "causal", MOVES, moves, Arm(ctx.model),
+                 {"reinitialised": Arm(reinit), "wrong_site": Arm(ctx.model, "wrong_site")}),
             item("answer_follows_identity_swap",
                  "mean_i 1[argmax logits(x_i | attn_out_1[p] <-> attn_out_1[d])[15] = (z_i + y_i) mod 59], z the "
                  "distractor's value", "causal", FOLLOWS, follows, ctx.model, {"reinitialised": reinit},

@@ -1,4 +1,4 @@
-"""Interventions: change what flows through the model and measure what changes (issue 3).
+"""Interventions: change what flows through the model and measure what changes.
 
 The engine knows nothing about any particular claim. A ``Site`` names a hook point (SPEC §2.3) and
 optionally positions / attention keys; an intervention kind (``Zero``, ``Mean``, ``Resample``,

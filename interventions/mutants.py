@@ -7,7 +7,9 @@ and keeps every other weight bit-identical. The circuit runs, upstream to downst
     Layer-1 previous-token head  ->  Layer-2 identity QK  ->  Layer-2 OV into the shared residual
     ->  Layer-2 MLP Fourier features  ->  answer
 
-so a mutant predicts a verdict pattern: the claim about the broken component fails; every claim
+so a mutant predicts a verdict pattern (for mutants that break a component's *input* side or its
+attention; a rotation of a writer's *output* space breaks the interface to its reader, which only
+the reader's claim can see, so such mutants are not in this list): the claim about the broken component fails; every claim
 about a component upstream of it passes (nothing it reads has changed); claims downstream are shown
 but not judged (they read a broken input); behaviour claims fail when the mutant breaks behaviour.
 
@@ -73,15 +75,6 @@ def _rotate_input(param: torch.Tensor, gen) -> None:
     """W (H, d_model, d_head) or (d_model, d_out): its input (d_model) space rotated in place."""
     R = random_rotation(param.shape[-2], gen)
     param.copy_(R @ param if param.dim() == 2 else torch.einsum("ij,hjk->hik", R, param))
-
-
-def _rotate_head_input(layer):
-    """W_O (H, d_head, d_model): its input (head) space rotated, so the OV circuit W_V R W_O changes."""
-    def build(model, gen):
-        W_O = _attn(model, layer).W_O
-        R = random_rotation(W_O.shape[1], gen)
-        W_O.copy_(torch.einsum("ij,hjk->hik", R, W_O))
-    return build
 
 
 def _flatten(layer):
@@ -167,8 +160,6 @@ MUTANTS: dict[str, Mutant] = {m.name: m for m in [
            "Layer 2's W_Q (hence its attention scores) scaled by 0.05", _scale_scores(1, 0.05)),
     Mutant("layer2_values_rotated", "layer2_ov",
            "Layer 2's W_V input space rotated by a random orthogonal matrix", _rotate(1, "W_V")),
-    Mutant("layer2_ov_head_rotated", "layer2_ov",
-           "Layer 2's W_O input (head) space rotated: OV_2 = W_V R W_O", _rotate_head_input(1)),
     Mutant("mlp_input_rotated", "layer2_mlp",
            "the Layer-2 MLP's W_in input space rotated by a random orthogonal matrix", _rotate_mlp_input),
     Mutant("mlp_neurons_permuted", "layer2_mlp",

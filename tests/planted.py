@@ -1,5 +1,5 @@
 """Planted models: hand-set weights that solve the task by the paper's mechanism, exactly, and
-variants that break one part of it by construction (issue 4: "hypotheses are also run on hand-set
+variants that break one part of it by construction ("hypotheses are also run on hand-set
 tiny weights where the claim is true or false by construction").
 
 No training: every weight below is written down from the mechanism of SPEC §4.1-§4.3, so each model

@@ -1,4 +1,4 @@
-"""The claims' own regression tests (issue 4): each mechanistic claim fails where it should.
+"""The claims' own regression tests: each mechanistic claim fails where it should.
 
 The claims passing on the bundled checkpoint are checked by the pytest plugin
 (``pytest -m assignadd_claim --assignadd-checkpoint reference``, run by ``make test``); here, the

@@ -1,4 +1,4 @@
-"""The intervention engine (issue 3): sites, kinds, run/knockout, guards, patching, metrics, recipes.
+"""The intervention engine: sites, kinds, run/knockout, guards, patching, metrics, recipes.
 
 Random-weight models stand in where only the machinery is under test; a planted model with
 hand-set weights (Layer 1 copies the previous token, nothing else computes) is used where the

@@ -1,4 +1,4 @@
-"""One knock-out mechanism (issue "One owner per operation"): a knock-out copy acts through every
+"""One knock-out mechanism: a knock-out copy acts through every
 entry point (``__call__``, ``run_with_hooks``, ``run``, ``capture``, ``last_logits``), on any batch."""
 from __future__ import annotations
 
@@ -74,7 +74,7 @@ def test_last_logits_of_a_model_with_temporary_hooks_runs_them(setup):
     assert torch.equal(model.last_logits(a), clean)
 
 
-# ----- the engine's silent paths (issue "One owner per operation") -----------------------------------
+# ----- the engine's silent paths -----------------------------------
 from assignadd.interventions import Mean, Patch, Project  # noqa: E402
 
 

@@ -1,4 +1,4 @@
-"""Hypotheses on planted models (issue 4): hand-set weights where each claim is true or false by
+"""Hypotheses on planted models: hand-set weights where each claim is true or false by
 construction (``tests/planted.py``), so a verdict can be checked against the known answer.
 
 * ``planted_solver``: the paper's mechanism, exactly, with a lookup-table MLP. §4.1, §4.2 and §4.5

@@ -1,4 +1,4 @@
-"""Measure finished runs against the reference floors of issue 2 and write the seeds table.
+"""Measure finished runs against the reference floors (the accuracy floors in checkpoints/SEEDS.md) and write the seeds table.
 
     python tools/seed_table.py RUN_DIR [RUN_DIR ...] > checkpoints/SEEDS.md
 

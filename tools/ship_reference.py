@@ -1,4 +1,4 @@
-"""Copy a finished run into the package as the bundled reference (SPEC §3, issue 2 §5).
+"""Copy a finished run into the package as the bundled reference (SPEC §3).
 
     python tools/ship_reference.py RUN_DIR
 

@@ -107,12 +107,12 @@ def interchange_item(ctx, tokens: torch.Tensor, labels: torch.Tensor, allowed: t
                      bar, reinit, which: torch.Tensor | None = None):
     """The causal item of the generalization claims: ``operand_value_interchange`` on ``tokens``, on the
     model, a re-initialised model and the wrong-site patch."""
-    from ..base import item, rate
+    from ..base import Arm, item, rate
 
-    def interchange(subject):
-        model, wrong = subject
+    def interchange(arm):
+        model, wrong = arm.model, arm.variant == "wrong_site"
         out = operand_value_interchange(model, tokens, labels, allowed, seed=ctx.seed, wrong_site=wrong, which=which)
         return rate(out["moved"], acted=out["acted"], dropped=out["dropped"])
 
-    return item("answer_follows_operand_value", definition, "causal", bar, interchange, (ctx.model, False),
-                {"reinitialised": (reinit, False), "wrong_site": (ctx.model, True)})
+    return item("answer_follows_operand_value", definition, "causal", bar, interchange, Arm(ctx.model),
+                {"reinitialised": Arm(reinit), "wrong_site": Arm(ctx.model, "wrong_site")})

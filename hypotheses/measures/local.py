@@ -238,19 +238,21 @@ def ov2_number_basis(model: AssignAddTransformer, head: int = 0) -> torch.Tensor
 
 
 def ov_transmission(model: AssignAddTransformer, layer: int, embeddings: torch.Tensor, head: int = 0) -> float:
-    """How much of a set of embeddings (rows) a layer's OV circuit passes on, relative to its largest gain:
+    """How strongly a layer's OV circuit passes on a set of embeddings (rows), relative to an average
+    input direction:
 
-        ||(E - mean) W_V W_O||_F^2 / (||E - mean||_F^2 σ_max(W_V W_O)^2)
+        (||(E - mean) W_V W_O||_F^2 / ||E - mean||_F^2) / (||W_V W_O||_F^2 / d_model)
 
-    1 when the embeddings lie in the OV circuit's strongest input directions; a random OV (or one whose
-    input space was rotated away from them) passes on only its average gain, σ²-mean / σ²-max. This
-    sees a break that comparisons made *through* the circuit cannot: rotating W_V's input space keeps
-    what it writes decodable, but no longer where its reader looks."""
+    About 1 for a random OV, and for one whose input space was rotated away from the embeddings (a
+    random rotation gives them the average gain); well above 1 when the embeddings lie in the circuit's
+    strong input directions. This sees a break that comparisons made *through* the circuit cannot:
+    rotating W_V's input space keeps what it writes decodable, but no longer where its reader looks."""
     E = embeddings.detach().double()
     E = E - E.mean(0)
     a = model.blocks[layer].attn
     W = (a.W_V[head] @ a.W_O[head]).detach().double()
-    return float((E @ W).pow(2).sum() / (E.pow(2).sum() * torch.linalg.svdvals(W)[0] ** 2))
+    average = W.pow(2).sum() / W.shape[0]
+    return float((E @ W).pow(2).sum() / E.pow(2).sum() / average.clamp(min=1e-30))
 
 
 def ov2_number_transmission(model: AssignAddTransformer, head: int = 0) -> float:
