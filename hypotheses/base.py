@@ -363,12 +363,16 @@ def rate(successes: torch.Tensor, acted: float | None = None, **extra) -> Measur
     return Measurement(v, lo, hi, int(successes.numel()), extra, acted)
 
 
-def mean(values: torch.Tensor, *, seed: int, label: str, acted: float | None = None, **extra) -> Measurement:
-    """A mean with its seeded bootstrap interval (``acted``: see ``Measurement``)."""
+def mean(values: torch.Tensor, *, seed: int, label: str, acted: float | None = None,
+         bounds: tuple[float, float] | None = None, **extra) -> Measurement:
+    """A mean with its seeded bootstrap interval (``interventions.statistics.mean_ci``; ``bounds``: the
+    range the values can take; ``acted``: see ``Measurement``). One value has no interval: no data."""
     from ..interventions.statistics import mean_ci
 
     values = values.flatten().double()
     if values.numel() == 0:
         return Measurement(None, None, None, 0, {"note": "no examples", **extra}, acted)
-    v, lo, hi = mean_ci(values, seed=seed, label=label)
+    if values.numel() < 2:
+        return Measurement(float(values[0]), None, None, 1, {"note": "one example: no interval", **extra}, acted)
+    v, lo, hi = mean_ci(values, seed=seed, label=label, bounds=bounds)
     return Measurement(v, lo, hi, int(values.numel()), extra, acted)

@@ -90,14 +90,14 @@ class FourierNeurons(Hypothesis):
             e = edits(model)
             arm = e["random_removed"] if placebo else e["excluded"]
             drop = e["clean"].double() - arm.double()
-            return mean(drop, seed=ctx.seed, label="fourier_excluded" + ("_placebo" if placebo else ""),
+            return mean(drop, seed=ctx.seed, label="fourier_excluded" + ("_placebo" if placebo else ""), bounds=(-1, 1),
                         acted=e["norm_random"] if placebo else None, clean_accuracy=float(e["clean"].double().mean()),
                         edited_accuracy=float(arm.double().mean()), frequencies=e["key"])
 
         def specificity(model):
             e = edits(model)
             gap = e["placebo"].double() - e["excluded"].double()
-            return mean(gap, seed=ctx.seed, label="fourier_placebo",
+            return mean(gap, seed=ctx.seed, label="fourier_placebo", bounds=(-1, 1),
                         placebo_accuracy=float(e["placebo"].double().mean()),
                         excluded_accuracy=float(e["excluded"].double().mean()),
                         placebo_frequencies=e["placebo_frequencies"], mean_norm_of_placebo_part=e["norm_placebo"])

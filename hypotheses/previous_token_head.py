@@ -98,7 +98,7 @@ class PreviousTokenHead(Hypothesis):
             e = edits(arm.model)
             edit = "diluted" if arm.variant == "attention_diluted" else "previous_removed"
             drop = e["clean"].double() - e[edit].double()
-            return mean(drop, seed=ctx.seed, label=f"ptk_{edit}", acted=e["acted"][edit] if arm.variant != CLAIMED else None,
+            return mean(drop, seed=ctx.seed, label=f"ptk_{edit}", bounds=(-1, 1), acted=e["acted"][edit] if arm.variant != CLAIMED else None,
                         clean_identity=float(e["clean"].double().mean()),
                         edited_identity=float(e[edit].double().mean()))
 
@@ -152,7 +152,7 @@ class PreviousTokenHead(Hypothesis):
         def drop(model):
             clean = last_position_correct(model, var_tokens, var_labels)
             ablated = ablated_correct(model, var_tokens, var_labels)
-            return mean(clean.double() - ablated.double(), seed=ctx.seed, label="ptk_drop",
+            return mean(clean.double() - ablated.double(), seed=ctx.seed, label="ptk_drop", bounds=(-1, 1),
                         clean_accuracy=float(clean.double().mean()), ablated_accuracy=float(ablated.double().mean()))
 
         def spares(model):

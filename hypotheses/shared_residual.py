@@ -68,7 +68,7 @@ class SharedResidual(Hypothesis):
 
         def matched(model):
             r = residual.matched_vs_mismatched(model, tokens, ctx.seed, basis=local.ov2_number_basis(model))
-            return mean(r["matched"], seed=ctx.seed, label="shared_residual_matched",
+            return mean(r["matched"], seed=ctx.seed, label="shared_residual_matched", bounds=(-1, 1),
                         mismatched_mean=float(r["mismatched"].mean()), raw_matched_mean=float(r["raw_matched"].mean()))
 
         def transmits(model):
@@ -82,7 +82,7 @@ class SharedResidual(Hypothesis):
 
         def additivity(model):
             r = residual.ov2_additivity(model, tokens, ctx.seed)
-            return mean(r["difference"], seed=ctx.seed, label="shared_residual_additivity",
+            return mean(r["difference"], seed=ctx.seed, label="shared_residual_additivity", bounds=(-2, 2),
                         matched_mean=float(r["matched"].mean()), shuffled_mean=float(r["shuffled"].mean()))
 
         def ov2_mlp2(model):

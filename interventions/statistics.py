@@ -1,12 +1,13 @@
 """Confidence intervals and effect sizes, model-free and seeded.
 
-Thin wrappers over TransformerLens 4.3's ``utilities.statistics`` (exact Clopper-Pearson for rates,
-percentile bootstrap for means), returning plain floats so results serialize to JSON.
+Exact Clopper-Pearson intervals for rates; for means, a seeded bootstrap that keeps its coverage near
+the bounds of the values and at small n (see ``mean_ci``); TransformerLens' ``derive_generator`` names
+the random streams. Plain floats, so results serialize to JSON.
 """
 from __future__ import annotations
 
 import torch
-from transformer_lens.utilities.statistics import bootstrap_ci, derive_generator
+from transformer_lens.utilities.statistics import derive_generator
 
 CONFIDENCE = 0.95
 N_BOOTSTRAP = 1000
@@ -30,13 +31,39 @@ def rate_ci(successes, confidence: float = CONFIDENCE) -> tuple[float, float, fl
     return float(s.double().mean()), low, high
 
 
-def mean_ci(values, *, seed: int = 0, label: str = "", confidence: float = CONFIDENCE) -> tuple[float, float, float]:
-    """``(mean, low, high)``: a mean with its percentile bootstrap interval (seeded by ``seed``, ``label``)."""
+def mean_ci(values, *, seed: int = 0, label: str = "", confidence: float = CONFIDENCE,
+            bounds: tuple[float, float] | None = None) -> tuple[float, float, float]:
+    """``(mean, low, high)``: a mean with a seeded bootstrap interval that keeps its coverage where the
+    plain percentile bootstrap does not.
+
+    * ``bounds=(a, b)``, the range the values can take (e.g. (-1, 1) for a difference of two 0/1
+      outcomes): one pseudo-observation at each bound joins the sample before resampling, as Agresti and
+      Coull's "add two" does for a proportion. Near a bound with rare events (0.995 with n = 500) the
+      percentile bootstrap covers ~0.91 of the time; this covers ~0.95 (tests/test_statistics.py).
+    * Small samples: the interval is never narrower than Student's t-interval, which is exact for
+      normal data (at n = 5 the percentile bootstrap covers ~0.84).
+    The mean reported is the sample's own. Fewer than two values have no interval: ValueError.
+    """
     v = torch.as_tensor(values, dtype=torch.float64).flatten()
-    if v.numel() == 1:
-        return float(v[0]), float(v[0]), float(v[0])
-    lo, hi = bootstrap_ci(v, confidence=confidence, n_resamples=N_BOOTSTRAP, generator=derive_generator(seed, label))
-    return float(v.mean()), float(lo), float(hi)
+    n = v.numel()
+    if n < 2:
+        raise ValueError(f"mean_ci needs at least 2 values to estimate an interval, got {n}")
+    sample = v if bounds is None else torch.cat([v, torch.tensor([float(bounds[0]), float(bounds[1])],
+                                                                 dtype=torch.float64)])
+    gen = derive_generator(seed, label)
+    idx = torch.randint(len(sample), (N_BOOTSTRAP, len(sample)), generator=gen)
+    means = sample[idx].mean(dim=1)
+    alpha = 1.0 - confidence
+    lo, hi = (float(q) for q in torch.quantile(means, torch.tensor([alpha / 2, 1 - alpha / 2], dtype=torch.float64)))
+    # never narrower than Student's t (scipy's quantile; exact for normal data, what small n needs)
+    from scipy.stats import t as student_t
+
+    half = float(student_t.ppf(1 - alpha / 2, n - 1)) * float(v.std(unbiased=True)) / n ** 0.5
+    mean = float(v.mean())
+    lo, hi = min(lo, mean - half), max(hi, mean + half)
+    if bounds is not None:
+        lo, hi = max(lo, float(bounds[0])), min(hi, float(bounds[1]))
+    return mean, lo, hi
 
 
 def fraction_worse(before, after) -> float:
