@@ -6,24 +6,14 @@ import json
 
 import pytest
 
-from assignadd.hypotheses import REGISTRY, register
 from assignadd.model import AssignAddTransformer, save_checkpoint
 from assignadd.reports import html as H
 from assignadd.reports import render, schema
 from assignadd.reports.verify_cli import main, not_run_here
 
-from .test_verify_cli import ERROR, FAIL, PASS, _FakeError, _FakeFail, _FakePass
+from .test_verify_cli import ERROR, FAIL, PASS, _FakeError, _FakeFail, _FakePass, fake_claims  # noqa: F401 (autouse)
 
 TASK = {"f": 0.7, "r": 1.0, "seed": 42, "modulus": 59, "n_vars": 12, "never_rhs": ["a", "b"], "never_lhs": ["k", "l"]}
-
-
-@pytest.fixture(scope="module", autouse=True)
-def fake_claims():
-    for cls in (_FakePass, _FakeFail, _FakeError):
-        register(cls)
-    yield
-    for cls in (_FakePass, _FakeFail, _FakeError):
-        REGISTRY.pop(cls.id, None)
 
 
 @pytest.fixture(scope="module")
