@@ -8,12 +8,14 @@ operand's value at its position to another held-out pair moves the answer to the
 """
 from __future__ import annotations
 
+import torch
+
 from ..data.tokens import POS_LHS, POS_RHS
 from .base import (
     Context, Evidence, Hypothesis, Measurement, REINITIALISED, Threshold, WRONG_SITE_INTERCHANGE, item, register,
 )
 from .measures.behaviour import interchange_item, pair_table, pool_accuracy_items
-from .measures.circuits import last_position_correct
+from .measures.circuits import attention_patterns, eq_top2_is, last_position_correct, ov2_mlp2_accuracy
 
 ACCURACY_BARS = {
     "0var_heldout_pair": Threshold(0.97, ">=", "paper: 99.4% on held-out constant pairs; at n=2000 a model at that "
@@ -63,8 +65,23 @@ class HeldoutGeneralization(Hypothesis):
                                      other_pairs_accuracy=float(ok[~doubled].mean()) if (~doubled).any() else None)
 
         def doubled_pairs(m):
-            ok = last_position_correct(m, tokens[doubled], labels[doubled]).double()
-            return Measurement.exact(float(ok.mean()), n=len(ok), right=int(ok.sum()))
+            # Where the errors lie: the Layer-2 routing (does `=` attend to both operand slots?) and the
+            # weights-only addition module (OV_2 e_n + OV_2 e_n through the MLP and W_U, the authors'
+            # ov2_mlp2) on the same pairs. Every trained model we know errs on held-out (n, n) only, and
+            # its addition module errs there too while the routing is intact: the fault is the adder's.
+            t = tokens[doubled]
+            ok = last_position_correct(m, t, labels[doubled])
+            routed = eq_top2_is(attention_patterns(m, t, (1,))[1], torch.tensor([[POS_LHS, POS_RHS]]).expand(len(t), 2))
+            _, adder_ok = ov2_mlp2_accuracy(m)
+            n_value = t[:, POS_LHS]
+            adder = adder_ok[n_value, n_value]
+            wrong = ~ok
+            return Measurement.exact(
+                float(ok.double().mean()), n=len(ok), right=int(ok.sum()),
+                routed_to_both_slots=float(routed.double().mean()),
+                addition_module_right=float(adder.double().mean()),
+                model_errors_also_wrong_in_addition_module=(float((~adder[wrong]).double().mean())
+                                                            if wrong.any() else None))
 
         items.append(item(
             "accuracy[exhaustive_0var_heldout]", "accuracy over every held-out pair once, as 0-var sequences",
