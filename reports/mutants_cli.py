@@ -1,7 +1,7 @@
 """``assignadd-mutants``: mutation testing of the claims on a checkpoint.
 
     assignadd-mutants [CHECKPOINT] [--mutants NAME,...] [--only ID,...] [--seed N] [--n N]
-                      [--json PATH] [--md PATH] [--quiet]
+                      [--json PATH] [--md PATH] [--html PATH] [--quiet]
 
 Builds each component mutant of the checkpoint (``interventions/mutants.py``: one component broken,
 every other weight bit-identical), runs every claim on it and prints the claim x mutant matrix, each
@@ -35,6 +35,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--n", type=int, default=1000, help="evaluation pool size per claim (default 1000)")
     p.add_argument("--json", metavar="PATH", help="write the matrix as JSON")
     p.add_argument("--md", metavar="PATH", help="write the matrix as Markdown")
+    p.add_argument("--html", metavar="PATH", help="write a self-contained HTML page with the matrix as a figure")
     p.add_argument("--quiet", action="store_true", help="no progress output on stderr")
     return p
 
@@ -54,7 +55,7 @@ def _main(args) -> int:
     import assignadd
 
     from ..hypotheses import REGISTRY
-    from ..hypotheses.mutation import matrix_to_dict, mutation_matrix, render_matrix
+    from ..hypotheses.mutation import matrix_html, matrix_to_dict, mutation_matrix, render_matrix
     from ..interventions.mutants import MUTANTS
     from ..model import CheckpointError
     from .verify_cli import load_context
@@ -80,6 +81,8 @@ def _main(args) -> int:
         Path(args.json).write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
     if args.md:
         Path(args.md).write_text(render_matrix(doc, markdown=True))
+    if args.html:
+        Path(args.html).write_text(matrix_html(doc, str(path)))
     print(render_matrix(doc))
     return 0 if not doc["summary"]["wrong"] else 1
 

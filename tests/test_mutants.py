@@ -161,3 +161,20 @@ def test_golden_numbers_of_the_reference_are_unchanged(reference_results):
              or isinstance(want[k], float) and (got[k] is None or abs(got[k] - want[k]) > GOLDEN_TOLERANCE)
              or want[k] is None and got[k] is not None]
     assert not moved, "\n".join(moved)
+
+
+def test_matrix_renders_as_text_markdown_and_an_html_page_with_a_figure():
+    from assignadd.hypotheses.mutation import Cell, matrix_html
+
+    cells = [Cell("previous_token_head", "layer2_keys_rotated", "pass", "pass", "ok"),
+             Cell("identity_qk", "layer2_keys_rotated", "pass", "fail", "<script>x</script>"),
+             Cell("shared_residual", "layer2_keys_rotated", "fail", "not judged", "")]
+    doc = matrix_to_dict({"mutants": ["layer2_keys_rotated"], "cells": cells,
+                          "claims": ["previous_token_head", "identity_qk", "shared_residual"],
+                          "changed": {"layer2_keys_rotated": ["blocks.1.attn.W_K"]}})
+    assert doc["summary"]["judged"] == 2 and doc["summary"]["right"] == 1
+    text = render_matrix(doc)
+    assert "pass ✗" in text and "fail ·" in text and "1/2 judged cells" in text
+    assert "| layer2_keys_rotated |" in render_matrix(doc, markdown=True)
+    page = matrix_html(doc, "<x>.pt")
+    assert "data:image/png;base64," in page and "<script>" not in page and "&lt;x&gt;.pt" in page
