@@ -14,7 +14,7 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q "torch==2.13.0"
-	$(BIN)/pip install -q -e .
+	$(BIN)/pip install -q -e ".[dev]"
 	touch $@
 
 verify: setup
@@ -22,6 +22,7 @@ verify: setup
 
 # The suite, then every claim on the bundled checkpoint through the shipped pytest plugin.
 test: setup
+	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q
 	$(BIN)/python -m pytest -q -m assignadd_claim --assignadd-checkpoint reference
 

@@ -10,7 +10,7 @@ import numpy as np
 import torch
 from transformer_lens import FactoredMatrix
 
-from ...data import POS_EQ, Task, operand_sources, value_positions
+from ...data import POS_EQ, operand_sources, value_positions
 from ...data.tokens import POS_LHS, POS_RHS, PREFIX_LEN
 from ...interventions import capture
 from ...model import AssignAddTransformer, hooks
