@@ -1,12 +1,19 @@
-"""The JSON Schema of ``report.json`` (``reports/schemas/verify.schema.json``, draft 2020-12) and a
-small checker for it, so that a report can be checked without installing ``jsonschema``.
+"""The JSON Schemas of the reports (draft 2020-12, in ``reports/schemas/``) and a small checker for them,
+so that a report can be checked without installing ``jsonschema``:
 
-The checker reads the keywords the shipped schema uses: ``type`` (one or a list), ``const``, ``enum``,
+    verify.schema.json   report.json of assignadd-verify          (``assignadd.verify/1``)
+    series.schema.json   series.json of assignadd-report, a series (``assignadd.series/1``)
+    sweep.schema.json    sweep.json of assignadd-report, a sweep   (``assignadd.sweep/1``)
+
+The checker reads the keywords the shipped schemas use: ``type`` (one or a list), ``const``, ``enum``,
 ``properties``, ``required``, ``additionalProperties``, ``items``, ``minItems``, ``maxItems``,
-``minimum``, ``pattern``, ``allOf`` and ``$ref`` into ``#/$defs``. Any other keyword raises, so the
-schema cannot silently grow past what is checked. Any full JSON Schema validator accepts the same file.
+``minimum``, ``pattern``, ``allOf``, ``anyOf`` and ``$ref`` into ``#/$defs``. Any other keyword raises,
+so a schema cannot silently grow past what is checked. Any full JSON Schema validator accepts the same
+files.
 
     >>> errors(json.loads(Path("out/reference/report.json").read_text()))
+    []
+    >>> errors(json.loads(Path("out/seed42/series.json").read_text()))  # the schema its "schema" field names
     []
 """
 from __future__ import annotations
@@ -18,7 +25,8 @@ from pathlib import Path
 
 SCHEMA_DIR = Path(__file__).resolve().parent / "schemas"
 KNOWN = {"$schema", "$id", "title", "description", "$defs", "type", "const", "enum", "properties", "required",
-         "additionalProperties", "items", "minItems", "maxItems", "minimum", "pattern", "allOf", "$ref"}
+         "additionalProperties", "items", "minItems", "maxItems", "minimum", "pattern", "allOf", "anyOf", "$ref"}
+BY_ID = {"assignadd.verify/1": "verify", "assignadd.series/1": "series", "assignadd.sweep/1": "sweep"}
 _TYPES = {
     "object": lambda x: isinstance(x, dict),
     "array": lambda x: isinstance(x, list),
@@ -32,13 +40,16 @@ _TYPES = {
 
 @cache
 def load(name: str = "verify") -> dict:
-    """A shipped schema by name: ``verify`` is report.json's."""
+    """A shipped schema by name: ``verify`` (report.json's), ``series`` or ``sweep``."""
     return json.loads((SCHEMA_DIR / f"{name}.schema.json").read_text(encoding="utf-8"))
 
 
 def errors(doc, schema: dict | None = None) -> list[str]:
-    """Every way ``doc`` breaks ``schema`` (default: report.json's), each as ``path: what``; [] if none."""
-    schema = load() if schema is None else schema
+    """Every way ``doc`` breaks ``schema``, each as ``path: what``; [] if none. Default: the shipped schema
+    that the document's own ``schema`` field names, report.json's when it names none of them."""
+    if schema is None:
+        name = doc.get("schema") if isinstance(doc, dict) else None
+        schema = load(BY_ID.get(name, "verify") if isinstance(name, str) else "verify")
     out: list[str] = []
     _check(doc, schema, schema, "$", out)
     return out
@@ -55,6 +66,16 @@ def _check(x, s: dict, root: dict, where: str, out: list[str]) -> None:
         _check(x, root["$defs"][ref.removeprefix("#/$defs/")], root, where, out)
     for sub in s.get("allOf", []):
         _check(x, sub, root, where, out)
+    if "anyOf" in s:
+        first_errors = []
+        for sub in s["anyOf"]:
+            found: list[str] = []
+            _check(x, sub, root, where, found)
+            if not found:
+                break
+            first_errors.append(found[0])
+        else:
+            out.append(f"{where}: matches none of the {len(s['anyOf'])} alternatives ({'; '.join(first_errors)})")
     if "type" in s:
         types = s["type"] if isinstance(s["type"], list) else [s["type"]]
         if not any(_TYPES[t](x) for t in types):

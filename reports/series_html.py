@@ -1,11 +1,17 @@
-"""``series.html``: one self-contained page (figures as base64 PNG, no network) for a checkpoint series:
-accuracy by number of variables, the progress measures, and the claims' verdicts over training, with
-the detected phase onsets marked."""
+"""``series.html``: one self-contained page for a checkpoint series: accuracy by number of variables, the
+progress measures, and the claims' verdicts over training, with the detected phase onsets marked.
+
+Built on ``reports/html.py`` like the verify and sweep pages: one stylesheet, figures as base64 PNG, no
+script, no network, and every string from the document escaped where it enters the page. The evidence
+table here (``evidence_table``) is also the sweep page's: both show claims decided over many checkpoints
+or runs, whose intervals are what the checkpoints or the grid allow rather than a 95% CI.
+"""
 from __future__ import annotations
 
-import base64
-import html
 import io
+
+from . import html as H
+from .render import fmt, fmt_interval, fmt_measurement, fmt_threshold
 
 ACCURACY_PANELS = (
     ("0 variables", ("acc_0var_train", "acc_0var_heldout_pair")),
@@ -21,13 +27,14 @@ PROGRESS_PANELS = (
      ("identity_qk_diagonal", "layer2_eq_to_operand_values", "layer2_eq_to_operand_values_restricted")),
 )
 PHASE_STYLES = {"addition": ":", "assignment": "--", "restricted_slots": "-."}  # black lines, told apart by style
+ONSETS_NOTE = "black lines: detected phase onsets (dotted addition, dashed assignment, dash-dot restricted slots)"
 
 
-def _png(fig) -> str:
+def png_bytes(fig) -> bytes:
+    """A matplotlib figure as PNG bytes, with no timestamp in the metadata: the same input, the same bytes."""
     buf = io.BytesIO()
-    # No timestamps in the PNG metadata: the same series gives the same bytes.
     fig.savefig(buf, format="png", dpi=100, bbox_inches="tight", metadata={"Software": None})
-    return base64.b64encode(buf.getvalue()).decode("ascii")
+    return buf.getvalue()
 
 
 def _mark_phases(ax, doc):
@@ -36,7 +43,7 @@ def _mark_phases(ax, doc):
             ax.axvline(p["onset_step"], color="black", ls=PHASE_STYLES.get(p["id"], "-"), lw=1, label=f"onset: {p['id']}")
 
 
-def _panels(doc, panels, title):
+def _panels(doc, panels, title) -> bytes:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -55,12 +62,12 @@ def _panels(doc, panels, title):
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7, loc="lower right")
     fig.suptitle(title)
-    out = _png(fig)
+    out = png_bytes(fig)
     plt.close(fig)
     return out
 
 
-def _claims_figure(doc):
+def _claims_figure(doc) -> bytes | None:
     evaluated = [c for c in doc["checkpoints"] if "claims" in c]
     if not evaluated:
         return None
@@ -78,141 +85,180 @@ def _claims_figure(doc):
     ax.set_yticks(range(len(ids)), ids, fontsize=8)
     ax.set_xticks(range(len(evaluated)), [str(c["step"]) for c in evaluated], rotation=90, fontsize=7)
     ax.set_xlabel("training step (green: pass, red: fail, yellow: inconclusive or error)")
-    out = _png(fig)
+    out = png_bytes(fig)
     plt.close(fig)
     return out
 
 
-def _phase_table(doc) -> str:
-    ph = doc["phases"]
-    rows = []
-    for p in ph["phases"]:
-        sup = ", ".join(f"{k}: {v}" for k, v in sorted(p["supporting_onsets"].items()))
-        rise = p["largest_rise"]
-        rise_txt = "" if rise is None else f"{rise['rise']:+.3f} ({rise['from_step']}→{rise['to_step']})"
-        before, at = p.get("onset_interval") or [None, p["onset_step"]]
-        onset = "none" if at is None else (f"{at}" if before is None else f"({before}, {at}]")
-        rows.append(f"<tr><td>{html.escape(p['title'])}</td><td><code>{html.escape(p['curve'])}</code></td>"
-                    f"<td>{onset}</td><td>{p['coherence_r2']}</td><td>{p.get('step_r2')}</td><td>{rise_txt}</td>"
-                    f"<td>{html.escape(sup)}</td></tr>")
-    items = []
-    jump, ref = ph.get("assignment_jump"), ph.get("restricted_refinement")
-    if jump:
-        items.append(f"<li>assignment jump: {_pair(jump['fraction_interval'])} of the assignment curve's rise "
-                     f"within {jump['width_steps']} steps after addition is learned; best window "
-                     f"{_pair(jump['window'], '→')} ({html.escape(jump['state'])})</li>")
-    for s in ph["separations"]:
-        if s.get("gap_steps") is not None:
-            items.append(f"<li>{s['earlier']} → {s['later']}: {s['gap_steps']} steps between onsets "
-                         f"({_pair(s['gap_interval'])} as the checkpoints place them; {s['separating_checkpoints']} "
-                         "checkpoints between them, reported only)</li>")
-    if ref:
-        items.append(f"<li>restricted-slot refinement: {_pair(ref['fraction_interval'])} of what remains at the "
-                     f"assignment onset gained within {ref['width_steps']} steps; best window "
-                     f"{_pair(ref['window'], '→')} ({html.escape(ref['state'])})</li>")
-    return ("<table><tr><th>phase</th><th>curve</th><th>onset step (interval)</th><th>monotone-fit R² (decided)</th>"
-            "<th>step-fit R² (reported)</th>"
-            "<th>largest rise</th><th>onsets of supporting measures</th></tr>" + "".join(rows) + "</table>"
-            f"<ul>{''.join(items)}</ul>")
+# ----- numbers as text ---------------------------------------------------------------------------
+def _fraction_range(x) -> str:
+    """A fraction's interval ``[low, high]`` rounded outwards as the verify report does; one number when exact."""
+    if not x or x[0] is None or x[1] is None:
+        return "n/a"
+    if x[0] == x[1]:
+        return fmt(x[0])
+    _, lo, hi = fmt_interval(None, x[0], x[1])
+    return f"{lo}–{hi}"
 
 
-def _pair(x, sep: str = "–") -> str:
+def _steps(x, sep: str = "–") -> str:
+    """Training steps ``(a, b)`` as ``a–b`` (``a→b`` for a window); one number when they agree."""
     if not x or x[0] is None or x[1] is None:
         return "n/a"
     return f"{x[0]:g}" if x[0] == x[1] and sep == "–" else f"{x[0]:g}{sep}{x[1]:g}"
 
 
-def _state(e: dict, m: dict) -> str:
+def _onset(p: dict) -> str:
+    before, at = p.get("onset_interval") or [None, p["onset_step"]]
+    return "none" if at is None else (f"{at}" if before is None else f"({before}, {at}]")
+
+
+# ----- the evidence table, shared with the sweep page ---------------------------------------------
+def fmt_item_value(m: dict) -> str:
+    """An item's value with its interval: ``fmt_measurement`` (rounded outwards, an exact value alone), or
+    for a bracket open below (a sweep's threshold lies in (b, θ], ``extra["open_low"]``) ``θ (b, θ]``, with
+    ∞ where no grid value generalizes."""
+    if not (m.get("extra") or {}).get("open_low"):
+        return fmt_measurement(m)
+    lo, hi = (m.get("ci") or [None, None])[:2]
+    v, lo_s, hi_s = fmt_interval(m.get("value"), lo, hi)
+    bracket = f"({'0' if lo is None else lo_s}, {'∞)' if hi is None else hi_s + ']'}"
+    return bracket if m.get("value") is None else f"{v} {bracket}"
+
+
+def written_status(e: dict, m: dict) -> str:
+    """The status written with item ``e``'s measurement ``m`` (its own or a control's)."""
+    return (e if m is e["measurement"] else m).get("status") or "no data"
+
+
+def evidence_table(evidence: list[dict], status=written_status) -> H.Markup:
+    """A claim's evidence items as the verify report shows them (what is measured, the value with its
+    interval, n, the threshold with its reason, the result, and the same statistic on each control), for a
+    claim decided over many checkpoints or runs: the interval is what the checkpoints or the grid allow,
+    and an item they cannot resolve says why under its result.
+
+    ``status(e, m)``: ``pass``, ``fail``, ``inconclusive`` or ``no data`` for item ``e``'s measurement
+    ``m`` (``e["measurement"]`` or one of its controls)."""
+    words = {"pass": "passes", "fail": "fails"}
+    rows = []
+    for e in evidence:
+        m = e["measurement"]
+        controls = [H.join([H.breakable(k), f": {fmt_item_value(c)} ", f"({words.get(status(e, c), status(e, c))})"])
+                    for k, c in sorted((e.get("controls") or {}).items())]
+        note = (m.get("extra") or {}).get("unresolved")
+        rows.append([
+            [H.tag("b", H.breakable(e["name"])), H.tag("br"), H.tag("span", e["definition"], class_="meta")],
+            [e["kind"], None if e["required"] else [H.tag("br"), "(optional)"]],
+            H.tag("span", fmt_item_value(m), class_="num"),
+            H.tag("span", fmt(m.get("n")), class_="num"),
+            [H.tag("span", fmt_threshold(e["threshold"]), class_="num"), H.tag("br"),
+             H.tag("span", e["threshold"]["reason"], class_="meta")],
+            [H.verdict(status(e, m)), [H.tag("br"), H.tag("span", note, class_="meta")] if note else None],
+            H.join(controls, H.tag("br")) if controls else "-",
+        ])
+    return H.table(["evidence", "kind", "value [interval]", "n", "threshold", "result", "controls"], rows, wide=True,
+                   cell_classes=["text", "nowrap", None, "nowrap", "text", "text", "text"])
+
+
+def claim_section(claim: dict, status=written_status) -> list:
+    """A claim as the verify report shows one: its id and verdict, the statement, the verdict's reason, the
+    evidence table and what each control is."""
+    out = [H.tag("h2", claim["claim"], " ", H.verdict(claim["verdict"]), " ",
+                 H.tag("span", claim.get("spec", ""), class_="meta"), id=f"claim-{claim['claim']}"),
+           H.tag("blockquote", claim.get("statement", "")),
+           H.tag("p", "Verdict ", H.tag("b", claim["verdict"]), f": {claim['reason']}")]
+    if claim.get("evidence"):
+        out.append(evidence_table(claim["evidence"], status))
+    if claim.get("controls"):
+        out.append(H.tag("p", "Controls: ", H.join([[H.tag("i", k), f": {v}"] for k, v in
+                                                    sorted(claim["controls"].items())], "; "), class_="meta"))
+    return out
+
+
+def _series_status(e: dict, m: dict) -> str:
     """The status written with the item (or its control), else recomputed from its interval."""
     from ..hypotheses.learning_phases import interval_state
 
-    written = e.get("status") if m is e["measurement"] else m.get("status")
+    written = (e if m is e["measurement"] else m).get("status")
     if written:
         return written
     lo, hi = (m.get("ci") or [None, None])[:2]
     return interval_state(e["threshold"]["direction"], e["threshold"]["value"], lo, hi)
 
 
-def _evidence_table(claim: dict) -> str:
-    """The claim's evidence items as the verify report shows them: definition, interval, threshold with its
-    reason, result, and the same statistic on each control."""
-    from .render import fmt, fmt_measurement, fmt_threshold
-
-    ev = claim.get("evidence") or []
-    if not ev:
-        return ""
+# ----- the page --------------------------------------------------------------------------------------
+def _phase_section(doc) -> list:
+    ph, rule = doc["phases"], doc["phases"]["rule"]
+    explained = H.tag("p", (
+        f"Rule version {rule.get('version', 1)}, all in training steps: a phase's curve is learned at ≥ "
+        f"{rule['learned']}; its onset is the first checkpoint from which the {rule['smoothing']} stays learned (the "
+        f"true onset lies between it and the checkpoint before); coherent when the best non-decreasing fit explains "
+        f"R² ≥ {rule['coherence_r2']}. Assignment: ≥ {rule.get('jump_fraction')} of its rise within "
+        f"{rule.get('jump_width_steps')} steps, after addition is learned. Restricted slots: onset ≥ "
+        f"{rule.get('restricted_gap_steps')} steps after assignment's, and ≥ {rule.get('refinement_fraction')} of "
+        f"what remains gained within {rule.get('refinement_width_steps')} steps. An item whose interval straddles "
+        "its threshold is "), H.tag("i", "inconclusive"), ", and so is the claim: not judged.")
     rows = []
-    for e in ev:
-        ctrl = "<br>".join(
-            f"{html.escape(k)}: {html.escape(fmt_measurement(m))} "
-            f"({'passes!' if _state(e, m) == 'pass' else 'fails' if _state(e, m) == 'fail' else 'inconclusive'})"
-            for k, m in sorted(e["controls"].items())) or "-"
-        state = _state(e, e["measurement"])
-        note = e["measurement"].get("extra", {}).get("unresolved")
-        rows.append(
-            f"<tr><td><b>{html.escape(e['name'])}</b><br><small>{html.escape(e['definition'])}</small></td>"
-            f"<td>{html.escape(e['kind'])}{'' if e['required'] else '<br>(optional)'}</td>"
-            f"<td>{html.escape(fmt_measurement(e['measurement']))}</td>"
-            f"<td>{html.escape(fmt(e['measurement'].get('n')))}</td>"
-            f"<td>{html.escape(fmt_threshold(e['threshold']))}<br>"
-            f"<small>{html.escape(e['threshold']['reason'])}</small></td>"
-            f"<td class=\"{state}\"><b>{state.upper()}</b>"
-            f"{'<br><small>' + html.escape(note) + '</small>' if note else ''}</td>"
-            f"<td>{ctrl}</td></tr>")
-    return ("<table><tr><th>evidence</th><th>kind</th><th>value [interval]</th><th>n</th><th>threshold</th>"
-            "<th>result</th><th>controls</th></tr>" + "".join(rows) + "</table>")
-
-
-def _claims_section(doc) -> str:
-    out = []
-    for cid, r in sorted(doc["series_claims"].items()):
-        v = html.escape(r["verdict"])
-        out.append(f"<h3>{html.escape(cid)} <span class=\"{v}\">{v.upper()}</span> "
-                   f"<small>{html.escape(r.get('spec', ''))}</small></h3>"
-                   f"<blockquote>{html.escape(r.get('statement', ''))}</blockquote>"
-                   f"<p>Verdict <b>{html.escape(r['verdict'])}</b>: {html.escape(r['reason'])}</p>{_evidence_table(r)}")
-        if r.get("controls"):
-            described = "; ".join(f"<i>{html.escape(k)}</i>: {html.escape(v)}"
-                                  for k, v in sorted(r["controls"].items()))
-            out.append(f"<p><small>Controls: {described}</small></p>")
-    return "".join(out)
+    for p in ph["phases"]:
+        rise = p["largest_rise"]
+        rows.append([p["title"], H.tag("code", H.breakable(p["curve"])), H.tag("span", _onset(p), class_="num"),
+                     H.tag("span", fmt(p["coherence_r2"]), class_="num"),
+                     H.tag("span", fmt(p.get("step_r2")), class_="num"),
+                     "" if rise is None else H.tag("span", f"{rise['rise']:+.3f} ({rise['from_step']}→{rise['to_step']})",
+                                                   class_="num"),
+                     H.join([[H.breakable(k), f": {'none' if v is None else v}"]
+                             for k, v in sorted(p["supporting_onsets"].items())], ", ")])
+    table = H.table(["phase", "curve", "onset step (interval)", "monotone-fit R² (decided)", "step-fit R² (reported)",
+                     "largest rise", "onsets of supporting measures"], rows, wide=True,
+                    cell_classes=[None, None, "nowrap", "nowrap", "nowrap", "nowrap", None])  # wrap between words
+    items = []
+    jump, ref = ph.get("assignment_jump"), ph.get("restricted_refinement")
+    if jump:
+        items.append(f"assignment jump: {_fraction_range(jump['fraction_interval'])} of the assignment curve's rise "
+                     f"within {jump['width_steps']} steps after addition is learned; best window "
+                     f"{_steps(jump['window'], '→')} ({jump['state']})")
+    for s in ph["separations"]:
+        if s.get("gap_steps") is not None:
+            items.append(f"{s['earlier']} → {s['later']}: {s['gap_steps']} steps between onsets "
+                         f"({_steps(s['gap_interval'])} as the checkpoints place them; {s['separating_checkpoints']} "
+                         "checkpoints between them, reported only)")
+    if ref:
+        items.append(f"restricted-slot refinement: {_fraction_range(ref['fraction_interval'])} of what remains at the "
+                     f"assignment onset gained within {ref['width_steps']} steps; best window "
+                     f"{_steps(ref['window'], '→')} ({ref['state']})")
+    return [H.tag("h2", "Learning phases (SPEC §4.5)", id="phases"), explained, table,
+            H.tag("ul", [H.tag("li", x) for x in items])]
 
 
 def render_html(doc: dict) -> str:
+    """``series.html`` from an ``assignadd.series/1`` document (``reports/html.py``'s template)."""
     from .series import first_hold_text
 
-    rule = doc["phases"]["rule"]
-    holds = "".join(f"<li>{html.escape(cid)}: {html.escape(first_hold_text(h))}</li>"
-                    for cid, h in sorted(doc["claims_first_hold"].items()))
-    figs = [("Accuracy by number of variables", _panels(doc, ACCURACY_PANELS, "Accuracy by number of variables")),
-            ("Progress measures", _panels(doc, PROGRESS_PANELS, "Progress measures"))]
+    n, first, last = len(doc["checkpoints"]), doc["checkpoints"][0]["step"], doc["checkpoints"][-1]["step"]
+    claims = sorted(doc["series_claims"].items())
+    body = [
+        H.tag("h1", "Checkpoint series"),
+        H.tag("div", "source ", H.tag("code", doc["source"]), H.tag("br"),
+              f"{n} checkpoints, steps {first}–{last}; pools of {doc['settings']['n']} sequences "
+              f"(seed {doc['settings']['pool_seed']}); schema ", H.tag("code", doc["schema"]), class_="meta"),
+        H.tag("p", H.join([[H.tag("a", H.breakable(cid), href=f"#claim-{cid}"), " ", H.verdict(r["verdict"])]
+                           for cid, r in claims], "; "), class_="summary"),
+        _phase_section(doc),
+        [claim_section(r, _series_status) for _, r in claims],
+        H.tag("h2", "Per-checkpoint claims: where each starts to hold", id="first-hold"),
+        H.tag("ul", [H.tag("li", H.breakable(cid), f": {first_hold_text(h)}")
+                     for cid, h in sorted(doc["claims_first_hold"].items())] or H.tag("li", "(no claims evaluated)")),
+    ]
+    figures = [("accuracy", "Accuracy by number of variables", _panels(doc, ACCURACY_PANELS,
+                                                                        "Accuracy by number of variables"),
+                "accuracy on each evaluation pool against the training step; " + ONSETS_NOTE),
+               ("progress", "Progress measures", _panels(doc, PROGRESS_PANELS, "Progress measures"),
+                "the authors' progress measures (defined under measures in series.json) against the training step; "
+                + ONSETS_NOTE)]
     claims_png = _claims_figure(doc)
     if claims_png:
-        figs.append(("Per-checkpoint claims", claims_png))
-    fig_html = "".join(f"<h2>{html.escape(t)}</h2><img alt=\"{html.escape(t)}\" src=\"data:image/png;base64,{b}\">"
-                       for t, b in figs)
-    n, first, last = len(doc["checkpoints"]), doc["checkpoints"][0]["step"], doc["checkpoints"][-1]["step"]
-    return f"""<!DOCTYPE html>
-<html><head><meta charset="utf-8"><title>assignadd series: {html.escape(doc['source'])}</title>
-<style>body{{font-family:sans-serif;max-width:1300px;margin:1em auto}}img{{max-width:100%}}
-table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:3px 8px;font-size:90%}}
-.pass{{color:#2ca02c}}.fail{{color:#d62728}}.inconclusive,.error{{color:#b8860b}}</style></head>
-<body><h1>Checkpoint series: {html.escape(doc['source'])}</h1>
-<p>{n} checkpoints, steps {first}–{last}; pools of {doc['settings']['n']} sequences (seed {doc['settings']['pool_seed']}).
-Schema <code>{html.escape(doc['schema'])}</code>.</p>
-<h2>Learning phases (SPEC §4.5)</h2>
-<p>Rule version {rule.get('version', 1)}, all in training steps: a phase's curve is learned at ≥
-{rule['learned']}; its onset is the first checkpoint from which the {html.escape(rule['smoothing'])} stays
-learned (the true onset lies between it and the checkpoint before); coherent when the best non-decreasing fit
-explains R² ≥ {rule['coherence_r2']}.
-Assignment: ≥ {rule.get('jump_fraction')} of its rise within {rule.get('jump_width_steps')} steps, after addition is
-learned. Restricted slots: onset ≥ {rule.get('restricted_gap_steps')} steps after assignment's, and ≥
-{rule.get('refinement_fraction')} of what remains gained within {rule.get('refinement_width_steps')} steps. An item
-whose interval straddles its threshold is <i>inconclusive</i>, and so is the claim: not judged.</p>
-{_phase_table(doc)}
-<h2>Series claims</h2>
-{_claims_section(doc)}
-<h3>Per-checkpoint claims: where each starts to hold</h3><ul>{holds or '<li>(no claims evaluated)</li>'}</ul>
-{fig_html}
-</body></html>
-"""
+        figures.append(("claims", "Per-checkpoint claims", claims_png,
+                        "each registered claim's verdict at the checkpoints it ran on (--claims)"))
+    for key, title, png, caption in figures:
+        body += [H.tag("h2", title), H.figure(key, title, caption, png)]
+    return H.page(f"assignadd series: {doc['source']}", *body)

@@ -7,7 +7,7 @@ claim). Writes into ``out``:
     sweep.json   schema ``assignadd.sweep/1``: the grids, every point's metric, the thresholds, the verdict
                  (byte-identical for the same folders: no timestamps, no absolute paths)
     sweep.csv    one row per point
-    sweep.html   self-contained (figures as base64 PNG)
+    sweep.html   self-contained (``reports/html.py``'s template; figures as base64 PNG)
 Exit status: 0 when ``data_requirements`` passes, 1 when it does not (fail, inconclusive or error; the
 files are written and say why), 2 on bad input (one ``error: ...`` line, nothing written).
 
@@ -16,9 +16,7 @@ shipped ``docs/sweep_results/sweep.json``, whose sweep folders and weights are n
 """
 from __future__ import annotations
 
-import base64
 import csv
-import html
 import io
 import json
 import os
@@ -28,6 +26,10 @@ import time
 from pathlib import Path
 
 from ..cli_util import exit_bad_input
+from . import html as H
+from . import series_html
+from .render import fmt, fmt_measurement
+from .series_html import png_bytes
 
 SCHEMA = "assignadd.sweep/1"
 CSV_FIELDS = ("param", "point", "value", "seed", "f", "r", "metric", "accuracy", "ci_low", "ci_high", "n", "sample",
@@ -159,15 +161,9 @@ def to_csv(doc: dict) -> str:
     return buf.getvalue()
 
 
-def _png(fig) -> str:
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=100, bbox_inches="tight", metadata={"Software": None})
-    return base64.b64encode(buf.getvalue()).decode("ascii")
-
-
-def sweep_figure(doc: dict, sweep: dict) -> str:
+def sweep_figure(doc: dict, sweep: dict) -> bytes:
     """Accuracy against the swept parameter, one line per seed; the bar, the band, the paper's value and
-    the estimated threshold marked. Returns base64 PNG."""
+    the estimated threshold marked. Returns PNG bytes."""
     import matplotlib
     matplotlib.use("Agg", force=True)
     import matplotlib.pyplot as plt
@@ -195,80 +191,81 @@ def sweep_figure(doc: dict, sweep: dict) -> str:
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="lower right")
     ax.set_title(f"Accuracy against {param}")
-    out = _png(fig)
+    out = png_bytes(fig)
     plt.close(fig)
     return out
 
 
-def _fmt(x, digits=4) -> str:
+def _word(x) -> str:
+    """A point's cell: yes/no for a flag, an em dash for nothing, numbers as the verify report writes them."""
     if x is None:
         return "–"
     if isinstance(x, bool):
         return "yes" if x else "no"
-    if isinstance(x, float):
-        return f"{x:.{digits}g}"
-    return html.escape(str(x))
+    return fmt(x) if isinstance(x, (int, float)) else str(x)
 
 
-def render_html(doc: dict, figures: dict[str, str] | None = None) -> str:
-    claim = doc["claim"]
+def _point_accuracy(q: dict) -> str:
+    """``accuracy [95% CI]`` as the verify report writes a measurement: rounded outwards, and the value
+    alone when the metric is exact (every held-out pair scored: a zero-width interval)."""
+    if q["accuracy"] is None:
+        return "not finished"
+    return fmt_measurement({"value": q["accuracy"], "ci": [q["low"], q["high"]]})
+
+
+def _sweep_section(doc: dict, s: dict, png: bytes | None) -> list:
+    p, grid = s["param"], s["grid"]
+    fixed = ", ".join(f"{k} = {v}" for k, v in grid["fixed"].items())
+    out = [H.tag("h2", f"Sweep over {p} (", H.tag("code", s["folder"]), ")", id=f"sweep-{p}"),
+           H.tag("p", f"{fixed}; seeds {grid['seeds']}; up to {grid['steps']} steps; early stop: ",
+                 H.tag("code", json.dumps(grid["early_stop"])), class_="meta")]
+    if "error" in s["threshold"]:
+        out.append(H.tag("p", H.verdict("error"), " ", s["threshold"]["error"]))
+    caption = (f"{doc['rule']['metrics'][p]} accuracy of each point's final.pt against {p}, one line per seed; green: "
+               f"the pass band; dotted: the bar ({doc['rule']['generalizes']}) and the paper's value; red dashed: "
+               "the estimated threshold θ (shaded: its range over seeds)")
+    out.append(H.figure(f"sweep-{p}", f"Accuracy against {p}", caption, png))
+    rows = [[H.breakable(q["name"]), H.tag("span", _point_accuracy(q), class_="num"),
+             H.tag("span", _word(q["n"]), class_="num"), _word(q.get("status") or q["generalizes"]),
+             H.tag("span", _word(q["steps_trained"]), class_="num"), _word(q["stopped_early"])]
+            for q in s["points"]]
+    out.append(H.table(["point", "accuracy [95% CI]", "n", "generalizes", "steps", "early stop"], rows,
+                       cell_classes=["text", "nowrap", "nowrap", "nowrap", "nowrap", "nowrap"]))
+    return out
+
+
+def render_html(doc: dict, figures: dict[str, bytes] | None = None) -> str:
+    """``sweep.html`` from an ``assignadd.sweep/1`` document (``reports/html.py``'s template, the evidence
+    table of the series page); ``figures``: PNG bytes per swept parameter (drawn here when missing)."""
     from ..hypotheses.base import Evidence, Measurement, Threshold
     from ..hypotheses.data_requirements import item_state
 
-    def state(e: dict) -> str:  # the item's state, from its JSON (the same rule as the claim's decision)
-        m, t = e["measurement"], e["threshold"]
+    def status(e: dict, m: dict) -> str:  # as written, else the claim's own rule on the item's JSON
+        written = (e if m is e["measurement"] else m).get("status")
+        if written:
+            return written
+        t = e["threshold"]
         return item_state(Evidence(e["name"], "", e["kind"], Threshold(t["value"], t["direction"], ""),
                                    Measurement(m["value"], m["ci"][0], m["ci"][1], m["n"], m.get("extra") or {})))
 
-    colour = {"pass": "#2ca02c", "fail": "#d62728"}.get(claim["verdict"], "#b8860b")
-    parts = [
-        "<!doctype html><html><head><meta charset=\"utf-8\"><title>assignadd sweep report</title>",
-        "<style>body{font-family:sans-serif;max-width:1000px;margin:2em auto}table{border-collapse:collapse;"
-        "font-size:13px}td,th{border:1px solid #ccc;padding:3px 6px;text-align:right}th{background:#f3f3f3}"
-        ".v{font-weight:bold}</style></head><body>",
-        "<h1>Data requirements (SPEC §4.5)</h1>",
-        f"<p>{html.escape(claim['statement'])}</p>",
-        f"<p class=\"v\" style=\"color:{colour}\">data_requirements: {html.escape(claim['verdict'])} — "
-        f"{html.escape(claim['reason'])}</p>",
-        f"<p>A point generalizes when the lower 95% bound of its accuracy is ≥ {doc['rule']['generalizes']}, "
-        "does not when the upper bound is below it. Per seed the grid brackets the threshold: (b, θ], θ the "
-        "smallest grid value from which every larger value generalizes, b the largest value below it that does "
-        "not. An item passes when the bracket lies on the band's side of its edge, fails when it lies beyond it, "
-        "and is inconclusive when it straddles it (and so is the claim). Rule and band: "
-        "<code>assignadd/hypotheses/data_requirements.py</code>, docs/sweeps.md.</p>",
+    claim, rule = doc["claim"], doc["rule"]
+    body = [
+        H.tag("h1", "Data requirements (SPEC §4.5)"),
+        H.tag("div", f"{sum(len(s['points']) for s in doc['sweeps'])} points in {len(doc['sweeps'])} sweep(s): ",
+              H.join([H.tag("code", s["folder"]) for s in doc["sweeps"]], ", "), "; rule version ",
+              str(rule.get("version", 1)), "; schema ", H.tag("code", doc["schema"]), class_="meta"),
+        H.tag("p", H.breakable(claim["claim"]), " ", H.verdict(claim["verdict"]), class_="summary"),
+        H.tag("p", f"A point generalizes when the lower 95% bound of its accuracy is ≥ {rule['generalizes']}, does "
+                   "not when the upper bound is below it. Per seed the grid brackets the threshold: (b, θ], θ the "
+                   "smallest grid value from which every larger value generalizes, b the largest value below it "
+                   "that does not. An item passes when the bracket lies on the band's side of its edge, fails when "
+                   "it lies beyond it, and is inconclusive when it straddles it (and so is the claim). Rule and "
+                   "band: ", H.tag("code", "assignadd/hypotheses/data_requirements.py"), ", docs/sweeps.md."),
+        series_html.claim_section(claim, status),
     ]
-    if claim["evidence"]:
-        parts.append("<table><tr><th>item</th><th>value</th><th>interval</th><th>threshold</th><th>result</th></tr>")
-        for e in claim["evidence"]:
-            m, t = e["measurement"], e["threshold"]
-            st = e.get("status") or state(e)
-            note = (m.get("extra") or {}).get("unresolved")
-            parts.append(f"<tr><td style=\"text-align:left\">{html.escape(e['name'])}<br>"
-                         f"<small>{html.escape(e['definition'])}</small></td><td>{_fmt(m['value'])}</td>"
-                         f"<td>[{_fmt(m['ci'][0])}, {_fmt(m['ci'][1])}]</td><td>{t['direction']} {_fmt(t['value'])}<br>"
-                         f"<small>{html.escape(t['reason'])}</small></td>"
-                         f"<td><b>{st}</b>{'<br><small>' + html.escape(note) + '</small>' if note else ''}</td></tr>")
-        parts.append("</table>")
     for s in doc["sweeps"]:
-        p = s["param"]
-        parts.append(f"<h2>Sweep over {p} ({html.escape(s['folder'])})</h2>")
-        fixed = ", ".join(f"{k} = {v}" for k, v in s["grid"]["fixed"].items())
-        parts.append(f"<p>{fixed}; seeds {s['grid']['seeds']}; up to {s['grid']['steps']} steps; early stop: "
-                     f"{html.escape(json.dumps(s['grid']['early_stop']))}</p>")
-        if "error" in s["threshold"]:
-            parts.append(f"<p style=\"color:#d62728\">{html.escape(s['threshold']['error'])}</p>")
-        png = (figures or {}).get(p) or sweep_figure(doc, s)
-        parts.append(f"<img alt=\"accuracy against {p}\" src=\"data:image/png;base64,{png}\">")
-        parts.append("<table><tr><th>point</th><th>accuracy</th><th>95% CI</th><th>n</th><th>generalizes</th>"
-                     "<th>steps</th><th>early stop</th></tr>")
-        for q in s["points"]:
-            parts.append(f"<tr><td style=\"text-align:left\">{html.escape(q['name'])}</td><td>{_fmt(q['accuracy'])}</td>"
-                         f"<td>[{_fmt(q['low'])}, {_fmt(q['high'])}]</td><td>{_fmt(q['n'])}</td>"
-                         f"<td>{_fmt(q.get('status') or q['generalizes'])}</td><td>{_fmt(q['steps_trained'])}</td>"
-                         f"<td>{_fmt(q['stopped_early'])}</td></tr>")
-        parts.append("</table>")
-    parts.append("</body></html>\n")
-    return "\n".join(parts)
+        body += _sweep_section(doc, s, (figures or {}).get(s["param"]) or sweep_figure(doc, s))
+    return H.page("assignadd sweep report: data_requirements", *body)
 
 
 def _write_atomic(out: Path, files: dict[str, str | bytes]) -> None:
@@ -317,7 +314,7 @@ def main_for_sweep(path, out=None, *, quiet: bool = False, union_sample: int | N
     figures = {sw["param"]: sweep_figure(doc, sw) for sw in doc["sweeps"]}
     files: dict[str, str | bytes] = {"sweep.json": to_json(doc), "sweep.csv": to_csv(doc),
                                      "sweep.html": render_html(doc, figures)}
-    files.update({f"sweep_{param}.png": base64.b64decode(png) for param, png in figures.items()})
+    files.update({f"sweep_{param}.png": png for param, png in figures.items()})
     _write_atomic(out, files)
     if not quiet:
         print(f"{sum(len(s['points']) for s in doc['sweeps'])} points in {time.perf_counter() - t0:.1f} s -> {out}")
