@@ -4,6 +4,7 @@ from .base import REGISTRY, ClaimResult, Context, Evidence, Hypothesis, Measurem
 # Registration order is report order.
 from . import previous_token_head, identity_qk, shared_residual, fourier_neurons  # noqa: F401,E402
 from . import heldout_generalization, restricted_slot_generalization  # noqa: F401,E402
+from . import whole_algorithm  # noqa: F401,E402
 
 __all__ = ["REGISTRY", "ClaimResult", "Context", "Evidence", "Hypothesis", "Measurement", "Threshold", "decide",
            "register", "run_all"]

@@ -34,7 +34,8 @@ COMPONENT_OF_CLAIM = {
     "shared_residual": "layer2_ov",
     "fourier_neurons": "layer2_mlp",
 }
-BEHAVIOUR_CLAIMS = ("heldout_generalization", "restricted_slot_generalization")
+# Claims about what the whole model does: any break of a component that the answers need must fail them.
+BEHAVIOUR_CLAIMS = ("heldout_generalization", "restricted_slot_generalization", "whole_algorithm")
 
 
 def generator(seed: int, label: str) -> torch.Generator:

@@ -35,9 +35,9 @@ def verdicts(model, task, ids, n):
     return {r.claim: r for r in run_all(Context(model, task, n=n), ids)}
 
 
-def test_registry_lists_the_six_claims_in_report_order():
+def test_registry_lists_the_seven_claims_in_report_order():
     assert list(REGISTRY) == ["previous_token_head", "identity_qk", "shared_residual", "fourier_neurons",
-                              "heldout_generalization", "restricted_slot_generalization"]
+                              "heldout_generalization", "restricted_slot_generalization", "whole_algorithm"]
 
 
 def test_mechanistic_claims_fail_on_reinitialised_model(task):
