@@ -173,14 +173,25 @@ class Attention(nn.Module):
         self.hook_z = HookPoint()
         self.hook_attn_scores = HookPoint()  # (B, H, T_q, T_k), after the causal mask
         self.hook_pattern = HookPoint()
+        # TransformerLens' per-head copies of the attention input (B, T, H, d_model), which fire only
+        # while ``split_qkv_input`` is on (``set_use_split_qkv_input``, as its direct-path patching does).
+        self.hook_q_input = HookPoint()
+        self.hook_k_input = HookPoint()
+        self.hook_v_input = HookPoint()
+        self.split_qkv_input = False
 
     def forward(self, x):  # (B, T, D) -> (B, T, D)
         B, T, D = x.shape
         H, Dh = self.W_Q.shape[0], self.W_Q.shape[2]
-        # (D, H*Dh) matmuls rather than einsum: the same sums, markedly faster on CPU.
-        q = self.hook_q((x @ self.W_Q.permute(1, 0, 2).reshape(D, H * Dh)).view(B, T, H, Dh) + self.b_Q)
-        k = self.hook_k((x @ self.W_K.permute(1, 0, 2).reshape(D, H * Dh)).view(B, T, H, Dh) + self.b_K)
-        v = self.hook_v((x @ self.W_V.permute(1, 0, 2).reshape(D, H * Dh)).view(B, T, H, Dh) + self.b_V)
+        if self.split_qkv_input:  # each head reads its own copy of x, so one head's input can be edited
+            x_h = x[:, :, None, :].expand(B, T, H, D)
+            q = self.hook_q(torch.einsum("bthd,hde->bthe", self.hook_q_input(x_h), self.W_Q) + self.b_Q)
+            k = self.hook_k(torch.einsum("bthd,hde->bthe", self.hook_k_input(x_h), self.W_K) + self.b_K)
+            v = self.hook_v(torch.einsum("bthd,hde->bthe", self.hook_v_input(x_h), self.W_V) + self.b_V)
+        else:  # (D, H*Dh) matmuls rather than einsum: the same sums, markedly faster on CPU.
+            q = self.hook_q((x @ self.W_Q.permute(1, 0, 2).reshape(D, H * Dh)).view(B, T, H, Dh) + self.b_Q)
+            k = self.hook_k((x @ self.W_K.permute(1, 0, 2).reshape(D, H * Dh)).view(B, T, H, Dh) + self.b_K)
+            v = self.hook_v((x @ self.W_V.permute(1, 0, 2).reshape(D, H * Dh)).view(B, T, H, Dh) + self.b_V)
         # Scores and softmax in fp32 whatever the autocast dtype, as CUDA autocast does.
         scores = (q.transpose(1, 2) @ k.permute(0, 2, 3, 1)).float() / self.scale  # (B, H, T, T)
         scores = scores.masked_fill(~self.mask[:T, :T], self.IGNORE.item())
@@ -325,6 +336,8 @@ class AssignAddTransformer(HookedRootModule):
         """The last block and the unembedding, for the last position's logits (B, d_vocab_out), doing
         no more work than the hooks attached to the last block need (see ``forward``)."""
         last = self.blocks[-1]
+        if last.attn.split_qkv_input:
+            return self.unembed(last(x)[:, -1]).float()
         hooked = {name for name, m in last.named_modules() if m._forward_hooks or m._forward_pre_hooks}
         if self.unembed._forward_hooks or self.unembed._forward_pre_hooks:
             hooked.add("unembed")
@@ -505,11 +518,10 @@ class AssignAddTransformer(HookedRootModule):
         return total
 
     def set_use_split_qkv_input(self, use_split_qkv_input: bool) -> None:
-        """Refused: the attention has no per-head Q/K/V input hooks (``hook_q_input``), so TransformerLens'
-        ``get_act_patch_direct_path`` cannot run here. ``assignadd.interventions.path_patch`` with
-        receivers ``blocks.1.attn.hook_q`` / ``hook_k`` / ``hook_v`` patches the same paths."""
-        if use_split_qkv_input:
-            raise NotImplementedError(
-                "this model's attention has no per-head Q/K/V input hooks (hook_q_input), which "
-                "get_act_patch_direct_path needs; use assignadd.interventions.path_patch(model, base, source, "
-                "sender, ['blocks.1.attn.hook_k']) for the same path")
+        """TransformerLens' switch for per-head Q/K/V inputs: while on, every attention runs on per-head
+        copies of its input through ``attn.hook_q_input`` / ``hook_k_input`` / ``hook_v_input`` (so
+        ``transformer_lens.patching.get_act_patch_direct_path`` can edit one head's input), and the
+        forward takes the general path (no last-position shortcut in the last block)."""
+        for block in self.blocks:
+            block.attn.split_qkv_input = bool(use_split_qkv_input)
+

@@ -143,15 +143,22 @@ def test_attn_head_by_pos_every_runs(model, batches, clean_cache):
     assert out.shape == (5, 2, 16, 1)
 
 
-def test_direct_path_patching_is_refused_with_the_alternative(model, batches, clean_cache):
+@pytest.mark.parametrize("component", ["q", "k", "v"])
+def test_direct_path_patching_matches_our_path_patch(model, batches, clean_cache, component):
+    """TransformerLens' direct path (Layer 1's head -> one input of Layer 2's head) against our path
+    patching with the same sender and receiver: the same edge, so the same answer logits."""
     clean, labels, corrupted = batches
     corrupted_cache = model.run_with_cache(corrupted)[1]
-    with pytest.raises(NotImplementedError, match="path_patch"):
-        patching.get_act_patch_direct_path(model, corrupted, clean_cache, corrupted_cache,
-                                           lambda logits: answer_logit(labels)(logits).mean(), 0, 0, "k")
-    # ... and the alternative runs: Layer 1's output reaching Layer 2 through its keys only.
-    assert path_patch(model, corrupted, clean, "blocks.0.hook_attn_out", ["blocks.1.attn.hook_k"]).logits.shape == \
-        (N_EXAMPLES, 16, 59)
+    metric = answer_logit(labels)
+    theirs = patching.get_act_patch_direct_path(model, corrupted, clean_cache, corrupted_cache,
+                                                lambda logits: metric(logits).mean(), 0, 0, component,
+                                                verbose=False)
+    ours = path_patch(model, corrupted, clean, "blocks.0.hook_attn_out", [f"blocks.1.attn.hook_{component}"])
+    assert theirs[0, 0] == 0.0  # rows at or before the source layer are placeholders
+    torch.testing.assert_close(theirs[1, 0], metric(ours.logits).mean().to(theirs.dtype), rtol=1e-4, atol=1e-4)
+    assert not any(block.attn.split_qkv_input for block in model.blocks)  # switched back off
+    if component != "k":  # the edge mattered (through a random model's keys it hardly does: 4e-6)
+        assert abs(float(theirs[1, 0]) - float(metric(model(corrupted)).mean())) > 1e-3
 
 
 # ----- ActivationCache ------------------------------------------------------------------------------
