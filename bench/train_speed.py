@@ -1,5 +1,6 @@
 """How fast the training step runs on CPU: the fast path ``last_logits`` against the full-sequence
-forward (the baseline), in fp32 and under bf16 autocast, on one thread.
+forward (the baseline), in fp32 and under bf16 autocast, on one thread; then what ``--precision auto``
+decides here and what deciding costs.
 
     python bench/train_speed.py [--batch-size 512] [--steps 10] [--rounds 3]
 
@@ -7,18 +8,24 @@ One step is what ``model/train.py`` does: a fresh batch, forward, cross-entropy 
 backward, AdamW. Prints steps/s for each variant and its ratio to the full fp32 forward. The variants
 alternate within each round so that all see the same load; each is timed in wall seconds (best
 round) and in CPU seconds of this process, which moves less with other processes on the machine.
+
+Whether bf16 pays depends on the CPU: with native bf16 (AVX512-BF16, AMX) ``last_logits`` bf16 runs
+about twice as fast as fp32; where bf16 is emulated (AVX2 only) about ten times slower. The last line
+is ``model.precision.choose_precision`` measured afresh (a throw-away cache), as a run would.
 """
 from __future__ import annotations
 
 import argparse
 import contextlib
-import platform
+import tempfile
 import time
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
 from assignadd import AssignAddTransformer, Task
+from assignadd.model.precision import cpu_name
 
 torch.set_num_threads(1)
 
@@ -75,13 +82,28 @@ def main(argv=None) -> None:
 
     print(f"train_speed: batch {args.batch_size}, {args.steps} steps x {args.rounds} rounds per variant, "
           f"torch {torch.__version__}, threads {torch.get_num_threads()}, "
-          f"{platform.processor() or platform.machine()}")
+          f"{cpu_name()}")
     rate = {name: (max(args.steps / w for w, _ in r), max(args.steps / c for _, c in r if c > 0))
             for name, r in runs.items()}
     base = rate[BASELINE]
     for name, (wall, cpu) in rate.items():
         print(f"  {name:<17} {wall:6.2f} steps/s wall (best)  {cpu:6.2f} steps/s CPU   "
               f"x{wall / base[0]:.2f} wall  x{cpu / base[1]:.2f} CPU vs {BASELINE}")
+    print_auto_decision(args.batch_size)
+
+
+def print_auto_decision(batch_size: int) -> None:
+    """``--precision auto`` as ``assignadd-train`` runs it, measured now (never from a cache)."""
+    from assignadd.data import Task
+    from assignadd.model.precision import choose_precision
+    from assignadd.model.train import TrainConfig, step_probe
+
+    with tempfile.TemporaryDirectory() as tmp:
+        w, c = time.perf_counter(), time.process_time()
+        choice = choose_precision("cpu", step_probe(TrainConfig(batch_size=batch_size), Task()), cache=Path(tmp))
+        wall, cpu = time.perf_counter() - w, time.process_time() - c
+    print(f"  --precision auto: {choice.chosen}; deciding took {wall:.2f} s wall, {cpu:.2f} s CPU "
+          f"(steps {choice.measure_s:.2f} s); {choice.log_line()}")
 
 
 if __name__ == "__main__":

@@ -18,13 +18,19 @@ optimizer: the same weights, to float tolerance (batched matmuls may sum in anot
 Every member writes an ordinary run folder (``run.json``, ``checkpoints/``, ``metrics.jsonl``,
 ``resume.pt``, ``final.pt``) in ``train``'s format, so a batched run can be resumed by ``train`` and the
 other way round. A member that stops early (``early_stops[k]``) leaves the stack; the others go on.
+
+Precision: one for the stack. ``auto`` times this module's own step on K stacked models
+(``step_probe``, ``model.precision``), unless the members' run folders already record one.
 """
 from __future__ import annotations
 
+import itertools
 import json
+import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Callable
 
 import torch
 import torch.nn as nn
@@ -33,11 +39,13 @@ from torch.func import functional_call, vmap
 
 from ..data import POOL_NAMES, Task
 from .checkpoint import atomic_save, save_checkpoint
-from .train import TrainConfig, TrainError, _autocast, _truncate_log, accuracy, checkpoint_name, open_run
-from .transformer import AssignAddTransformer
+from .precision import SCOUT_BATCH, PrecisionChoice, StepProbe, choose_precision
+from .train import (TrainConfig, TrainError, _autocast, _truncate_log, accuracy, adamw, checkpoint_name, open_run,
+                    recorded_precision)
+from .transformer import AssignAddTransformer, ModelConfig
 
 # Settings every member must share: they are one optimizer and one loop.
-SHARED = ("steps", "batch_size", "lr", "weight_decay", "betas", "device", "use_bf16", "eval_every", "eval_size",
+SHARED = ("steps", "batch_size", "lr", "weight_decay", "betas", "device", "precision", "eval_every", "eval_size",
           "checkpoint_every")
 
 
@@ -56,8 +64,8 @@ class _LastLogits(nn.Module):
 class _Member:
     """One run of the stack: its folder, task, a model/optimizer pair in ``train``'s layout, its log."""
 
-    run_dir: Path
-    cfg: TrainConfig
+    run_dir: Path | None  # None: a member of a precision probe, which writes nothing
+    cfg: TrainConfig  # precision decided
     task: Task
     model: AssignAddTransformer
     opt: torch.optim.AdamW
@@ -101,10 +109,11 @@ def _shared(cfg: TrainConfig) -> dict:
     return {k: getattr(cfg, k) for k in SHARED}
 
 
-def _open_member(run_dir, cfg: TrainConfig, early_stop) -> tuple[_Member, int]:
+def _open_member(run_dir, cfg: TrainConfig, early_stop,
+                 precision: PrecisionChoice | None = None) -> tuple[_Member, int]:
     """Create or resume one run folder exactly as ``train`` does; returns the member and its start step."""
-    run = open_run(run_dir, cfg)
-    run_dir, task, model, opt, start = run.run_dir, run.task, run.model, run.opt, run.start
+    run = open_run(run_dir, cfg, precision)
+    run_dir, cfg, task, model, opt, start = run.run_dir, run.cfg, run.task, run.model, run.opt, run.start
     if not model.biases_are_zero():
         raise TrainError(f"{run_dir}: biases are not zero; the batched step skips them (SPEC §2.1 freezes them at 0)")
     (run_dir / "checkpoints").mkdir(exist_ok=True)
@@ -127,8 +136,8 @@ class _Stack:
         with torch.no_grad():
             self.leaves = [torch.stack([dict(m.model.named_parameters())[n].detach() for m in members]).clone()
                            .requires_grad_(True) for n in self.names]
-        cfg = first.cfg
-        self.opt = torch.optim.AdamW(self.leaves, lr=cfg.lr, weight_decay=cfg.weight_decay, betas=cfg.betas)
+        self.cfg = first.cfg
+        self.opt = adamw(self.leaves, self.cfg)
         member_states = [m.opt.state_dict()["state"] for m in members]
         if any(member_states):
             if not all(len(s) == len(self.names) for s in member_states):
@@ -149,8 +158,10 @@ class _Stack:
         self._logits = vmap(logits)  # ({n: (K, ...)}, (K, B, T)) -> (K, B, d_vocab_out)
         self._loss = vmap(F.cross_entropy)  # ((K, B, C), (K, B)) -> (K,)
 
-    def step(self, tokens: torch.Tensor, labels: torch.Tensor, cfg: TrainConfig) -> list[float]:
-        """One AdamW step of every member on its batch (``tokens (K, B, T)``, ``labels (K, B)``)."""
+    def step(self, tokens: torch.Tensor, labels: torch.Tensor, cfg: TrainConfig | None = None) -> list[float]:
+        """One AdamW step of every member on its batch (``tokens (K, B, T)``, ``labels (K, B)``), on
+        ``cfg``'s device and precision (default, or when ``cfg`` says ``auto``: the members')."""
+        cfg = cfg if cfg is not None and cfg.precision != "auto" else self.cfg
         params = {"model." + n: leaf for n, leaf in zip(self.names, self.leaves)}
         with _autocast(cfg.device, cfg.use_bf16):
             logits = self._logits(params, tokens)
@@ -175,14 +186,83 @@ class _Stack:
                 m.opt.load_state_dict({"state": state, "param_groups": m.opt.state_dict()["param_groups"]})
 
 
+def step_probe(cfgs: list[TrainConfig]) -> StepProbe:
+    """``_Stack.step`` as ``model.precision`` times it: the members' fresh models (their seeds, their
+    tasks' batches), one model at a scout batch, then all K at the run's batch (a GPU's gain from bf16
+    shows at the full stack, not on one small model)."""
+    by_split = {(c.f, c.r, c.split_seed): None for c in cfgs}
+    by_split = {key: Task(*key) for key in by_split}  # one Task per split, not per member
+    tasks = [by_split[(c.f, c.r, c.split_seed)] for c in cfgs]
+    batch = cfgs[0].batch_size
+    sizes = {"scout": (1, min(SCOUT_BATCH, batch)), "workload": (len(cfgs), batch)}
+
+    def make(precision: str, size: str):
+        k, b = sizes[size]
+        members = []
+        for c, task in zip(cfgs[:k], tasks):
+            c = replace(c, precision=precision)
+            model = AssignAddTransformer(ModelConfig(d_vocab=task.vocab.size, d_vocab_out=task.vocab.modulus),
+                                         seed=c.seed).to(c.device)
+            members.append(_Member(None, c, task, model, adamw(model.trainable_parameters, c), {}))
+        stack = _Stack(members)
+        steps = itertools.count()
+
+        def step():
+            i = next(steps)
+            batches = [m.task.training_batch(m.cfg.seed, i, b) for m in members]
+            tokens = torch.stack([x[0] for x in batches]).to(stack.cfg.device)  # (k, b, T)
+            labels = torch.stack([x[1] for x in batches]).to(stack.cfg.device)  # (k, b)
+            losses = stack.step(tokens, labels)
+            return sum(losses), [leaf.grad for leaf in stack.leaves if leaf.grad is not None]
+
+        return step
+
+    def shape(size):
+        k, b = sizes[size]
+        return {"step": "batched", "models": k, "batch_size": b}
+
+    return StepProbe(make, scout=shape("scout"), workload=shape("workload"))
+
+
+def resolve_precision(run_dirs, cfgs: list[TrainConfig]) -> PrecisionChoice:
+    """One precision for the stack: as given; for ``auto``, the one the members' run folders record
+    (they must agree), else measured on ``step_probe(cfgs)``."""
+    cfg = cfgs[0]
+    if cfg.precision != "auto":
+        return PrecisionChoice.given(cfg.precision)
+    recorded = {}
+    for d in run_dirs:
+        try:
+            header = json.loads((Path(d) / "run.json").read_text())
+        except (OSError, json.JSONDecodeError, UnicodeDecodeError):
+            continue  # no run yet, or a file open_run will refuse with its reason
+        if isinstance(header, dict) and recorded_precision(header) is not None:
+            recorded[Path(d)] = recorded_precision(header)
+    if len(set(recorded.values())) > 1:
+        found = ", ".join(f"{d}: {p}" for d, p in recorded.items())
+        raise TrainError(f"batched members were started with different precisions ({found}); they must match")
+    if recorded:
+        (chosen,) = set(recorded.values())
+        return PrecisionChoice(requested="auto", chosen=chosen, source="run folder",
+                               reason=f"auto, resumed: the members' run.json record {chosen}")
+    return choose_precision(cfg.device, step_probe(cfgs))
+
+
+def _log_stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
 def train_batched(run_dirs, cfgs: list[TrainConfig], *, early_stops=None, progress: bool = False,
-                  stop_after: int | None = None) -> list[Path]:
+                  stop_after: int | None = None, precision: PrecisionChoice | None = None,
+                  log: Callable[[str], None] | None = _log_stderr) -> list[Path]:
     """Train (or resume) K runs in one batched step; returns each run's final checkpoint path.
 
     ``cfgs[k]`` may differ in seed, f, r and split seed; everything else (``SHARED``) must match, and
     all runs must resume from the same step. ``early_stops[k](step, accs) -> bool`` ends run k early
     (written as ``train`` writes an early stop); ``stop_after`` ends the call after that many steps
     without finishing (a test's stand-in for a killed process), returning the ``resume.pt`` paths.
+    ``precision``: a caller's decision (default: ``resolve_precision``); ``log`` gets one line saying
+    which precision and why (default: standard error; None: silent).
     """
     run_dirs = [Path(d) for d in run_dirs]
     if not run_dirs or len(run_dirs) != len(cfgs):
@@ -198,10 +278,17 @@ def train_batched(run_dirs, cfgs: list[TrainConfig], *, early_stops=None, progre
         if diff:
             raise TrainError(f"{d}: batched members must share {', '.join(diff)} (got {other[diff[0]]!r}, "
                              f"expected {first[diff[0]]!r})")
+    if cfgs[0].threads:
+        torch.set_num_threads(cfgs[0].threads)  # before a measured precision is timed
+    for c in cfgs:
+        c.validate()  # a bad option is an error before a second of timing
+    if precision is None:
+        precision = resolve_precision(run_dirs, cfgs)
+    cfgs = [replace(c, precision=precision.chosen) for c in cfgs]
     cfg = cfgs[0]
-    if cfg.threads:
-        torch.set_num_threads(cfg.threads)
-    opened = [_open_member(d, c, e) for d, c, e in zip(run_dirs, cfgs, early_stops)]
+    if log is not None:
+        log(f"batched K={len(cfgs)} ({run_dirs[0].parent}): {precision.log_line()}")
+    opened = [_open_member(d, c, e, precision) for d, c, e in zip(run_dirs, cfgs, early_stops)]
     starts = {s for _, s in opened}
     if len(starts) != 1:
         raise TrainError(f"batched members resume from different steps {sorted(starts)}; group them by step")
@@ -228,7 +315,7 @@ def train_batched(run_dirs, cfgs: list[TrainConfig], *, early_stops=None, progre
             batches = [m.task.training_batch(m.cfg.seed, step, cfg.batch_size) for m in active]
             tokens = torch.stack([b[0] for b in batches]).to(cfg.device)  # (K, B, T)
             labels = torch.stack([b[1] for b in batches]).to(cfg.device)  # (K, B)
-            losses = stack.step(tokens, labels, cfg)
+            losses = stack.step(tokens, labels)
             step += 1
             done_in_call += 1
             for m, loss in zip(active, losses):

@@ -4,7 +4,8 @@ The paper trains the model for a grid of f (fraction of number pairs in training
 (keep-probability of 2-var rows, SPEC §1.3) and reads off where generalization starts. Here a sweep is
 a folder:
 
-    sweep.json                    the grid and the options (format ``assignadd.sweep-grid/1``)
+    sweep.json                    the grid, the options and the precision choice (format
+                                  ``assignadd.sweep-grid/1``)
     points/f=0.25_seed=0/         an ordinary run folder of ``model.train.train`` (run.json,
     points/f=0.3_seed=0/          checkpoints/, metrics.jsonl, resume.pt, final.pt)
     ...
@@ -12,6 +13,11 @@ a folder:
 Started again, a sweep skips the points that have a ``final.pt`` and resumes the others (``train``
 resumes exactly); an existing folder with another grid is refused. Points run on a local pool of
 single-thread processes, as Ray tasks, or K at a time in one batched step (``model.batched``, for a GPU).
+
+Precision: ``auto`` is decided once for the whole sweep (``resolve_sweep_precision``: measured on the
+step the points will run, single-thread workers or the batched stack; a restarted sweep keeps what
+``sweep.json`` records), and every point trains in it. With Ray the measurement is the driver's: on a
+cluster of other machines, give ``--precision`` explicitly.
 
 Early stopping (``EarlyStop``): a point stops once its generalization metric on the evaluation pools
 has been at or above ``EARLY_STOP_BAR`` for ``patience`` consecutive evaluations. A point that never
@@ -22,13 +28,16 @@ from __future__ import annotations
 import json
 import math
 import multiprocessing
+import sys
 import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
+from typing import Callable
 
 from ..data import Task
+from .precision import PrecisionChoice
 from .train import TrainConfig, TrainError
 
 GRID_FORMAT = "assignadd.sweep-grid/1"
@@ -89,7 +98,7 @@ class SweepConfig:
     early_stop: int = 0  # patience K: consecutive evaluations at or above the bar; 0 = off
     split_seed: int = 42
     device: str = "cpu"
-    precision: str = "auto"
+    precision: str = "auto"  # auto: measured once per sweep (resolve_sweep_precision); fp32, bf16: as given
 
     def __post_init__(self):
         self.values = tuple(float(v) for v in self.values)
@@ -160,7 +169,10 @@ class SweepConfig:
                                  f"it: {'; '.join(refused)}; raise the smallest f")
 
     def grid(self) -> dict:
-        """What makes two sweeps the same sweep (a restart must match it)."""
+        """What makes two sweeps the same sweep (a restart must match it). Needs a decided precision."""
+        if self.precision == "auto":
+            raise SweepError("SweepConfig.grid: precision 'auto' is decided when the sweep opens "
+                             "(resolve_sweep_precision); this config was not resolved")
         cfg = self.train_config(self.points()[0])
         return {
             "param": self.param, "values": sorted(self.values), "seeds": list(self.seeds),
@@ -246,29 +258,80 @@ def config_from_grid_file(doc: dict) -> SweepConfig:
                        precision="bf16" if g["bf16"] else "fp32")
 
 
-def open_sweep(out, cfg: SweepConfig, options: dict | None = None) -> Path:
-    """Create the sweep folder, or check that an existing one holds this grid; write ``sweep.json``."""
-    cfg.validate()
+def resolve_sweep_precision(out, cfg: SweepConfig, *, batched: int = 1,
+                            threads: int | None = None) -> PrecisionChoice:
+    """One precision for every point: as given; for ``auto``, what an existing ``sweep.json`` records,
+    else measured on the step the points will run (``batched > 1``: the batched stack of that many
+    points; else one point's ``train`` step on ``threads`` torch threads, as its worker will run)."""
+    if cfg.precision != "auto":
+        return PrecisionChoice.given(cfg.precision)
+    if (Path(out) / "sweep.json").is_file():
+        bf16 = read_grid_file(out).get("grid", {}).get("bf16")
+        if isinstance(bf16, bool):
+            chosen = "bf16" if bf16 else "fp32"
+            return PrecisionChoice(requested="auto", chosen=chosen, source="run folder",
+                                   reason=f"auto, continued: sweep.json records {chosen}, chosen when the sweep "
+                                          "started")
+    import torch
+
+    from .precision import choose_precision
+
+    points = cfg.points()
+    before = torch.get_num_threads()
+    try:
+        if threads:
+            torch.set_num_threads(threads)
+        if batched > 1:
+            from .batched import step_probe as batched_probe
+
+            probe = batched_probe([cfg.train_config(p) for p in points[:batched]])
+        else:
+            from .train import step_probe
+
+            first = points[0]
+            probe = step_probe(cfg.train_config(first), Task(first.f, first.r, cfg.split_seed))
+        return choose_precision(cfg.device, probe)
+    finally:
+        torch.set_num_threads(before)
+
+
+def _check_out_folder(out) -> Path:
+    """``out`` as a Path, if it can hold this sweep: absent, empty, or a sweep folder."""
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise SweepError(f"{out}: exists and is not a folder")
-    grid = cfg.grid()
+    if not (out / "sweep.json").exists() and out.exists() and any(out.iterdir()):
+        raise SweepError(f"{out}: exists, is not empty and holds no sweep.json; use another --out")
+    return out
+
+
+def open_sweep(out, cfg: SweepConfig, options: dict | None = None,
+               precision: PrecisionChoice | None = None) -> Path:
+    """Create the sweep folder, or check that an existing one holds this grid; write ``sweep.json``.
+    ``precision``: the sweep's decision (default: ``resolve_sweep_precision`` with one worker)."""
+    cfg.validate()
+    out = _check_out_folder(out)
     path = out / "sweep.json"
+    if precision is None:
+        precision = resolve_sweep_precision(out, cfg)
+    cfg = replace(cfg, precision=precision.chosen)
+    grid = cfg.grid()
+    record = precision.to_dict()
     if path.exists():
         existing = read_grid_file(out)
+        if isinstance(existing.get("precision"), dict):
+            record = existing["precision"]  # what decided when the sweep started (the grid check keeps it true)
         old = existing.get("grid", {})
         diff = [k for k in sorted(set(grid) | set(old)) if grid.get(k) != old.get(k)]
         if diff:
             what = "; ".join(f"{k}: {old.get(k)!r} there, {grid.get(k)!r} asked" for k in diff[:4])
             raise SweepError(f"{out}: holds a sweep with another grid ({what}{'; ...' if len(diff) > 4 else ''}); "
                              "use another --out, or the same options to continue it")
-    elif out.exists() and any(out.iterdir()):
-        raise SweepError(f"{out}: exists, is not empty and holds no sweep.json; use another --out")
     out.mkdir(parents=True, exist_ok=True)
     points_dir(out).mkdir(exist_ok=True)
     doc = {"format": GRID_FORMAT, "grid": grid,
            "points": [{"name": p.name, "f": p.f, "r": p.r, "seed": p.seed} for p in cfg.points()],
-           "options": options or {}}
+           "options": options or {}, "precision": record}
     tmp = path.with_suffix(".json.tmp")
     tmp.write_text(json.dumps(doc, indent=2) + "\n")
     tmp.replace(path)
@@ -312,14 +375,16 @@ def resume_step(point_dir) -> int:
 
 
 # ----- running points ---------------------------------------------------------------------------------
-def train_point(point_dir: str, train_cfg: dict, param: str, patience: int) -> dict:
-    """Train one grid point to its end (a top-level function: it runs in worker processes and Ray tasks)."""
+def train_point(point_dir: str, train_cfg: dict, param: str, patience: int, precision: dict | None = None) -> dict:
+    """Train one grid point to its end (a top-level function: it runs in worker processes and Ray
+    tasks). ``precision``: the sweep's ``PrecisionChoice`` as a dict, recorded in the point's run.json."""
     from .train import train
 
     cfg = TrainConfig(**{**train_cfg, "betas": tuple(train_cfg["betas"])})
     stop = EarlyStop(param, patience, run_dir=point_dir) if patience else None
     t0 = time.time()
-    train(point_dir, cfg, progress=False, early_stop=stop)
+    choice = PrecisionChoice.from_dict(precision) if precision is not None else None
+    train(point_dir, cfg, progress=False, early_stop=stop, precision=choice, log=None)
     return {"point": Path(point_dir).name, "step": last_logged_step(point_dir), "seconds": round(time.time() - t0, 1)}
 
 
@@ -391,14 +456,20 @@ class GridProgress:
             self.bar.close()
 
 
+def _log_stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
 def run_sweep(out, cfg: SweepConfig, *, backend: str = "local", jobs: int = 1, batched: int = 1,
-              ray_address: str | None = None, progress: bool = True) -> list[dict]:
+              ray_address: str | None = None, progress: bool = True,
+              log: Callable[[str], None] | None = _log_stderr) -> list[dict]:
     """Train every unfinished point of the grid into ``out``; returns one summary per point.
 
     ``backend="local"``: ``jobs`` single-thread worker processes (``jobs=1``: in this process), or with
     ``batched=K`` groups of K points in one batched step (``model.batched``; meant for a GPU).
     ``backend="ray"``: one Ray task per point (``num_cpus=1``), on a local instance of ``jobs`` CPUs or
-    on the cluster at ``ray_address``.
+    on the cluster at ``ray_address``. ``log`` gets one line saying which precision the sweep trains in
+    and why (default: standard error; None: silent).
     """
     if backend not in ("local", "ray"):
         raise SweepError(f"--backend must be local or ray, got {backend!r}")
@@ -421,7 +492,7 @@ def run_sweep(out, cfg: SweepConfig, *, backend: str = "local", jobs: int = 1, b
     options = {"backend": backend, "jobs": jobs, "batched": batched, "ray_address": ray_address, "device": cfg.device}
     ray_started = _connect_ray(ray_address, jobs) if backend == "ray" else False  # before anything is written
     try:
-        return _run_grid(out, cfg, options, backend, jobs, batched, ray_address, progress)
+        return _run_grid(out, cfg, options, backend, jobs, batched, ray_address, progress, log)
     finally:
         if ray_started:
             import ray
@@ -465,8 +536,17 @@ def _check_reachable(address: str | None, timeout: float = 5.0) -> None:
         raise SweepError(f"--ray-address {address}: no Ray cluster answers there ({e.strerror or e})") from None
 
 
-def _run_grid(out, cfg, options, backend, jobs, batched, ray_address, progress) -> list[dict]:
-    out = open_sweep(out, cfg, options)
+def _run_grid(out, cfg, options, backend, jobs, batched, ray_address, progress, log) -> list[dict]:
+    threads = 1 if cfg.device == "cpu" and (jobs > 1 or backend == "ray") else None
+    cfg.validate()  # a bad option or folder is an error before a second of timing
+    _check_out_folder(out)
+    choice = resolve_sweep_precision(out, cfg, batched=min(batched, len(cfg.points())), threads=threads)
+    cfg = replace(cfg, precision=choice.chosen)
+    out = open_sweep(out, cfg, options, precision=choice)
+    if log is not None:
+        log(f"{out}: {choice.log_line()}")
+    # Points record the measurement that decided (kept in sweep.json when a sweep is continued).
+    precision = read_grid_file(out).get("precision") or choice.to_dict()
     todo, summary = [], []
     for p in cfg.points():
         status, step = point_status(points_dir(out) / p.name)
@@ -474,7 +554,6 @@ def _run_grid(out, cfg, options, backend, jobs, batched, ray_address, progress) 
             summary.append({"point": p.name, "status": "skipped (finished)", "step": step})
         else:
             todo.append(p)
-    threads = 1 if cfg.device == "cpu" and (jobs > 1 or backend == "ray") else None
     patience = cfg.early_stop
     parallel = batched if batched > 1 else jobs
     with GridProgress(out, cfg, parallel, enabled=progress) as bar:
@@ -486,25 +565,25 @@ def _run_grid(out, cfg, options, backend, jobs, batched, ray_address, progress) 
         if not todo:
             pass
         elif batched > 1:
-            _run_batched(out, cfg, todo, batched, record)
+            _run_batched(out, cfg, todo, batched, record, PrecisionChoice.from_dict(precision))
         elif backend == "ray":
-            _run_ray(out, cfg, todo, jobs, ray_address, threads, record)
+            _run_ray(out, cfg, todo, jobs, ray_address, threads, record, precision)
         elif jobs == 1:
             for p in todo:
                 record(train_point(str(points_dir(out) / p.name), asdict(cfg.train_config(p, threads)), cfg.param,
-                                   patience))
+                                   patience, precision))
         else:
-            _run_processes(out, cfg, todo, jobs, threads, record)
+            _run_processes(out, cfg, todo, jobs, threads, record, precision)
     order = {p.name: i for i, p in enumerate(cfg.points())}
     return sorted(summary, key=lambda s: order[s["point"]])
 
 
-def _run_processes(out, cfg, todo, jobs, threads, record):
+def _run_processes(out, cfg, todo, jobs, threads, record, precision):
     # spawn, not fork: a forked child inherits torch's thread pools mid-state.
     ctx = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
         futures = {pool.submit(train_point, str(points_dir(out) / p.name), asdict(cfg.train_config(p, threads)),
-                               cfg.param, cfg.early_stop) for p in todo}
+                               cfg.param, cfg.early_stop, precision) for p in todo}
         try:
             while futures:
                 done, futures = wait(futures, return_when=FIRST_COMPLETED)
@@ -516,13 +595,13 @@ def _run_processes(out, cfg, todo, jobs, threads, record):
             raise
 
 
-def _run_ray(out, cfg, todo, jobs, address, threads, record):
+def _run_ray(out, cfg, todo, jobs, address, threads, record, precision):
     """One Ray task per point on the instance ``run_sweep`` connected to (``_connect_ray``)."""
     import ray
 
     task = ray.remote(num_cpus=1)(train_point)
     refs = [task.remote(str(points_dir(out).resolve() / p.name), asdict(cfg.train_config(p, threads)), cfg.param,
-                        cfg.early_stop) for p in todo]
+                        cfg.early_stop, precision) for p in todo]
     try:
         while refs:
             done, refs = ray.wait(refs, num_returns=1)
@@ -534,7 +613,7 @@ def _run_ray(out, cfg, todo, jobs, address, threads, record):
         raise
 
 
-def _run_batched(out, cfg, todo, k, record):
+def _run_batched(out, cfg, todo, k, record, choice):
     """Groups of up to K points that resume from the same step, each group in one batched run."""
     from .batched import train_batched
 
@@ -548,6 +627,7 @@ def _run_batched(out, cfg, todo, k, record):
             dirs = [points_dir(out) / p.name for p in group]
             stops = [EarlyStop(cfg.param, cfg.early_stop, run_dir=d) if cfg.early_stop else None for d in dirs]
             t0 = time.time()
-            train_batched(dirs, [cfg.train_config(p) for p in group], early_stops=stops)
+            train_batched(dirs, [cfg.train_config(p) for p in group], early_stops=stops, precision=choice,
+                          log=None)
             for d in dirs:
                 record({"point": d.name, "step": last_logged_step(d), "seconds": round(time.time() - t0, 1)})

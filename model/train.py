@@ -1,29 +1,35 @@
 """Training (SPEC §3): AdamW on the last position's cross-entropy, seeded and resumable.
 
 A run folder holds:
-    run.json          the run's config (training, task, model), written once
+    run.json          the run's config (training, task, model) and its precision choice (which
+                      arithmetic, and why: ``model/precision.py``), written once
     checkpoints/      step_000000.pt, step_000100.pt, ...: weights after N optimizer steps
     metrics.jsonl     one line per evaluation: step, training loss, every pool's accuracy
     resume.pt         the latest weights and optimizer state (rewritten atomically)
     final.pt          the weights after the last step
 
 Every batch is a pure function of (run seed, step) and the optimizer state is saved with the weights,
-so a run killed mid-way and started again with the same folder ends with the same weights.
+so a run killed mid-way and started again with the same folder ends with the same weights. A resumed
+run keeps the precision it started with (recorded in ``run.json``), whatever ``auto`` would pick now.
 """
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import math
+import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
+from typing import Callable
 
 import torch
 import torch.nn.functional as F
 
 from ..data import POOL_NAMES, Task
-from .checkpoint import CheckpointError, atomic_save, save_checkpoint
+from .checkpoint import atomic_save, save_checkpoint
+from .precision import SCOUT_BATCH, PrecisionChoice, StepProbe, choose_precision
 from .transformer import AssignAddTransformer, ModelConfig
 
 RUN_FORMAT = "assignadd.run/1"
@@ -46,7 +52,7 @@ class TrainConfig:
     weight_decay: float = 0.02
     betas: tuple[float, float] = (0.9, 0.999)
     device: str = "cpu"
-    precision: str = "auto"  # auto: bf16 on CUDA (as the paper), fp32 on CPU
+    precision: str = "auto"  # auto: measured on this machine (model/precision.py); fp32, bf16: as given
     checkpoint_every: int = 100
     eval_every: int = 100
     eval_size: int = 500
@@ -77,8 +83,9 @@ class TrainConfig:
 
     @property
     def use_bf16(self) -> bool:
-        if self.precision == "auto":
-            return self.device.startswith("cuda")
+        if self.precision == "auto":  # no silent guess: the answer depends on the machine
+            raise TrainError("TrainConfig.use_bf16: precision 'auto' is decided when the run opens "
+                             "(open_run / resolve_precision); this config was not resolved")
         return self.precision == "bf16"
 
     def identity(self) -> dict:
@@ -113,19 +120,91 @@ def _autocast(device: str, enabled: bool):
     return torch.autocast("cuda" if device.startswith("cuda") else "cpu", dtype=torch.bfloat16)
 
 
+def adamw(params, cfg: TrainConfig) -> torch.optim.AdamW:
+    return torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay, betas=cfg.betas)
+
+
+def training_step(model: AssignAddTransformer, opt: torch.optim.Optimizer, tokens: torch.Tensor,
+                  labels: torch.Tensor, *, device: str, bf16: bool, biases: bool) -> torch.Tensor:
+    """One optimizer step of SPEC §3 on ``tokens (B, T)``, ``labels (B,)``: the fast-path forward
+    (under bf16 autocast if ``bf16``), cross-entropy at the last position in fp32, backward, AdamW.
+    Returns the loss; the step's gradients stay on the parameters. The step ``train`` runs, and the
+    one ``model.precision`` times."""
+    with _autocast(device, bf16):
+        logits = model.last_logits(tokens, biases=biases)  # (B, d_vocab_out)
+    loss = F.cross_entropy(logits.float(), labels)
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    opt.step()
+    return loss
+
+
+def step_probe(cfg: TrainConfig, task: Task) -> StepProbe:
+    """``training_step`` as ``model.precision`` times it: a fresh model of the run's seed on the run's
+    own batches (the first one is the run's first step), at a scout batch and at the run's batch."""
+    model_cfg = ModelConfig(d_vocab=task.vocab.size, d_vocab_out=task.vocab.modulus)
+    batch = {"scout": min(SCOUT_BATCH, cfg.batch_size), "workload": cfg.batch_size}
+
+    def make(precision: str, size: str):
+        model = AssignAddTransformer(model_cfg, seed=cfg.seed).to(cfg.device)
+        opt = adamw(model.trainable_parameters, cfg)
+        biases = not model.biases_are_zero()
+        steps = itertools.count()
+
+        def step():
+            tokens, labels = task.training_batch(cfg.seed, next(steps), batch[size])
+            loss = training_step(model, opt, tokens.to(cfg.device), labels.to(cfg.device), device=cfg.device,
+                                 bf16=precision == "bf16", biases=biases)
+            return loss.item(), [p.grad for p in model.trainable_parameters if p.grad is not None]
+
+        return step
+
+    def shape(size):
+        return {"step": "train", "models": 1, "batch_size": batch[size]}
+
+    return StepProbe(make, scout=shape("scout"), workload=shape("workload"))
+
+
+def recorded_precision(header: dict | None) -> str | None:
+    """The precision a run folder's ``run.json`` says the run trains in (None: no usable record)."""
+    bf16 = ((header or {}).get("train") or {}).get("bf16")
+    return None if not isinstance(bf16, bool) else ("bf16" if bf16 else "fp32")
+
+
+def resolve_precision(cfg: TrainConfig, task: Task, header: dict | None = None) -> PrecisionChoice:
+    """What ``cfg.precision`` means for this run: as given (fp32, bf16); for ``auto``, the precision an
+    existing run folder records (``header``: its run.json), else measured (``model.precision``)."""
+    if cfg.precision != "auto":
+        return PrecisionChoice.given(cfg.precision)
+    recorded = recorded_precision(header)
+    if recorded is not None:
+        return PrecisionChoice(requested="auto", chosen=recorded, source="run folder",
+                               reason=f"auto, resumed: run.json records {recorded}, chosen when the run started")
+    return choose_precision(cfg.device, step_probe(cfg, task))
+
+
+def _log_stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
 @dataclass
 class OpenRun:
     run_dir: Path
+    cfg: TrainConfig  # precision decided: fp32 or bf16
     task: Task
     model: AssignAddTransformer
     opt: torch.optim.Optimizer
     start: int  # the step to continue from: 0 for a new run
+    precision: PrecisionChoice
 
 
-def open_run(run_dir, cfg: TrainConfig) -> OpenRun:
+def open_run(run_dir, cfg: TrainConfig, precision: PrecisionChoice | None = None) -> OpenRun:
     """Create the run folder (with ``run.json``) for ``cfg``, or check that an existing one holds the
     same run and load model and optimizer from its ``resume.pt``. Refuses a split that leaves some
-    number out of every training pair, a folder of another run, and a resume file it cannot use."""
+    number out of every training pair, a folder of another run, and a resume file it cannot use.
+
+    ``precision``: a choice made by the caller (a sweep decides once for all its points); by default
+    ``resolve_precision`` decides, after the options are checked and before anything is written."""
     cfg.validate()
     run_dir = Path(run_dir)
     if run_dir.exists() and not run_dir.is_dir():
@@ -138,17 +217,26 @@ def open_run(run_dir, cfg: TrainConfig) -> OpenRun:
             "the model could never learn them"
         )
     run_json = run_dir / "run.json"
-    model_cfg = ModelConfig(d_vocab=task.vocab.size, d_vocab_out=task.vocab.modulus)
-    header = {"format": RUN_FORMAT, "train": cfg.identity(), "task": task.config.to_dict(),
-              "model_config": model_cfg.to_dict()}
-    model = AssignAddTransformer(model_cfg, seed=cfg.seed).to(cfg.device)
-    opt = torch.optim.AdamW(model.trainable_parameters, lr=cfg.lr, weight_decay=cfg.weight_decay, betas=cfg.betas)
-    start = 0
+    existing = None
     if run_json.exists():
         try:
             existing = json.loads(run_json.read_text())
         except (json.JSONDecodeError, UnicodeDecodeError) as e:
             raise TrainError(f"{run_json}: not valid JSON ({e})") from None
+        if not isinstance(existing, dict):
+            raise TrainError(f"{run_json}: expected a JSON object, found {type(existing).__name__}")
+    if precision is None:
+        precision = resolve_precision(cfg, task, existing)
+    elif cfg.precision not in ("auto", precision.chosen):
+        raise TrainError(f"--precision {cfg.precision} given, but the caller decided {precision.chosen}")
+    cfg = replace(cfg, precision=precision.chosen)
+    model_cfg = ModelConfig(d_vocab=task.vocab.size, d_vocab_out=task.vocab.modulus)
+    header = {"format": RUN_FORMAT, "train": cfg.identity(), "task": task.config.to_dict(),
+              "model_config": model_cfg.to_dict()}
+    model = AssignAddTransformer(model_cfg, seed=cfg.seed).to(cfg.device)
+    opt = adamw(model.trainable_parameters, cfg)
+    start = 0
+    if existing is not None:
         if {k: existing.get(k) for k in header} != header:
             raise TrainError(f"{run_dir}: holds a run with other settings; use another folder to start a new run")
         resume = run_dir / "resume.pt"
@@ -162,21 +250,26 @@ def open_run(run_dir, cfg: TrainConfig) -> OpenRun:
                 raise TrainError(f"{resume}: cannot resume from it ({str(e).splitlines()[0][:200]})") from None
     else:
         run_dir.mkdir(parents=True, exist_ok=True)
-        run_json.write_text(json.dumps(header, indent=2) + "\n")
-    return OpenRun(run_dir, task, model, opt, start)
+        run_json.write_text(json.dumps({**header, "precision": precision.to_dict()}, indent=2) + "\n")
+    return OpenRun(run_dir, cfg, task, model, opt, start, precision)
 
 
 def train(run_dir, cfg: TrainConfig, *, progress: bool = True, stop_after: int | None = None,
-          early_stop=None) -> Path:
+          early_stop=None, precision: PrecisionChoice | None = None,
+          log: Callable[[str], None] | None = _log_stderr) -> Path:
     """Train (or resume) the run in ``run_dir``; returns the final checkpoint's path.
 
     ``stop_after`` ends the call after that many steps in this call without finishing the run (a
     test's stand-in for a killed process). ``early_stop(step, accs) -> bool`` may end a run early.
+    ``precision``: a caller's decision (see ``open_run``); ``log`` gets one line saying which
+    precision the run uses and why (default: standard error; None: silent).
     """
     if cfg.threads:
-        torch.set_num_threads(cfg.threads)
-    run = open_run(run_dir, cfg)
-    run_dir, task, model, opt, start = run.run_dir, run.task, run.model, run.opt, run.start
+        torch.set_num_threads(cfg.threads)  # before open_run: a measured precision is timed on these threads
+    run = open_run(run_dir, cfg, precision)
+    run_dir, cfg, task, model, opt, start = run.run_dir, run.cfg, run.task, run.model, run.opt, run.start
+    if log is not None:
+        log(f"{run_dir}: {run.precision.log_line()}")
     ckpt_dir = run_dir / "checkpoints"
     ckpt_dir.mkdir(exist_ok=True)
     log_path = run_dir / "metrics.jsonl"
@@ -215,13 +308,8 @@ def train(run_dir, cfg: TrainConfig, *, progress: bool = True, stop_after: int |
     try:
         while step < cfg.steps:
             tokens, labels = task.training_batch(cfg.seed, step, cfg.batch_size)
-            tokens, labels = tokens.to(cfg.device), labels.to(cfg.device)
-            with _autocast(cfg.device, cfg.use_bf16):
-                logits = model.last_logits(tokens, biases=use_bias)
-            loss = F.cross_entropy(logits.float(), labels)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
+            loss = training_step(model, opt, tokens.to(cfg.device), labels.to(cfg.device), device=cfg.device,
+                                 bf16=cfg.use_bf16, biases=use_bias)
             step += 1
             done_in_call += 1
             running += loss.item()

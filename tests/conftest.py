@@ -24,6 +24,20 @@ def single_threaded_torch():
     torch.set_num_threads(before)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def private_precision_cache(tmp_path_factory):
+    """Training's measured-precision cache goes to a folder of the test session, never the user's."""
+    import os
+
+    before = os.environ.get("ASSIGNADD_CACHE_DIR")
+    os.environ["ASSIGNADD_CACHE_DIR"] = str(tmp_path_factory.mktemp("assignadd-cache"))
+    yield
+    if before is None:
+        os.environ.pop("ASSIGNADD_CACHE_DIR", None)
+    else:
+        os.environ["ASSIGNADD_CACHE_DIR"] = before
+
+
 @pytest.fixture(scope="session")
 def paper_task() -> Task:
     """The paper's task: f = 0.7, r = 1, split seed 42 (SPEC §1.3)."""

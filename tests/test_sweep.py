@@ -35,6 +35,14 @@ from assignadd.reports import sweep_report
 TINY = dict(steps=4, batch_size=16, eval_size=20, eval_every=2, checkpoint_every=2)
 
 
+@pytest.fixture(scope="module", autouse=True)
+def precision_cache_in_tmp(tmp_path_factory):
+    """``--precision auto`` caches its measurement; here in a folder of the test's, not the user's."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("ASSIGNADD_CACHE_DIR", str(tmp_path_factory.mktemp("precision_cache")))
+        yield
+
+
 def tiny_config(**overrides) -> SweepConfig:
     return SweepConfig(**{"param": "f", "values": (0.5, 0.7), "seeds": (0,), **TINY, **overrides})
 
@@ -191,7 +199,8 @@ def test_r_metric_scores_a_fixed_subsample_of_the_2var_union():
 def test_batched_k3_ends_with_the_same_weights_as_three_separate_runs(tmp_path):
     """Three runs (two seeds, two values of f), one stopping early at step 2; the batched one is killed
     after its first step and resumed."""
-    common = dict(steps=3, batch_size=16, eval_size=20, eval_every=1, checkpoint_every=1)
+    # One explicit precision: "auto" times the single and the batched step apart and records each.
+    common = dict(steps=3, batch_size=16, eval_size=20, eval_every=1, checkpoint_every=1, precision="fp32")
     cfgs = [TrainConfig(seed=0, f=0.7, **common), TrainConfig(seed=1, f=0.5, **common),
             TrainConfig(seed=2, f=0.7, r=0.5, **common)]
     stops = [None, lambda step, a: step >= 2, None]
@@ -223,7 +232,7 @@ def synthetic_sweep(root, param: str, values, passing_from: float | None, seeds=
     """A sweep folder with no weights, only each point's metric file: accuracy 0.99 at and above
     ``passing_from`` (None: nowhere), 0.05 below."""
     out = root / f"sweep_{param}"
-    cfg = SweepConfig(param=param, values=tuple(values), seeds=seeds, steps=100)
+    cfg = SweepConfig(param=param, values=tuple(values), seeds=seeds, steps=100, precision="fp32")  # decided
     points_dir(out).mkdir(parents=True)  # sweep.json as open_sweep writes it, without building each split
     (out / "sweep.json").write_text(json.dumps({"format": GRID_FORMAT, "grid": cfg.grid(), "options": {}}))
     sample = dr.UNION_SAMPLE if param == "r" else None

@@ -18,6 +18,14 @@ from assignadd.model.train_cli import main as train_main
 STEPS, EVERY = 30, 10
 
 
+@pytest.fixture(scope="module", autouse=True)
+def precision_cache_in_tmp(tmp_path_factory):
+    """``--precision auto`` caches its measurement; here in a folder of the test's, not the user's."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("ASSIGNADD_CACHE_DIR", str(tmp_path_factory.mktemp("precision_cache")))
+        yield
+
+
 def small_config(**overrides) -> TrainConfig:
     settings = dict(seed=3, steps=STEPS, batch_size=64, eval_size=50, checkpoint_every=EVERY, eval_every=EVERY)
     return TrainConfig(**{**settings, **overrides})
@@ -106,9 +114,9 @@ def test_resumed_run_can_be_extended(tmp_path, full_run):
 @pytest.mark.parametrize("change", [{"lr": 2e-3}, {"seed": 4}, {"f": 0.6}, {"batch_size": 32}, {"precision": "bf16"}])
 def test_resuming_with_other_settings_is_refused(tmp_path, change):
     run_dir = tmp_path / "run"
-    train(run_dir, small_config(steps=1, eval_size=5), progress=False)
+    train(run_dir, small_config(steps=1, eval_size=5, precision="fp32"), progress=False)  # auto may pick bf16
     with pytest.raises(TrainError, match="holds a run with other settings"):
-        train(run_dir, small_config(steps=2, eval_size=5, **change), progress=False)
+        train(run_dir, small_config(steps=2, eval_size=5, **{"precision": "fp32", **change}), progress=False)
 
 
 def test_unreadable_run_files_are_refused(tmp_path):

@@ -1,0 +1,412 @@
+"""Which arithmetic a training run uses, chosen by timing it on the machine at hand.
+
+Why measure: a training step under bf16 autocast is about twice as fast as fp32's on a CPU with
+native bf16 (AVX512-BF16, AMX) and on most GPUs, and 8 to 11 times slower on a CPU that emulates it
+(AVX2 without bf16: its matmuls run 40 times slower than fp32's; ``bench/RESULTS.md``). The machines
+that run this project differ from one session to the next, and so do users' laptops, so
+``--precision auto`` (the default of train, sweep and the batched trainer) decides on the machine that
+runs, not from the device's name.
+
+How (``choose_precision``), in about one second, cached per machine:
+
+1. **Scout**: each candidate (fp32; bf16 autocast where the device has it) runs the real training step
+   on a fresh model at a small batch. Its first step, from the same initial weights on the same batch
+   for every candidate, is the **safety sample**: the candidate's loss and gradients must be finite and
+   close to fp32's (``LOSS_RTOL``, ``GRAD_RTOL``). Its next steps are timed. A candidate more than
+   ``SCOUT_SLOWDOWN`` times slower than fp32 here (an emulated path) is not timed further.
+2. **Workload**: the candidates left run the step at the run's own size (its batch; K stacked models
+   for the batched trainer), which is where a GPU's bf16 gain shows; timed within the rest of
+   ``BUDGET_S``. Skipped when the scout already is the workload, or when one fp32 step at full size
+   would not fit in the budget (predicted from the scout, or found on its first step): then the
+   scout's timings decide.
+3. **Decide** (``decide``): fp32 unless a safe candidate ran at least ``SPEEDUP_MARGIN`` times fp32's
+   steps/s; of those, the fastest. So a candidate slower than fp32 is never chosen, and a tie (within
+   timing noise) keeps the exact arithmetic.
+
+The decision is stored in ``precision.json`` under the cache folder (``ASSIGNADD_CACHE_DIR``, else
+``$XDG_CACHE_HOME/assignadd``, else ``~/.cache/assignadd``), keyed by the machine (CPU model, torch
+version, device, torch threads; the CPU's bf16-relevant feature flags, since a VM may give two
+different CPUs one name) and the workload (step kind, batch size, models). Delete the file to measure
+again.
+
+The safety sample is one step at initialisation: it catches a path that overflows or is badly wrong
+(NaN, inf, a gradient off by more than 10%), not drift late in training. This module knows nothing of
+the model: the trainer hands it a ``StepProbe`` that runs its own step function.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+import subprocess
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+CACHE_FORMAT = "assignadd.precision-cache/1"
+CACHE_ENV = "ASSIGNADD_CACHE_DIR"
+CACHE_FILE = "precision.json"
+PRECISIONS = ("fp32", "bf16")
+REFERENCE = "fp32"  # exact arithmetic: what every other candidate is compared with, and the fallback
+
+# About one second in all: the cost of deciding must stay small next to a run of 40k steps, and a
+# second of timing separates a 2x gain or a 10x loss, the cases that matter, from noise.
+BUDGET_S = 1.0
+SCOUT_BATCH = 64  # small enough that a 40x-slower emulated step still costs well under a second
+SCOUT_TIME_S = 0.1  # timed scout steps per candidate, after its safety sample
+SCOUT_COLD_LIMIT_S = 0.25  # a safety-sample step this slow is its own timing: no second step
+SCOUT_SLOWDOWN = 2.0  # a candidate at under 1/2 of fp32's scout steps/s is not timed at full size
+# 1.15: a one-second measurement on a loaded machine moves by about 10%; a candidate must beat fp32 by
+# more than that to be worth its rounding error.
+SPEEDUP_MARGIN = 1.15
+# bf16 keeps 8 bits of mantissa (relative rounding 2^-9 = 0.2%). At initialisation its loss agrees with
+# fp32's to ~1e-6 relative and its gradient to ~2% (L2, batch 64-512, measured on CPU); 1% and 10%
+# leave room for that and still catch an overflow or a wrong kernel.
+LOSS_RTOL = 0.01
+GRAD_RTOL = 0.10
+
+StepFn = Callable[[], "tuple[float, list[torch.Tensor]]"]
+
+
+@dataclass
+class StepProbe:
+    """The training step to choose a precision for, as the trainer runs it.
+
+    ``make(precision, size)`` builds a fresh model and optimizer (same seed for every call) and returns
+    a function that runs one real training step on the next batch (the first call: the same batch for
+    every precision) and returns ``(loss, gradients)``, the loss as a float (so a GPU has finished).
+    ``size`` is ``"scout"`` or ``"workload"``; ``scout`` and ``workload`` describe each size
+    (``{"step": ..., "models": K, "batch_size": B}``); ``workload`` is also the cache key's workload.
+    """
+
+    make: Callable[[str, str], StepFn]
+    scout: dict
+    workload: dict
+
+    @property
+    def scout_is_workload(self) -> bool:
+        return self.scout == self.workload
+
+
+@dataclass
+class Measurement:
+    """One candidate's safety check and timings (steps/s at the probe's scout and workload sizes)."""
+
+    precision: str
+    safe: bool
+    safety: str  # why it is safe or not, in words
+    scout_steps_per_s: float | None = None  # None: not timed (unsafe)
+    workload_steps_per_s: float | None = None  # None: not timed at full size
+
+
+@dataclass
+class PrecisionChoice:
+    """What a run trains in and why: written to ``run.json`` and ``sweep.json`` and logged."""
+
+    requested: str  # auto, fp32 or bf16
+    chosen: str  # fp32 or bf16
+    reason: str
+    source: str  # "measured", "cache", "requested", or "run folder" (a resumed run keeps its arithmetic)
+    steps_per_s: dict = field(default_factory=dict)  # {"scout": {candidate: steps/s}, "workload": {...}}
+    sizes: dict = field(default_factory=dict)  # {"scout": {"batch_size": ...}, "workload": {...}}
+    safety: dict = field(default_factory=dict)  # candidate -> its safety check, in words
+    machine: dict = field(default_factory=dict)
+    measured_on: str | None = None  # UTC time of the measurement
+    measure_s: float | None = None  # the measurement's wall time (set-up before the first step excluded)
+    cache_file: str | None = None
+
+    @property
+    def use_bf16(self) -> bool:
+        return self.chosen == "bf16"
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "PrecisionChoice":
+        return cls(**{k: v for k, v in d.items() if k in cls.__dataclass_fields__})
+
+    @classmethod
+    def given(cls, precision: str) -> "PrecisionChoice":
+        return cls(requested=precision, chosen=precision, reason=f"--precision {precision} given", source="requested")
+
+    def log_line(self) -> str:
+        """One line for the run's log: ``precision bf16 (auto, measured: ...; reason)``."""
+        if self.source in ("requested", "run folder"):
+            return f"precision {self.chosen} ({self.reason})"
+        where = ("measured now" if self.source == "measured"
+                 else f"cached in {self.cache_file}, measured {self.measured_on}")
+        timings = []
+        for size in ("workload", "scout"):
+            rates = self.steps_per_s.get(size) or {}
+            if rates and not (size == "scout" and self.sizes.get("scout") == self.sizes.get("workload")):
+                shape = self.sizes.get(size, {})
+                at = f"{shape.get('models', 1)} x batch {shape.get('batch_size')}"
+                timings.append(f"{at}: " + ", ".join(f"{p} {r:.2f}" if r is not None else f"{p} not timed"
+                                                     for p, r in rates.items()))
+        return f"precision {self.chosen} (auto, {where}; steps/s at {'; at '.join(timings)}; {self.reason})"
+
+
+# ----- the decision ------------------------------------------------------------------------------------
+def check_safety(loss: float, grads: list, ref_loss: float, ref_grads: list) -> tuple[bool, str]:
+    """Is a candidate's safety sample close to fp32's on the same batch from the same weights?
+
+    Safe when loss and every gradient entry are finite, ``|L - L_fp32| <= LOSS_RTOL * |L_fp32|`` and
+    ``||g - g_fp32||_2 <= GRAD_RTOL * ||g_fp32||_2`` over all trainable parameters together.
+    """
+    if not math.isfinite(loss):
+        return False, f"loss is {loss}"
+    g = torch.cat([x.detach().float().flatten().cpu() for x in grads])
+    g_ref = torch.cat([x.detach().float().flatten().cpu() for x in ref_grads])
+    if not torch.isfinite(g).all():
+        return False, f"{int((~torch.isfinite(g)).sum())} gradient entries are not finite"
+    loss_rel = abs(loss - ref_loss) / max(abs(ref_loss), 1e-12)
+    grad_rel = ((g - g_ref).norm() / g_ref.norm().clamp_min(1e-12)).item()
+    words = f"loss within {loss_rel:.1e}, gradient within {grad_rel:.1e} of fp32's (relative)"
+    if loss_rel > LOSS_RTOL:
+        return False, f"loss off by {loss_rel:.1e} of fp32's (more than {LOSS_RTOL})"
+    if grad_rel > GRAD_RTOL:
+        return False, f"gradient off by {grad_rel:.1e} of fp32's (L2, more than {GRAD_RTOL})"
+    return True, words
+
+
+def decide(measurements: dict[str, Measurement]) -> tuple[str, str]:
+    """``(chosen precision, reason)``: fp32 unless a safe candidate ran at ``>= SPEEDUP_MARGIN`` times
+    fp32's steps/s; of those, the fastest. Rates are compared at the same size: the workload's where
+    both were timed there, else the scout's."""
+    ref = measurements[REFERENCE]
+    if not ref.safe or not ref.scout_steps_per_s:
+        return REFERENCE, f"fp32's own step did not time or was not finite ({ref.safety}); fp32 kept"
+    best, best_ratio, notes = REFERENCE, 1.0, []
+    for name, m in measurements.items():
+        if name == REFERENCE:
+            continue
+        if not m.safe:
+            notes.append(f"{name} not safe: {m.safety}")
+            continue
+        if m.workload_steps_per_s and ref.workload_steps_per_s:
+            ratio = m.workload_steps_per_s / ref.workload_steps_per_s
+        else:
+            ratio = m.scout_steps_per_s / ref.scout_steps_per_s
+        if ratio < SPEEDUP_MARGIN:
+            verdict = "slower than fp32" if ratio < 1 else f"under the {SPEEDUP_MARGIN}x needed"
+            notes.append(f"{name} runs at {ratio:.2f}x fp32's steps/s ({verdict})")
+        else:
+            notes.append(f"{name} runs at {ratio:.2f}x fp32's steps/s and is safe ({m.safety})")
+            if ratio > best_ratio:
+                best, best_ratio = name, ratio
+    if not notes:
+        notes.append("no other precision on this device")
+    return best, "; ".join(notes)
+
+
+# ----- the measurement ---------------------------------------------------------------------------------
+def measure(probe: StepProbe, candidates=PRECISIONS, *, budget_s: float = BUDGET_S,
+            clock: Callable[[], float] = time.perf_counter) -> dict[str, Measurement]:
+    """Check and time the probe's step for each candidate (scout, then workload; see the module's
+    docstring)."""
+    if candidates[0] != REFERENCE:
+        raise ValueError(f"the first candidate must be {REFERENCE}, got {list(candidates)}")
+    start = None
+    out: dict[str, Measurement] = {}
+    ref_loss, ref_grads = None, None
+    for name in candidates:
+        step = probe.make(name, "scout")
+        start = clock() if start is None else start  # the budget counts steps, not the set-up before them
+        t0 = clock()
+        loss, grads = step()  # the safety sample: first batch, initial weights
+        cold = clock() - t0
+        if name == REFERENCE:
+            ref_loss, ref_grads = loss, grads
+            safe, why = (True, "the reference") if math.isfinite(loss) else (False, f"loss is {loss}")
+        else:
+            safe, why = check_safety(loss, grads, ref_loss, ref_grads)
+        if not safe:
+            out[name] = Measurement(name, False, why)
+            if name == REFERENCE:
+                return out
+            continue
+        # A safety-sample step that took a quarter of the budget is its own timing (an upper bound on
+        # the speed: it includes the first call's set-up), so an emulated path costs one step.
+        rate = 1.0 / cold if cold > SCOUT_COLD_LIMIT_S else _timed_rate(step, SCOUT_TIME_S, clock)
+        out[name] = Measurement(name, True, why, scout_steps_per_s=rate)
+    if probe.scout_is_workload:
+        for m in out.values():
+            m.workload_steps_per_s = m.scout_steps_per_s
+        return out
+    ref_rate = out[REFERENCE].scout_steps_per_s
+    finalists = [n for n in candidates if out[n].safe and out[n].scout_steps_per_s * SCOUT_SLOWDOWN >= ref_rate]
+    if len(finalists) < 2:
+        return out
+    # fp32's full-size step if its time grew in proportion to the sequences (an upper bound where the
+    # scout is launch-bound, as on a GPU; about right on a CPU): one that cannot fit is not started.
+    scale = _sequences(probe.workload) / _sequences(probe.scout)
+    if scale / ref_rate > budget_s - (clock() - start):
+        return out
+    workload: dict[str, float] = {}
+    for i, name in enumerate(finalists):
+        step = probe.make(name, "workload")
+        t0 = clock()
+        step()  # warm-up at full size
+        cold = clock() - t0
+        left = budget_s - (clock() - start)
+        if name == REFERENCE and cold > left / 2:
+            return out  # a full-size step does not fit in the budget: the scout decides
+        workload[name] = _timed_rate(step, max(left, 0.0) / (len(finalists) - i), clock)
+    for name, rate in workload.items():
+        out[name].workload_steps_per_s = rate
+    return out
+
+
+def _sequences(size: dict) -> int:
+    return int(size.get("models", 1)) * int(size.get("batch_size", 1))
+
+
+def _timed_rate(step: StepFn, seconds: float, clock) -> float:
+    """Steps per second of ``step``, run until ``seconds`` have passed (at least once)."""
+    n, t0 = 0, clock()
+    while True:
+        step()
+        n += 1
+        elapsed = clock() - t0
+        if elapsed >= seconds:
+            return n / max(elapsed, 1e-9)
+
+
+def candidates_for(device: str) -> tuple[str, ...]:
+    """fp32, and bf16 where the device can autocast to it (CPU always, possibly emulated; CUDA when
+    ``torch.cuda.is_bf16_supported()``)."""
+    if device.startswith("cuda"):
+        return ("fp32", "bf16") if torch.cuda.is_bf16_supported() else ("fp32",)
+    return PRECISIONS
+
+
+# ----- the machine and the cache -----------------------------------------------------------------------
+# CPU features that decide how fast bf16 (and fp32) run: native bf16 dot products (AVX512-BF16, AMX,
+# Arm's BF16) against emulation on AVX2/FMA. A VM may name two such CPUs alike ("AMD EPYC"), so the
+# cache key carries these flags and not the name alone.
+SPEED_FLAGS = ("avx2", "fma", "avx512f", "avx512_bf16", "avx512_fp16", "avx_vnni", "amx_tile", "amx_bf16",
+               "amx_fp16", "asimd", "sve", "bf16")
+# Environment settings that change which kernels torch and oneDNN use on the same CPU.
+KERNEL_ENV = ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA")
+
+
+def _cpuinfo() -> dict:
+    """The first processor's ``model name`` and feature flags from ``/proc/cpuinfo`` (Linux)."""
+    out = {}
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            key, _, value = line.partition(":")
+            key = key.strip()
+            if key == "model name" and "name" not in out:
+                out["name"] = value.strip()
+            elif key in ("flags", "Features") and "flags" not in out:
+                out["flags"] = value.split()
+            if "name" in out and "flags" in out:
+                break
+    except OSError:
+        pass
+    return out
+
+
+def cpu_name() -> str:
+    """The CPU's model name (``/proc/cpuinfo`` on Linux, ``sysctl`` on macOS), else the platform's."""
+    name = _cpuinfo().get("name")
+    if name:
+        return name
+    if platform.system() == "Darwin":
+        try:
+            return subprocess.run(["sysctl", "-n", "machdep.cpu.brand_string"], capture_output=True, text=True,
+                                  timeout=5).stdout.strip() or platform.machine()
+        except (OSError, subprocess.SubprocessError):
+            pass
+    return platform.processor() or platform.machine()
+
+
+def machine_identity(device: str) -> dict:
+    """What a cached decision is valid for: CPU model and speed-relevant features, the kernels torch
+    picked for them, torch version, device, torch threads."""
+    name = torch.cuda.get_device_name(torch.device(device)) if device.startswith("cuda") else "cpu"
+    flags = set(_cpuinfo().get("flags", ()))
+    ident = {"cpu": cpu_name(), "cpu_flags": [f for f in SPEED_FLAGS if f in flags],
+             "cpu_capability": torch.backends.cpu.get_cpu_capability(), "torch": torch.__version__,
+             "device": f"{device} ({name})" if name != "cpu" else "cpu", "threads": torch.get_num_threads()}
+    env = {k: os.environ[k] for k in KERNEL_ENV if os.environ.get(k)}
+    if env:
+        ident["kernel_env"] = env
+    return ident
+
+
+def cache_dir() -> Path:
+    """``$ASSIGNADD_CACHE_DIR``, else ``$XDG_CACHE_HOME/assignadd``, else ``~/.cache/assignadd``."""
+    if os.environ.get(CACHE_ENV):
+        return Path(os.environ[CACHE_ENV])
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "assignadd"
+
+
+def _cache_key(machine: dict, workload: dict) -> str:
+    return json.dumps({"machine": machine, "workload": workload}, sort_keys=True)
+
+
+def _read_cache(path: Path) -> dict:
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError):
+        return {}  # no cache, or one we cannot read: measure again (and rewrite it)
+    if not isinstance(doc, dict) or doc.get("format") != CACHE_FORMAT or not isinstance(doc.get("entries"), dict):
+        return {}
+    return doc["entries"]
+
+
+def _write_cache(path: Path, entries: dict) -> str | None:
+    """Write the cache atomically; returns why it could not be written, or None."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps({"format": CACHE_FORMAT, "entries": entries}, indent=2) + "\n")
+        tmp.replace(path)
+    except OSError as e:
+        return f"{path}: {e.strerror or e}"
+    return None
+
+
+def choose_precision(device: str, probe: StepProbe, *, candidates=None, cache: Path | None = None,
+                     machine: dict | None = None, clock: Callable[[], float] = time.perf_counter) -> PrecisionChoice:
+    """``--precision auto``: the cached decision for this machine and workload, or a new measurement
+    (``measure`` then ``decide``, about ``BUDGET_S``), stored in the cache."""
+    machine = machine if machine is not None else machine_identity(device)
+    path = (cache if cache is not None else cache_dir()) / CACHE_FILE
+    key = _cache_key(machine, probe.workload)
+    entries = _read_cache(path)
+    if key in entries:
+        try:
+            return PrecisionChoice.from_dict({**entries[key], "source": "cache", "cache_file": str(path)})
+        except TypeError:
+            pass  # an entry of another shape: measure again
+    # A process's first model and optimizer pay one-time set-up (AdamW's first construction imports
+    # torch._dynamo: about a second on a loaded 2-core machine), which the run pays anyway; built once
+    # here, it stays out of the measurement and of its budget.
+    probe.make(REFERENCE, "scout")
+    t0 = clock()
+    measurements = measure(probe, candidates or candidates_for(device), clock=clock)
+    chosen, reason = decide(measurements)
+    rates = {size: {n: round(getattr(m, f"{size}_steps_per_s"), 3) for n, m in measurements.items()
+                    if getattr(m, f"{size}_steps_per_s") is not None} for size in ("scout", "workload")}
+    choice = PrecisionChoice(
+        requested="auto", chosen=chosen, reason=reason, source="measured", steps_per_s=rates,
+        sizes={"scout": probe.scout, "workload": probe.workload},
+        safety={n: m.safety for n, m in measurements.items()}, machine=machine,
+        measured_on=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), measure_s=round(clock() - t0, 3),
+        cache_file=str(path))
+    entries = _read_cache(path)  # again: another process may have written meanwhile
+    entries[key] = {k: v for k, v in choice.to_dict().items() if k not in ("source", "cache_file")}
+    failed = _write_cache(path, entries)
+    if failed:
+        choice.cache_file = None
+        choice.reason += f" (not cached: {failed})"
+    return choice
