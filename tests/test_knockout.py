@@ -117,3 +117,14 @@ def test_run_reports_how_much_each_intervention_changed(setup):
     # Layer 1's MLP output is always zero: zeroing it fires the hook but changes nothing
     assert run(model, a, [Zero("blocks.0.hook_mlp_out")]).changed["blocks.0.hook_mlp_out"] == 0.0
     assert run(model, a, [Zero(HOOK)]).changed[HOOK] > 0.0
+
+
+def test_equal_reference_batches_share_one_clean_forward(setup):
+    model, a, b = setup
+    calls = []
+    handle = model.hook_dict["blocks.0.hook_resid_pre"].register_forward_hook(lambda m, i, o: calls.append(1))
+    try:
+        run(model, a, [Mean(Site(HOOK, 3), b.clone()), Mean(Site("blocks.0.hook_resid_pre", 4), b.clone())])
+    finally:
+        handle.remove()
+    assert len(calls) == 2  # one clean forward for both copies of b, then the intervened forward
