@@ -34,8 +34,9 @@ RECOVERS = Threshold(0.90, ">=", "the hypothesis must explain >= 90% of the mode
 
 
 def recovered(model_ok: torch.Tensor, scrubbed_ok: torch.Tensor, floor_ok: torch.Tensor, *, seed: int,
-              acted: float | None, label: str) -> Measurement:
-    """The recovered fraction with a bootstrap interval over examples (seeded)."""
+              acted: float | None, label: str, groups: dict | None = None) -> Measurement:
+    """The recovered fraction with a bootstrap interval over examples (seeded). ``groups``: name -> bool
+    mask of examples, for per-pool scrubbed accuracies in the extra fields (where the hypothesis fails)."""
     m, s, f = (x.double() for x in (model_ok, scrubbed_ok, floor_ok))
 
     def stat(idx):
@@ -49,9 +50,11 @@ def recovered(model_ok: torch.Tensor, scrubbed_ok: torch.Tensor, floor_ok: torch
 
     idx = torch.randint(n, (1000, n), generator=generator(seed, label))
     lo, hi = (float(q) for q in torch.quantile(stat(idx), torch.tensor([0.025, 0.975], dtype=torch.float64)))
-    return Measurement(value, min(lo, value), max(hi, value), n,
-                       {"model_accuracy": float(m.mean()), "scrubbed_accuracy": float(s.mean()),
-                        "floor_accuracy": float(f.mean())}, acted)
+    extra = {"model_accuracy": float(m.mean()), "scrubbed_accuracy": float(s.mean()), "floor_accuracy": float(f.mean())}
+    if groups:
+        extra["scrubbed_accuracy_by_pool"] = {g: float(s[mask].mean()) for g, mask in groups.items()}
+        extra["model_accuracy_by_pool"] = {g: float(m[mask].mean()) for g, mask in groups.items()}
+    return Measurement(value, min(lo, value), max(hi, value), n, extra, acted)
 
 
 @register
@@ -73,6 +76,8 @@ class WholeAlgorithm(Hypothesis):
         tokens = torch.cat([ctx.pool(p)[0][:share] for p in POOLS])
         labels = torch.cat([ctx.pool(p)[1][:share] for p in POOLS])
         reinit = ctx.reinitialised_model()
+        pool_of = torch.arange(len(tokens)) // share
+        groups = {p: pool_of == i for i, p in enumerate(POOLS)}
 
         def model_ok(model):
             return ctx.memo(("whole_algorithm", "clean", id(model)),
@@ -93,7 +98,8 @@ class WholeAlgorithm(Hypothesis):
             f = ctx.memo(("whole_algorithm", "routing_floor", id(arm.model)), lambda: scrubbing.routing_scrub(
                 arm.model, tokens, labels, seed=ctx.seed, features="none"))
             return recovered(model_ok(arm.model), s["correct"], f["correct"], seed=ctx.seed,
-                             acted=s["acted"] if arm.variant != "claimed" else None, label=f"routing.{features}")
+                             acted=s["acted"] if arm.variant != "claimed" else None, label=f"routing.{features}",
+                             groups=groups)
 
         def addition(arm):
             if (skip := nothing_to_explain(arm.model)) is not None:
@@ -103,7 +109,8 @@ class WholeAlgorithm(Hypothesis):
             f = ctx.memo(("whole_algorithm", "addition_floor", id(arm.model)), lambda: scrubbing.addition_scrub(
                 arm.model, tokens, labels, ctx.task, seed=ctx.seed, features="none"))
             return recovered(model_ok(arm.model), s["correct"], f["correct"], seed=ctx.seed,
-                             acted=s["acted"] if arm.variant != "claimed" else None, label=f"addition.{features}")
+                             acted=s["acted"] if arm.variant != "claimed" else None, label=f"addition.{features}",
+                             groups=groups)
 
         return [
             item("model_solves_the_task", f"accuracy over {', '.join(POOLS)} ({share} each)", "observational",
