@@ -74,7 +74,7 @@ class PreviousTokenHead(Hypothesis):
 
         def edits(m):
             return ctx.memo(("previous_token_head", "edits", id(m)),
-                            lambda: local.identity_edits(m, mixed, seed=ctx.seed))
+                            lambda: local.identity_edits(m, mixed, seed=ctx.seed, redirect=m is ctx.model))
 
         def value_rows(m):
             p = layer1(m)["pattern"]

@@ -51,7 +51,7 @@ def _rows_to(pattern: torch.Tensor, keys: torch.Tensor, mask: torch.Tensor, mode
     return torch.where(mask[:, None, :, None], new, pattern)
 
 
-def identity_edits(model: AssignAddTransformer, tokens: torch.Tensor, *, seed: int) -> dict:
+def identity_edits(model: AssignAddTransformer, tokens: torch.Tensor, *, seed: int, redirect: bool = True) -> dict:
     """Which variable does Layer 1 write at each value token, clean and under edits of its attention?
 
     A ridge probe (variable id from ``attn_out_1`` at value tokens) is fitted on half the sequences of
@@ -66,7 +66,8 @@ def identity_edits(model: AssignAddTransformer, tokens: torch.Tensor, *, seed: i
                           probe reads w?
         redirect_value    row t attends only to that assignment's *value* token: probe reads w?
     and ``acted``: the mean absolute change each edit made to the pattern rows it targets.
-    The redirect arms edit one value token per held-out sequence that has another assignment.
+    The redirect arms edit one value token per held-out sequence that has another assignment
+    (``redirect=False`` skips them: two fewer Layer-1 forwards).
     """
     from sklearn.linear_model import RidgeClassifier
 
@@ -117,7 +118,7 @@ def identity_edits(model: AssignAddTransformer, tokens: torch.Tensor, *, seed: i
 
     prev, acted_prev = edited(prev_key, mask, "remove", read)
     other, acted_other = edited(prev_key, mask, "dilute", read)
-    if len(rb):
+    if redirect and len(rb):
         red, acted_red = edited(target_var, r_mask, "onehot", read_at)
         red_val, acted_val = edited(target_value, r_mask, "onehot", read_at)
     else:
