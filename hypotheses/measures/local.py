@@ -122,7 +122,7 @@ def identity_edits(model: AssignAddTransformer, tokens: torch.Tensor, *, seed: i
         red, acted_red = edited(target_var, r_mask, "onehot", read_at)
         red_val, acted_val = edited(target_value, r_mask, "onehot", read_at)
     else:
-        red = red_val = torch.zeros(0, dtype=torch.long)
+        red = red_val = w = torch.zeros(0, dtype=torch.long)
         acted_red = acted_val = 0.0
     return {
         "clean": read(attn_out) == v, "previous_removed": prev == v, "diluted": other == v,
