@@ -20,6 +20,7 @@ import torch
 from .base import (
     Arm, Context, Evidence, Hypothesis, Measurement, REINITIALISED, Threshold, item, rate, register,
 )
+from ..data import POS_LHS, POS_RHS, operand_sources
 from .measures import scrubbing
 
 POOLS = ("0var_heldout_pair", "1var_heldout_pair", "2var_heldout_pair", "1var_restricted_slot", "2var_restricted_1")
@@ -36,7 +37,8 @@ RECOVERS = Threshold(0.90, ">=", "the hypothesis must explain >= 90% of the mode
 def recovered(model_ok: torch.Tensor, scrubbed_ok: torch.Tensor, floor_ok: torch.Tensor, *, seed: int,
               acted: float | None, label: str, groups: dict | None = None) -> Measurement:
     """The recovered fraction with a bootstrap interval over examples (seeded). ``groups``: name -> bool
-    mask of examples, for per-pool scrubbed accuracies in the extra fields (where the hypothesis fails)."""
+    mask of examples (pools, variables, slots, doubled pairs), for per-group scrubbed and model
+    accuracies in the extra fields: where the hypothesis fails."""
     m, s, f = (x.double() for x in (model_ok, scrubbed_ok, floor_ok))
 
     def stat(idx):
@@ -52,8 +54,9 @@ def recovered(model_ok: torch.Tensor, scrubbed_ok: torch.Tensor, floor_ok: torch
     lo, hi = (float(q) for q in torch.quantile(stat(idx), torch.tensor([0.025, 0.975], dtype=torch.float64)))
     extra = {"model_accuracy": float(m.mean()), "scrubbed_accuracy": float(s.mean()), "floor_accuracy": float(f.mean())}
     if groups:
-        extra["scrubbed_accuracy_by_pool"] = {g: float(s[mask].mean()) for g, mask in groups.items()}
-        extra["model_accuracy_by_pool"] = {g: float(m[mask].mean()) for g, mask in groups.items()}
+        extra["scrubbed_accuracy_by_group"] = {g: float(s[mask].mean()) for g, mask in groups.items()}
+        extra["model_accuracy_by_group"] = {g: float(m[mask].mean()) for g, mask in groups.items()}
+        extra["group_sizes"] = {g: int(mask.sum()) for g, mask in groups.items()}
     return Measurement(value, min(lo, value), max(hi, value), n, extra, acted)
 
 
@@ -78,6 +81,18 @@ class WholeAlgorithm(Hypothesis):
         reinit = ctx.reinitialised_model()
         pool_of = torch.arange(len(tokens)) // share
         groups = {p: pool_of == i for i, p in enumerate(POOLS)}
+        # where the hypothesis fails: by operand variable (in either slot), by slot holding a variable,
+        # and doubled pairs (n, n) apart
+        first_var, names = ctx.task.vocab.first_var, ctx.task.vocab.var_names
+        lhs, rhs = tokens[:, POS_LHS], tokens[:, POS_RHS]
+        for i, name in enumerate(names):
+            groups[f"variable {name}"] = (lhs == first_var + i) | (rhs == first_var + i)
+        groups["variable in LHS slot"] = lhs >= first_var
+        groups["variable in RHS slot"] = rhs >= first_var
+        src = operand_sources(tokens)
+        rows = torch.arange(len(tokens))
+        groups["doubled pair (n, n)"] = tokens[rows, src[:, 0]] == tokens[rows, src[:, 1]]
+        groups = {g: mask for g, mask in groups.items() if mask.any()}
 
         def model_ok(model):
             return ctx.memo(("whole_algorithm", "clean", id(model)),
