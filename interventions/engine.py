@@ -29,7 +29,6 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ..model.hooks import layer_of
 from .kinds import Edit, Intervention
 from .site import InterventionError, Site
 
@@ -140,80 +139,54 @@ def _envoy(wrapped, hook: str):
     return node
 
 
-def clean_activations(model, tokens: torch.Tensor, hooks, backend: str = "tl") -> dict[str, torch.Tensor]:
-    """The activations of ``hooks`` on a clean forward of ``tokens`` (no temporary interventions;
-    a knockout model's permanent ones do act)."""
-    hooks = list(dict.fromkeys(hooks))
-    unknown = [h for h in hooks if h not in model.hook_dict]
-    if unknown:
-        raise InterventionError(f"clean_activations: the model has no hook named {', '.join(map(repr, unknown))}")
-    store: dict[str, torch.Tensor] = {}
-    order = execution_order(model)  # before counting starts: finding it runs a forward pass
-    with torch.no_grad(), _counting(model, hooks) as counts:
-        if backend == "tl":
-            def save(act, hook):
-                store[hook.name] = act.detach()
-            model.run_with_hooks(tokens, fwd_hooks=[(h, save) for h in hooks], **_stop_after(model, hooks))
-        else:
-            wrapped = _nnsight(model)
-            saved = {}
-            try:
-                with wrapped.trace(tokens):
-                    for h in sorted(hooks, key=order.index):
-                        saved[h] = _envoy(wrapped, h).output.save()
-            except Exception:  # nnsight's own error for a hook that never fired: say it our way
-                _check_fired(counts, hooks, 1, "reading reference activations")
-                raise
-            store = {h: v.detach() for h, v in saved.items()}
-    _check_fired(counts, hooks, 1, "reading reference activations")
-    return store
-
-
 class _Captured(Exception):
     """Raised by the last capturing hook of ``capture``: nothing after it is needed."""
 
 
 @torch.no_grad()
-def capture(model, tokens: torch.Tensor, hooks, pos: int | None = None) -> dict[str, torch.Tensor]:
-    """{hook: activation} from one hooked forward of ``tokens``, stopped as soon as the last of ``hooks``
-    has fired (what follows, often the Layer-2 MLP over every position, is never computed). ``pos``:
-    keep only that position, (B, ...) instead of (B, T, ...). Permanent hooks (a ``knockout`` copy) act
-    on the way. Raises InterventionError if a hook never fired."""
+def capture(model, tokens: torch.Tensor, hooks, pos: int | None = None, backend: str = "tl") -> dict[str, torch.Tensor]:
+    """The package's one activation reader: {hook: activation} from one clean forward of ``tokens``
+    (no temporary interventions; a ``knockout`` copy's permanent hooks act on the way), stopped as soon
+    as the last of ``hooks`` has fired, so what follows (often the Layer-2 MLP over every position) is
+    never computed. ``pos``: keep only that position, (B, ...) instead of (B, T, ...). ``backend``:
+    "tl" (TransformerLens hooks) or "nnsight" (the same module traced; it reads the same tensors).
+    Raises InterventionError for a hook the model does not have or one that did not fire once."""
     hooks = list(dict.fromkeys(hooks))
-    check = [h for h in hooks if h not in model.hook_dict]
-    if check:
-        raise InterventionError(f"capture: the model has no hook named {', '.join(map(repr, check))}")
+    unknown = [h for h in hooks if h not in model.hook_dict]
+    if unknown:
+        raise InterventionError(f"capture: the model has no hook named {', '.join(map(repr, unknown))}")
+    if backend not in BACKENDS:
+        raise InterventionError(f"backend must be one of {BACKENDS}, found {backend!r}")
     out: dict[str, torch.Tensor] = {}
+    if backend == "tl":
+        def keep(act, hook):
+            if hook.name in out:
+                raise InterventionError(f"capture: hook {hook.name!r} fired more than once in one forward")
+            out[hook.name] = (act if pos is None else act[:, pos]).detach()
+            if len(out) == len(hooks):
+                raise _Captured
 
-    def keep(act, hook):
-        out[hook.name] = (act if pos is None else act[:, pos]).detach()
-        if len(out) == len(hooks):
-            raise _Captured
-
-    try:
-        model.run_with_hooks(tokens, fwd_hooks=[(h, keep) for h in hooks])
-    except _Captured:
-        pass
+        try:
+            model.run_with_hooks(tokens, fwd_hooks=[(h, keep) for h in hooks])
+        except _Captured:
+            pass
+    else:
+        order = execution_order(model)  # before counting starts: finding it runs a forward pass
+        wrapped, saved = _nnsight(model), {}
+        with _counting(model, hooks) as counts:
+            try:
+                with wrapped.trace(tokens):
+                    for h in sorted(hooks, key=order.index):
+                        saved[h] = _envoy(wrapped, h).output.save()
+            except Exception:  # nnsight's own error for a hook that never fired: say it our way
+                _check_fired(counts, hooks, 1, "capture")
+                raise
+        _check_fired(counts, hooks, 1, "capture")
+        out = {h: (v if pos is None else v[:, pos]).detach() for h, v in saved.items()}
     missing = [h for h in hooks if h not in out]
     if missing:
         raise InterventionError(f"capture: hook(s) {', '.join(map(repr, missing))} did not fire on the forward pass")
     return out
-
-
-def _stop_after(model, hooks) -> dict:
-    """Forward kwargs that skip what reading ``hooks`` does not need: ``stop_at_layer`` past the last
-    block named, or ``last_only`` (our model) when that block is the last. Hooks outside the blocks
-    (``hook_embed``, ...) need block 0 at most."""
-    n_layers = getattr(getattr(model, "cfg", None), "n_layers", None)
-    if n_layers is None:
-        return {}
-    layers = [layer_of(h) or 0 for h in hooks]
-    if any(not h.startswith(("blocks.", "hook_tokens", "hook_embed", "hook_pos_embed")) for h in hooks):
-        return {}
-    stop = max(layers) + 1
-    if stop < n_layers:
-        return {"stop_at_layer": stop}
-    return {"last_only": True} if _takes_last_only(model) else {}
 
 
 def _takes_last_only(model) -> bool:
@@ -235,7 +208,7 @@ def _bind_all(model, interventions, backend: str) -> list[tuple[Site, Edit]]:
     for iv in interventions:
         for tokens, hook in iv.reference_requests():
             wanted.setdefault(_content_key(tokens), (tokens, set()))[1].add(hook)
-    acts = {key: clean_activations(model, tokens, hooks, backend) for key, (tokens, hooks) in wanted.items()}
+    acts = {key: capture(model, tokens, hooks, backend=backend) for key, (tokens, hooks) in wanted.items()}
 
     def fetch(tokens, hook):
         return acts[_content_key(tokens)][hook]

@@ -21,7 +21,7 @@ from typing import Callable, Sequence
 import torch
 
 from ..model.hooks import act_name
-from .engine import Result, check_hook_names, clean_activations, execution_order, run
+from .engine import Result, capture, check_hook_names, execution_order, run
 from .kinds import Patch, Replace
 from .metrics import accuracy
 from .site import InterventionError, Site, as_site
@@ -63,7 +63,7 @@ def patch_sweep(model, clean_tokens: torch.Tensor, corrupted_tokens: torch.Tenso
     base, source = _base_and_source(clean_tokens, corrupted_tokens, direction)
     hooks = list(hooks)
     check_hook_names(model, [Patch(Site(h), source) for h in hooks])
-    source_acts = clean_activations(model, source, hooks, backend)
+    source_acts = capture(model, source, hooks, backend=backend)
     out = torch.empty(len(hooks), len(positions), base.shape[0])
     for i, hook in enumerate(hooks):
         for j, pos in enumerate(positions):

@@ -188,10 +188,10 @@ class Attention(nn.Module):
             q = self.hook_q(torch.einsum("bthd,hde->bthe", self.hook_q_input(x_h), self.W_Q) + self.b_Q)
             k = self.hook_k(torch.einsum("bthd,hde->bthe", self.hook_k_input(x_h), self.W_K) + self.b_K)
             v = self.hook_v(torch.einsum("bthd,hde->bthe", self.hook_v_input(x_h), self.W_V) + self.b_V)
-        else:  # (D, H*Dh) matmuls rather than einsum: the same sums, markedly faster on CPU.
-            q = self.hook_q((x @ self.W_Q.permute(1, 0, 2).reshape(D, H * Dh)).view(B, T, H, Dh) + self.b_Q)
-            k = self.hook_k((x @ self.W_K.permute(1, 0, 2).reshape(D, H * Dh)).view(B, T, H, Dh) + self.b_K)
-            v = self.hook_v((x @ self.W_V.permute(1, 0, 2).reshape(D, H * Dh)).view(B, T, H, Dh) + self.b_V)
+        else:  # one (D, 3·H·Dh) matmul rather than three einsums: the same sums, markedly faster on CPU
+            W_qkv = torch.cat([self.W_Q, self.W_K, self.W_V], 0).permute(1, 0, 2).reshape(D, 3 * H * Dh)
+            q, k, v = (x @ W_qkv).view(B, T, 3, H, Dh).unbind(2)  # each (B, T, H, Dh)
+            q, k, v = self.hook_q(q + self.b_Q), self.hook_k(k + self.b_K), self.hook_v(v + self.b_V)
         # Scores and softmax in fp32 whatever the autocast dtype, as CUDA autocast does.
         scores = (q.transpose(1, 2) @ k.permute(0, 2, 3, 1)).float() / self.scale  # (B, H, T, T)
         scores = scores.masked_fill(~self.mask[:T, :T], self.IGNORE.item())

@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 
 from ..cli_util import exit_bad_input
+from ..fileio import atomic_write
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -58,7 +59,7 @@ def _main(args) -> int:
     from ..hypotheses.mutation import matrix_html, matrix_to_dict, mutation_matrix, render_matrix
     from ..interventions.mutants import MUTANTS
     from ..model import CheckpointError
-    from .verify_cli import load_context
+    from ..hypotheses.session import load_context
 
     if args.n < 10:
         exit_bad_input(f"--n {args.n} is too small to decide anything (at least 10)")
@@ -78,11 +79,11 @@ def _main(args) -> int:
                              progress=progress)
     doc = matrix_to_dict(matrix)
     if args.json:
-        Path(args.json).write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
+        atomic_write(args.json, json.dumps(doc, indent=2, sort_keys=True) + "\n")
     if args.md:
-        Path(args.md).write_text(render_matrix(doc, markdown=True))
+        atomic_write(args.md, render_matrix(doc, markdown=True))
     if args.html:
-        Path(args.html).write_text(matrix_html(doc, str(path)))
+        atomic_write(args.html, matrix_html(doc, str(path)))
     print(render_matrix(doc))
     return 0 if not doc["summary"]["wrong"] else 1
 

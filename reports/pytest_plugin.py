@@ -24,6 +24,7 @@ import pytest
 MARKER = "assignadd_claim"
 JUNIT_CLASSNAME = "assignadd.claims"  # as in assignadd-verify's junit.xml
 _CONTEXTS = pytest.StashKey[dict]()
+_RUNS = pytest.StashKey[dict]()
 
 
 def pytest_addoption(parser):
@@ -45,10 +46,19 @@ def pytest_addoption(parser):
                     help="the task's r for checkpoints that record no task (default: the paper's 1.0)")
     group.addoption("--assignadd-split-seed", type=int, default=None, metavar="N", dest="assignadd_split_seed",
                     help="the task's split seed for checkpoints that record no task (default: the paper's 42)")
+    group.addoption("--assignadd-jobs", type=int, default=None, metavar="N", dest="assignadd_jobs",
+                    help="run a checkpoint's claims side by side in N forked processes (default: one per usable "
+                         "core; 1 where fork is unavailable); verdicts do not depend on N")
 
 
 def pytest_configure(config):
     config.addinivalue_line("markers", f"{MARKER}: a claim of assignadd run on a checkpoint (--assignadd-checkpoint)")
+
+
+def pytest_sessionfinish(session):
+    """Stop the claim runs of any checkpoint whose items did not all run (-x, an interrupt)."""
+    for pending, _ in session.config.stash.get(_RUNS, {}).values():
+        pending.close()
 
 
 def _resolve(path: str) -> Path:
@@ -66,6 +76,9 @@ def pytest_collection_modifyitems(session, config, items):
         return
     if config.getoption("assignadd_n") < 1:
         raise pytest.UsageError(f"--assignadd-n must be positive, got {config.getoption('assignadd_n')}")
+    jobs = config.getoption("assignadd_jobs")
+    if jobs is not None and jobs < 1:
+        raise pytest.UsageError(f"--assignadd-jobs must be a positive number of processes, got {jobs}")
     from ..hypotheses import REGISTRY
 
     only = config.getoption("assignadd_only")
@@ -148,7 +161,7 @@ class ClaimItem(pytest.Item):
         cache = self.config.stash.setdefault(_CONTEXTS, {})
         key = str(self.path)
         if key not in cache:
-            from .verify_cli import load_context
+            from ..hypotheses.session import load_context
 
             if not self.path.exists():
                 cache[key] = ValueError(f"{self.path}: no such file" + (
@@ -167,16 +180,30 @@ class ClaimItem(pytest.Item):
             raise got
         return got
 
-    def runtest(self):
-        from ..hypotheses import run_all
-        from .verify_cli import seed_everything
+    def _result(self) -> dict:
+        """This claim's result. The first item of a checkpoint starts every selected claim of that
+        checkpoint (side by side with ``--assignadd-jobs`` > 1); later items collect theirs."""
+        runs = self.config.stash.setdefault(_RUNS, {})
+        key = str(self.path)
+        if key not in runs:
+            from ..hypotheses.session import ClaimRunner, resolve_jobs
 
-        ctx = self._context()
-        seed_everything(ctx.seed)
-        result = run_all(ctx, [self.claim])[0]
-        self.user_properties.append(("verdict", result.verdict))
-        if not result.passed:
-            raise ClaimFailed(result.to_dict())
+            ctx = self._context()
+            ids = list(dict.fromkeys(it.claim for it in self.session.items
+                                     if isinstance(it, ClaimItem) and str(it.path) == key))
+            jobs = resolve_jobs(self.config.getoption("assignadd_jobs"), ctx, len(ids))
+            runs[key] = (iter(ClaimRunner(ctx, ids, jobs=jobs).start()), {})
+        pending, got = runs[key]
+        while self.claim not in got:
+            cid, result, _ = next(pending)
+            got[cid] = result
+        return got.pop(self.claim)
+
+    def runtest(self):
+        result = self._result()
+        self.user_properties.append(("verdict", result["verdict"]))
+        if result["verdict"] != "pass":
+            raise ClaimFailed(result)
 
     def repr_failure(self, excinfo, style=None):
         if isinstance(excinfo.value, ClaimFailed):

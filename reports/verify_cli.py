@@ -54,6 +54,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--split-seed", type=int, default=None,
                    help="the seed of the train/held-out pair split, for a checkpoint that does not record it "
                         "(paper: 42)")
+    p.add_argument("--jobs", type=int, default=None, metavar="N",
+                   help="claims run side by side in N forked worker processes, one torch thread each (default: "
+                        "one per usable core; 1 where fork is unavailable or on CUDA); the report does not "
+                        "depend on N")
     p.add_argument("--quiet", action="store_true", help="no progress output on stderr")
     return p
 
@@ -124,39 +128,6 @@ def sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-TASK_FLAGS = {"f": "--f", "r": "--r", "seed": "--split-seed"}
-
-
-def task_for(meta: dict, model_cfg, path, given: dict | None = None) -> tuple[object, str]:
-    """The task a checkpoint was trained on, and where it came from: our format's ``task`` metadata
-    (``"checkpoint"``); else ``given`` (``{"f", "r", "seed"}``, any of them, from the command line:
-    ``"command line"``); else the paper's default (``"default"``). Without metadata, the modulus and
-    variable count are read off the shapes. Raises ``ValueError`` when none fits, or when ``given``
-    contradicts the metadata."""
-    from ..data import Task, TaskConfig
-
-    given = {k: v for k, v in (given or {}).items() if v is not None}
-    task_meta = meta.get("task")
-    if task_meta:
-        try:
-            cfg = TaskConfig.from_dict(task_meta)
-            task = Task(**cfg.to_dict())
-        except (TypeError, ValueError, KeyError) as e:
-            raise ValueError(f"{path}: bad task metadata ({e})") from None
-        clash = [k for k, v in given.items() if getattr(cfg, k) != v]
-        if clash:
-            k = clash[0]
-            raise ValueError(f"{path}: the checkpoint records its task ({k} = {getattr(cfg, k)}); "
-                             f"{TASK_FLAGS[k]} {given[k]} contradicts it")
-        return task, "checkpoint"
-    try:
-        task = Task(**given, modulus=model_cfg.d_vocab_out, n_vars=model_cfg.n_vars)
-    except ValueError as e:
-        what = "the task given on the command line" if given else "the paper's default task"
-        raise ValueError(f"{path}: no task metadata, and {what} does not fit the model ({e})") from None
-    return task, ("command line" if given else "default")
-
-
 def not_run_here(only: list[str] | None) -> list[dict]:
     """The claims this command cannot run on one checkpoint (series and sweep claims), each with what it
     needs and the command that runs it; none when ``--only`` chose the claims."""
@@ -174,40 +145,14 @@ def not_run_here(only: list[str] | None) -> list[dict]:
     return out
 
 
-def load_context(path, *, seed: int, n: int, device: str, task: dict | None = None):
-    """Checkpoint -> (Context, metadata, task source). Raises ``CheckpointError`` or ``ValueError``
-    with one line naming the file: the shared start of the CLI and the pytest plugin. ``task``: the
-    task's ``f``, ``r``, ``seed`` for a checkpoint that does not record them."""
-    from ..hypotheses import Context
-    from ..model import load_checkpoint_full
-
-    model, meta = load_checkpoint_full(path, device=device)
-    task, task_source = task_for(meta, model.cfg, path, task)
-    try:
-        ctx = Context(model, task, seed=seed, n=n, device=device)
-    except ValueError as e:
-        raise ValueError(f"{path}: {e}") from None
-    return ctx, meta, task_source
-
-
-def seed_everything(seed: int) -> None:
-    """Each claim starts from the same RNG state, so its result does not depend on which claims ran before."""
-    import random
-
-    import numpy as np
-    import torch
-
-    random.seed(seed)
-    np.random.seed(seed)
-    torch.manual_seed(seed)
-
-
 def verify(args) -> int:
     t_start = time.perf_counter()
     if args.n < 1:
         exit_bad_input(f"--n must be a positive pool size, got {args.n}")
     if args.seed < 0:
         exit_bad_input(f"--seed must be non-negative, got {args.seed}")
+    if args.jobs is not None and args.jobs < 1:
+        exit_bad_input(f"--jobs must be a positive number of processes, got {args.jobs}")
     only = None
     if args.only is not None:
         only = list(dict.fromkeys(s.strip() for s in args.only.split(",") if s.strip()))
@@ -224,7 +169,7 @@ def verify(args) -> int:
     else:
         path, shown_path = Path(args.checkpoint), args.checkpoint
 
-    from ..hypotheses import REGISTRY, run_all
+    from ..hypotheses import REGISTRY
 
     if only is not None:
         elsewhere = {c["claim"]: c for c in not_run_here(None)}
@@ -246,15 +191,14 @@ def verify(args) -> int:
     staging: list[Path] = []
     try:
         return _run(args, path, shown_path, only, ids, json_path, junit_path, out, staging, t_start,
-                    __version__, run_all)
+                    __version__)
     finally:
         for d in staging:
             if d.exists():
                 shutil.rmtree(d, ignore_errors=True)
 
 
-def _run(args, path, shown_path, only, ids, json_path, junit_path, out, staging_dirs, t_start, version,
-         run_all) -> int:
+def _run(args, path, shown_path, only, ids, json_path, junit_path, out, staging_dirs, t_start, version) -> int:
     import torch
 
     from . import render
@@ -262,6 +206,8 @@ def _run(args, path, shown_path, only, ids, json_path, junit_path, out, staging_
     if args.device == "cuda" and not torch.cuda.is_available():
         exit_bad_input("--device cuda: CUDA is not available on this machine")
     t0 = time.perf_counter()
+    from ..hypotheses.session import load_context
+
     try:
         ctx, meta, task_source = load_context(path, seed=args.seed, n=args.n, device=args.device,
                                               task={"f": args.f, "r": args.r, "seed": args.split_seed})
@@ -273,6 +219,11 @@ def _run(args, path, shown_path, only, ids, json_path, junit_path, out, staging_
 
     from tqdm import tqdm
 
+    from ..hypotheses.session import ClaimRunner, resolve_jobs
+
+    # Claims run side by side in forked workers: forked first, before this process starts a thread.
+    runner = ClaimRunner(ctx, ids, jobs=resolve_jobs(args.jobs, ctx, len(ids))).start()
+    timings["jobs"] = runner.jobs
     # Figures are drawn on a worker thread while the claims run (torch releases the GIL in its
     # kernels, so the two overlap on a multi-core CPU): the model figures from a private copy of the
     # model (claims attach temporary hooks to theirs), each claim's evidence plot once it is decided.
@@ -286,30 +237,30 @@ def _run(args, path, shown_path, only, ids, json_path, junit_path, out, staging_
 
         painter = ThreadPoolExecutor(max_workers=1, thread_name_prefix="assignadd-figures")
         figure_jobs = {"model": painter.submit(model_figures, copy.deepcopy(model).eval(), task, seed=args.seed),
-                       "forest": []}
+                       "forest": {}}
     # On a terminal, a bar that clears itself; in a log (stderr not a terminal), one finished line per
     # claim, so nothing is left without its newline for the table on stdout to run into.
     interactive = not args.quiet and sys.stderr.isatty()
     try:
-        results = []
-        bar = tqdm(ids, desc="claims", unit="claim", file=sys.stderr, disable=not interactive, leave=False)
-        for i, cid in enumerate(bar, 1):
+        by_id = {}
+        bar = tqdm(total=len(ids), desc="claims", unit="claim", file=sys.stderr, disable=not interactive, leave=False)
+        for i, (cid, result, seconds) in enumerate(runner, 1):
+            by_id[cid] = result
+            timings["claims"][cid] = seconds
+            bar.update(1)
             bar.set_postfix_str(cid)
-            seed_everything(args.seed)
-            t1 = time.perf_counter()
-            done = run_all(ctx, [cid])
-            timings["claims"][cid] = time.perf_counter() - t1
-            results.extend(done)
             if not args.quiet and not interactive:
-                print(f"claim {i}/{len(ids)} {cid}: {done[0].verdict} ({timings['claims'][cid]:.1f} s)",
-                      file=sys.stderr, flush=True)
+                print(f"claim {i}/{len(ids)} {cid}: {result['verdict']} ({seconds:.1f} s)", file=sys.stderr, flush=True)
             if painter is not None:
-                figure_jobs["forest"] += [painter.submit(forest_figure, r.to_dict()) for r in done]
+                figure_jobs["forest"][cid] = painter.submit(forest_figure, result)
         bar.close()
     except BaseException:
+        runner.close()
         if painter is not None:
             painter.shutdown(wait=False, cancel_futures=True)
         raise
+    results = [by_id[c] for c in ids]  # registry order, whichever finished first
+    timings["claims"] = {c: timings["claims"][c] for c in ids}
 
     checkpoint = {"path": shown_path, "sha256": digest, "format": meta.get("format"), "step": meta.get("step"),
                   "size_bytes": path.stat().st_size}
@@ -317,7 +268,7 @@ def _run(args, path, shown_path, only, ids, json_path, junit_path, out, staging_
         checkpoint["step_source"] = meta["step_source"]
     report = render.build_report(
         checkpoint=checkpoint, model_config=model.cfg.to_dict(), task=task.config.to_dict(), task_source=task_source,
-        seed=args.seed, n=args.n, device=args.device, only=only, claims=[r.to_dict() for r in results],
+        seed=args.seed, n=args.n, device=args.device, only=only, claims=results,
         tool_version=version, not_run=not_run_here(only))
     sys.stdout.write(render.terminal_table(report))
     sys.stdout.flush()
@@ -329,7 +280,7 @@ def _run(args, path, shown_path, only, ids, json_path, junit_path, out, staging_
         staging_dirs.append(staging)
         t2 = time.perf_counter()
         try:
-            figures = [f for f in (job.result() for job in figure_jobs["forest"]) if f is not None]
+            figures = [f for f in (figure_jobs["forest"][c].result() for c in ids) if f is not None]
             figures += figure_jobs["model"].result()
         finally:
             painter.shutdown(wait=False, cancel_futures=True)

@@ -15,7 +15,7 @@ import torch
 from assignadd.data import Task, operand_sources, value_positions
 from assignadd.interventions import (
     BACKENDS, InterventionError, Mean, Patch, Project, Replace, Resample, Site, Zero, accuracy,
-    activation_patch, capture, clean_activations, compare, firing_hooks, interchange, knockout, logit_diff, loss,
+    activation_patch, capture, compare, firing_hooks, interchange, knockout, logit_diff, loss,
     normalized, patch_sweep, path_patch, random_subspace, run, summarize_accuracy,
 )
 from assignadd.model import AssignAddTransformer, ModelConfig
@@ -177,12 +177,12 @@ def test_last_only_runs_give_the_full_runs_last_logits_and_fire_the_same_hooks(m
     assert (moved - model(clean)[:, -1]).abs().max() > 1e-3  # the ablation acted on the last-only path
 
 
-def test_clean_activations_stop_early_and_still_read_every_hook(model, pools):
+def test_capture_stops_early_and_still_read_every_hook(model, pools):
     clean = pools[0]
     _, cache = model.run_with_cache(clean)
     hooks = ["blocks.0.hook_attn_out", "blocks.1.attn.hook_k", "blocks.1.mlp.hook_pre"]
     for n in range(1, len(hooks) + 1):
-        got = clean_activations(model, clean, hooks[:n])
+        got = capture(model, clean, hooks[:n])
         assert set(got) == set(hooks[:n])
         for h in hooks[:n]:
             torch.testing.assert_close(got[h], cache[h], atol=1e-5, rtol=1e-5)
@@ -279,8 +279,8 @@ def test_a_per_sequence_position_patches_one_cell_per_sequence(model, pools):
         seen["act"] = act.clone()
         return act
     run(model, clean, [Patch(Site("blocks.0.hook_resid_post", where), corrupted), Replace("blocks.0.hook_resid_post", record)])
-    base = clean_activations(model, clean, ["blocks.0.hook_resid_post"])["blocks.0.hook_resid_post"]
-    source = clean_activations(model, corrupted, ["blocks.0.hook_resid_post"])["blocks.0.hook_resid_post"]
+    base = capture(model, clean, ["blocks.0.hook_resid_post"])["blocks.0.hook_resid_post"]
+    source = capture(model, corrupted, ["blocks.0.hook_resid_post"])["blocks.0.hook_resid_post"]
     rows = torch.arange(len(clean))
     expected = base.clone()
     expected[rows, where] = source[rows, where]
@@ -324,7 +324,7 @@ def test_mean_ablation_writes_the_reference_mean(model, pools):
     def record(act, h):
         seen["act"] = act.clone()
         return act
-    ref = clean_activations(model, reference, [hook])[hook]
+    ref = capture(model, reference, [hook])[hook]
     run(model, clean, [Mean(hook, reference), Replace(hook, record)])
     assert torch.allclose(seen["act"], ref.mean(0, keepdim=True).expand_as(seen["act"]))
     run(model, clean, [Mean(hook, reference, per_position=False), Replace(hook, record)])
@@ -434,8 +434,8 @@ def test_path_patching_into_keys_only_changes_the_keys(model, pools):
     sender = Site("blocks.0.hook_attn_out", value_positions(clean))
     out = path_patch(model, clean, corrupted, sender, ["blocks.1.attn.hook_k"]).logits
     # By hand: Layer-2 keys from the residual with Layer 1's output patched, everything else as in clean.
-    acts = clean_activations(model, clean, ["blocks.1.hook_resid_pre", "blocks.0.hook_attn_out"])
-    source = clean_activations(model, corrupted, ["blocks.0.hook_attn_out"])["blocks.0.hook_attn_out"]
+    acts = capture(model, clean, ["blocks.1.hook_resid_pre", "blocks.0.hook_attn_out"])
+    source = capture(model, corrupted, ["blocks.0.hook_attn_out"])["blocks.0.hook_attn_out"]
     mask = value_positions(clean)[..., None]
     resid = acts["blocks.1.hook_resid_pre"] - acts["blocks.0.hook_attn_out"] + torch.where(
         mask, source, acts["blocks.0.hook_attn_out"])

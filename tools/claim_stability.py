@@ -16,7 +16,7 @@ import torch
 import assignadd
 from assignadd.hypotheses import Context, run_all
 from assignadd.model import load_checkpoint_full
-from assignadd.reports.verify_cli import task_for
+from assignadd.hypotheses.session import task_for
 
 MECHANISTIC = ["previous_token_head", "identity_qk", "shared_residual", "fourier_neurons"]
 

@@ -1,0 +1,191 @@
+"""From a checkpoint file to claim results: the shared start of ``assignadd-verify``, the pytest plugin
+and ``assignadd-mutants`` (loading, the task a checkpoint was trained on, seeding), and the claim runner
+that spreads independent claims over worker processes.
+
+Every claim starts from the same RNG state (``seed_everything``) and reads only the context's pools,
+which are fixed by its seed, so a claim's result does not depend on which claims ran before it, in
+which process, or in which order: ``run_claims`` gives the same dictionaries for any ``jobs``.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+TASK_FLAGS = {"f": "--f", "r": "--r", "seed": "--split-seed"}
+
+# CPU seconds of each claim at n = 2000 on one thread (bench/verify_speed.py, 2026-12-01). Only the
+# order in which workers take claims depends on these (longest first, so that no worker is left with a
+# long claim at the end); no result does. An unknown claim counts as 1 s.
+COST_HINT = {"shared_residual": 6.8, "previous_token_head": 6.5, "fourier_neurons": 3.5, "identity_qk": 3.0,
+             "whole_algorithm": 2.5, "heldout_generalization": 1.6, "restricted_slot_generalization": 1.4}
+
+
+def task_for(meta: dict, model_cfg, path, given: dict | None = None) -> tuple[object, str]:
+    """The task a checkpoint was trained on, and where it came from: our format's ``task`` metadata
+    (``"checkpoint"``); else ``given`` (``{"f", "r", "seed"}``, any of them, from the command line:
+    ``"command line"``); else the paper's default (``"default"``). Without metadata, the modulus and
+    variable count are read off the shapes. Raises ``ValueError`` when none fits, or when ``given``
+    contradicts the metadata."""
+    from ..data import Task, TaskConfig
+
+    given = {k: v for k, v in (given or {}).items() if v is not None}
+    task_meta = meta.get("task")
+    if task_meta:
+        try:
+            cfg = TaskConfig.from_dict(task_meta)
+            task = Task(**cfg.to_dict())
+        except (TypeError, ValueError, KeyError) as e:
+            raise ValueError(f"{path}: bad task metadata ({e})") from None
+        clash = [k for k, v in given.items() if getattr(cfg, k) != v]
+        if clash:
+            k = clash[0]
+            raise ValueError(f"{path}: the checkpoint records its task ({k} = {getattr(cfg, k)}); "
+                             f"{TASK_FLAGS[k]} {given[k]} contradicts it")
+        return task, "checkpoint"
+    try:
+        task = Task(**given, modulus=model_cfg.d_vocab_out, n_vars=model_cfg.n_vars)
+    except ValueError as e:
+        what = "the task given on the command line" if given else "the paper's default task"
+        raise ValueError(f"{path}: no task metadata, and {what} does not fit the model ({e})") from None
+    return task, ("command line" if given else "default")
+
+
+def load_context(path, *, seed: int, n: int, device: str, task: dict | None = None):
+    """Checkpoint -> (Context, metadata, task source). Raises ``CheckpointError`` or ``ValueError``
+    with one line naming the file. ``task``: the task's ``f``, ``r``, ``seed`` for a checkpoint that
+    does not record them."""
+    from ..model import load_checkpoint_full
+    from .base import Context
+
+    model, meta = load_checkpoint_full(path, device=device)
+    task, task_source = task_for(meta, model.cfg, path, task)
+    try:
+        ctx = Context(model, task, seed=seed, n=n, device=device)
+    except ValueError as e:
+        raise ValueError(f"{path}: {e}") from None
+    return ctx, meta, task_source
+
+
+def seed_everything(seed: int) -> None:
+    """Each claim starts from the same RNG state, so its result does not depend on which claims ran before."""
+    import random
+
+    import numpy as np
+    import torch
+
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def run_one(ctx, cid: str) -> tuple[dict, float]:
+    """One claim from a fresh RNG state: (its result as a dictionary, seconds)."""
+    from . import run_all
+
+    seed_everything(ctx.seed)
+    t0 = time.perf_counter()
+    result = run_all(ctx, [cid])[0].to_dict()
+    return result, time.perf_counter() - t0
+
+
+def usable_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def parallel_ok(ctx) -> str | None:
+    """Why claims cannot run in worker processes here (None: they can). Workers are forked, so they
+    share the loaded model, the pools and the registry as they are (no re-import, nothing pickled but a
+    claim id and its result); that needs Linux's fork, and a model on the CPU (a forked child cannot
+    use its parent's CUDA context)."""
+    import multiprocessing as mp
+
+    if not sys.platform.startswith("linux") or "fork" not in mp.get_all_start_methods():
+        return "worker processes need fork (Linux)"
+    if str(ctx.device) != "cpu":
+        return "worker processes run on the CPU only"
+    return None
+
+
+def resolve_jobs(jobs: int | None, ctx, n_claims: int) -> int:
+    """``jobs`` None: one process per usable core, at most one per claim; 1 where workers cannot run."""
+    if jobs is None:
+        jobs = usable_cores()
+    return 1 if parallel_ok(ctx) is not None else max(1, min(jobs, n_claims))
+
+
+_WORKER_CTX = None  # the context a forked worker inherited
+
+
+def _worker_init(threads: int) -> None:
+    import torch
+
+    # One torch thread per worker: the workers are the parallelism. (A forked child must not use its
+    # parent's OpenMP pool either: with one thread it never does.)
+    torch.set_num_threads(threads)
+
+
+def _worker_run(cid: str) -> tuple[str, dict, float]:
+    result, seconds = run_one(_WORKER_CTX, cid)
+    return cid, result, seconds
+
+
+class ClaimRunner:
+    """Runs the claims ``ids`` on ``ctx``; iterate it for ``(claim, result as a dictionary, seconds)`` as
+    each claim finishes. ``jobs`` > 1: that many forked worker processes, one torch thread each, taking
+    the claims longest first; the results are the same as with ``jobs=1`` (see the module docstring).
+
+    ``start()`` forks the workers and hands them the claims. Call it before starting any thread of your
+    own (a fork copies only the calling thread: a lock another thread held would stay held in the
+    child); iterating starts them if ``start()`` was not called.
+    """
+
+    def __init__(self, ctx, ids: list[str], *, jobs: int = 1):
+        self.ctx, self.ids, self.jobs = ctx, list(ids), max(1, min(jobs, len(ids)))
+        self._pool = self._futures = None
+
+    def start(self) -> "ClaimRunner":
+        global _WORKER_CTX
+        if self.jobs > 1 and self._pool is None:
+            import multiprocessing as mp
+            from concurrent.futures import ProcessPoolExecutor
+
+            _WORKER_CTX = self.ctx  # inherited by the workers when they are forked, at the first submit
+            try:
+                self._pool = ProcessPoolExecutor(max_workers=self.jobs, mp_context=mp.get_context("fork"),
+                                                 initializer=_worker_init, initargs=(1,))
+                order = sorted(self.ids, key=lambda c: -COST_HINT.get(c, 1.0))
+                self._futures = [self._pool.submit(_worker_run, cid) for cid in order]
+            finally:
+                _WORKER_CTX = None
+        return self
+
+    def __iter__(self):
+        if self.jobs <= 1:
+            for cid in self.ids:
+                yield (cid, *run_one(self.ctx, cid))
+            return
+        from concurrent.futures import as_completed
+
+        self.start()
+        try:
+            for fut in as_completed(self._futures):
+                yield fut.result()
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+
+
+def run_claims(ctx, ids: list[str], *, jobs: int = 1) -> tuple[list[dict], dict[str, float]]:
+    """Run the claims ``ids``: (results as dictionaries in the order of ``ids``, {claim: seconds})."""
+    results, seconds = {}, {}
+    for cid, result, s in ClaimRunner(ctx, ids, jobs=jobs):
+        results[cid], seconds[cid] = result, s
+    return [results[c] for c in ids], seconds
