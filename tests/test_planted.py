@@ -87,8 +87,8 @@ def test_planted_solver_adds_every_heldout_pair_as_constants(contexts, paper_tas
         assert bool((contexts["solver"].model.last_logits(tokens).argmax(-1) == labels).all())
 
 
-@pytest.mark.parametrize("claim", ["previous_token_head", "identity_qk", "heldout_generalization",
-                                   "restricted_slot_generalization"])
+@pytest.mark.parametrize("claim", ["previous_token_head", "identity_qk", "shared_residual", "heldout_generalization",
+                                   "restricted_slot_generalization", "whole_algorithm"])
 def test_claim_passes_on_planted_solver(verdict, claim):
     result = verdict("solver", claim)
     assert result.verdict == "pass", result.reason
