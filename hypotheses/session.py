@@ -18,7 +18,7 @@ TASK_FLAGS = {"f": "--f", "r": "--r", "seed": "--split-seed"}
 # order in which workers take claims depends on these (longest first, so that no worker is left with a
 # long claim at the end); no result does. An unknown claim counts as 1 s.
 COST_HINT = {"shared_residual": 6.8, "previous_token_head": 6.5, "fourier_neurons": 3.5, "identity_qk": 3.0,
-             "whole_algorithm": 2.5, "heldout_generalization": 1.6, "restricted_slot_generalization": 1.4}
+             "whole_algorithm": 4.0, "heldout_generalization": 1.6, "restricted_slot_generalization": 1.4}
 
 
 def task_for(meta: dict, model_cfg, path, given: dict | None = None) -> tuple[object, str]:

@@ -25,10 +25,10 @@ import numpy as np
 import torch
 
 from ...data import KIND_0VAR, KIND_1VAR_LHS, KIND_1VAR_RHS, KIND_2VAR, POS_EQ, build_sequences, operand_sources
-from ...data.tokens import POS_PLUS, POS_RHS
+from ...data.tokens import POS_LHS, POS_PLUS, POS_RHS
 from ...interventions import Patch, Replace, Site, run
 from ...interventions.mutants import generator
-from ...model.hooks import ATTN_OUT_1, ATTN_OUT_2
+from ...model.hooks import ATTN_OUT_1, ATTN_OUT_2, VALUES_2, act_name
 
 ROUTING_FEATURES = ("hypothesis", "position_only", "none")
 ADDITION_FEATURES = ("hypothesis", "first_operand_only", "none")
@@ -129,3 +129,236 @@ def addition_scrub(model, tokens: torch.Tensor, labels: torch.Tensor, task, *, s
     out = run(model, tokens, [Patch(Site(ATTN_OUT_2, positions=POS_EQ), donors)], read=[ATTN_OUT_2], last_only=True)
     acted = float((out.activations[ATTN_OUT_2][:, POS_EQ] - clean).norm(dim=-1).mean())
     return {"correct": out.last_logits.argmax(-1) == labels, "acted": acted}
+
+
+# ----- the correspondence part by part: minimality and completeness ---------------------------------
+#
+# The hypothesis, as a list of parts, each an activation and what it carries (what Layer 2 or the
+# answer reads from it):
+#
+#     non_value_tokens      blocks.0.hook_attn_out at positions 0-14 other than value tokens: the token there
+#     value_token_identity  blocks.0.hook_attn_out at each value token: the variable right before it
+#                           (what Layer 2's keys match)
+#     eq_operand_identity   blocks.0.hook_attn_out at `=`: the operand variables (what Layer 2's query
+#                           matches; a constant operand: only that it is a constant)
+#     lhs_value_read        blocks.1.attn.hook_v at the first operand's value: the number there (what `=` reads)
+#     rhs_value_read        the same at the second operand's value
+#     mlp_adds              blocks.1.hook_mlp_out at `=`: the sum
+#
+# plus one statement with no part to remove: Layer 2's value vectors anywhere else (distractors,
+# PADs, variables) carry nothing `=` reads. ``scrub_plans`` builds, within one batch, donor maps
+# (which cell each cell is read from) for: the full hypothesis scrub C (every part resampled from a
+# cell that agrees on what it carries, everything else from a cell at the same position), the same
+# with a fresh draw (the placebo C'), and each part "removed" (resampled from a cell that differs in
+# what it carries). A run is one forward in which each hook's activation is re-read through its map,
+# so a donor's value is its value in the same (scrubbed) forward: the donor is scrubbed too.
+MLP_OUT_2 = act_name("mlp_out", 1)
+ALL_CELLS = "every cell the plan moves"
+PARTS = ("non_value_tokens", "value_token_identity", "eq_operand_identity", "lhs_value_read", "rhs_value_read",
+         "mlp_adds")
+PART_HOOK = {"non_value_tokens": ATTN_OUT_1, "value_token_identity": ATTN_OUT_1, "eq_operand_identity": ATTN_OUT_1,
+             "lhs_value_read": VALUES_2, "rhs_value_read": VALUES_2, "mlp_adds": MLP_OUT_2}
+
+
+def _pick(target_key: torch.Tensor, target_self: torch.Tensor, candidate_key: torch.Tensor, gen: torch.Generator, *,
+          target_carry: torch.Tensor | None = None, candidate_carry: torch.Tensor | None = None,
+          tries: int = 64) -> tuple[torch.Tensor, torch.Tensor]:
+    """For each target, a random candidate with the same key, never the target itself
+    (``target_self``: its index among the candidates, -1 if it is none). With ``target_carry`` (n, c)
+    and ``candidate_carry`` (m, c): a candidate whose carry differs from the target's in every column
+    where the target's is >= 0 (-1: nothing carried there). Returns (candidate index (n,), found (n,));
+    a target with no such candidate gets itself (or -1 when it is no candidate) and found False."""
+    n = len(target_key)
+    order = torch.argsort(candidate_key, stable=True)
+    sk = candidate_key[order]
+    lo = torch.searchsorted(sk, target_key)
+    size = torch.searchsorted(sk, target_key, right=True) - lo
+    idx = target_self.clone()
+    found = torch.zeros(n, dtype=torch.bool)
+    pending = size > 0
+    for _ in range(tries):
+        if not pending.any():
+            break
+        u = torch.rand(n, generator=gen)
+        cand = order[(lo + (u * size).long().clamp(max=(size - 1).clamp(min=0))).clamp(max=len(order) - 1)]
+        ok = pending & (cand != target_self)
+        if target_carry is not None:
+            tc, cc = target_carry, candidate_carry[cand]
+            ok &= ((cc != tc) | (tc < 0)).all(dim=-1)
+        idx = torch.where(ok, cand, idx)
+        found |= ok
+        pending &= ~ok
+    for i in pending.nonzero().flatten().tolist():  # rare: scan the whole group
+        group = order[lo[i]:lo[i] + size[i]]
+        good = group != target_self[i]
+        if target_carry is not None:
+            good &= ((candidate_carry[group] != target_carry[i]) | (target_carry[i] < 0)).all(dim=-1)
+        if good.any():
+            idx[i] = group[good][torch.randint(int(good.sum()), (1,), generator=gen)]
+            found[i] = True
+    return idx, found
+
+
+def _cells(tokens: torch.Tensor, first_var: int, modulus: int) -> dict:
+    """Per-batch cell sets (flat indices b * T + t) and their features."""
+    B, T = tokens.shape
+    is_var = tokens >= first_var
+    value_tok = torch.zeros_like(is_var)
+    value_tok[:, 1:] = is_var[:, :-1] & ~is_var[:, 1:] & (torch.arange(1, T) < POS_PLUS)
+    pos = torch.arange(T).expand(B, T)
+    prev = torch.cat([torch.full((B, 1), -1, dtype=torch.long), tokens[:, :-1]], 1)
+    flat = torch.arange(B * T).reshape(B, T)
+    src = operand_sources(tokens)
+    rows = torch.arange(B)
+    # cells holding a number `=` could read as an operand: value tokens and constant operand slots
+    number_cell = value_tok | ((pos >= POS_PLUS + 1) & (pos <= POS_RHS) & (tokens < modulus))
+    is_source = torch.zeros_like(is_var)
+    is_source[rows, src[:, 0]] = True
+    is_source[rows, src[:, 1]] = True
+    slot_var = torch.stack([torch.where(is_var[:, c], tokens[:, c], torch.full((B,), -1)) for c in (POS_LHS, POS_RHS)], 1)
+    form = (is_var[:, POS_LHS].long() * 2 + is_var[:, POS_RHS].long())
+    return {"B": B, "T": T, "value_tok": value_tok, "pos": pos, "prev": prev, "flat": flat, "src": src, "rows": rows,
+            "number_cell": number_cell, "is_source": is_source, "slot_var": slot_var, "form": form}
+
+
+def scrub_plans(model, tokens: torch.Tensor, labels: torch.Tensor, *, seed: int) -> dict:
+    """Donor maps for the full hypothesis scrub, its fresh redraw and each part removed.
+
+    Returns {"hypothesis": {hook: map}, "redrawn": {hook: map}, "removed": {part: {hook: map}},
+    "targets": {part: flat cells}, "removed_share": {part: share of its cells given a differing donor}}.
+    A map is a LongTensor (B * T,) of the flat cell each cell reads; the identity leaves a cell alone.
+    ``removed[part]`` holds only that part's cells (apply it over a plan, or alone on the clean model)."""
+    cfg = model.cfg
+    c = _cells(tokens, cfg.first_var, cfg.d_vocab_out)
+    B, T, flat, pos, tok = c["B"], c["T"], c["flat"], c["pos"], tokens
+    V2 = 2 * cfg.d_vocab
+    ident = torch.arange(B * T)
+    prefix = torch.zeros(B, T, dtype=torch.bool)
+    prefix[:, :POS_RHS + 1] = True
+    routing_key = pos * V2 + torch.where(c["value_tok"], cfg.d_vocab + c["prev"], tok)
+    eq_cells = flat[:, POS_EQ]
+    eq_key = c["form"] * (V2 * V2) + (c["slot_var"][:, 0] + 1) * V2 + (c["slot_var"][:, 1] + 1)
+    num_cells = flat[c["number_cell"]]
+    num_pos, num_tok = pos[c["number_cell"]], tok[c["number_cell"]]
+    cand_index = torch.full((B * T,), -1)
+    cand_index[num_cells] = torch.arange(len(num_cells))
+    src_cells = [flat[c["rows"], c["src"][:, k]] for k in (0, 1)]
+    other = prefix & ~c["is_source"]
+    other_cells = flat[other]
+    mlp_cells = flat[:, POS_EQ]
+
+    def same(label: str, redraw: bool) -> dict:
+        g = generator(seed, f"scrub_plan.{label}{'.redrawn' if redraw else ''}")
+        l1 = ident.clone()
+        cells = flat[prefix]
+        # Layer 1 at positions 0-14: exactly the routing scrub's draw ("hypothesis" features)
+        gen1 = generator(seed, "routing_scrub.hypothesis") if not redraw else g
+        l1[cells] = cells[_donors(routing_key[prefix], gen1)]
+        d, _ = _pick(eq_key, torch.arange(B), eq_key, g)
+        l1[eq_cells] = eq_cells[d]
+        v2 = ident.clone()
+        v2[other_cells] = other_cells[_donors(pos[other], g)]
+        for k in (0, 1):
+            key = (pos.reshape(-1)[src_cells[k]] * cfg.d_vocab + tok.reshape(-1)[src_cells[k]])
+            d, _ = _pick(key, cand_index[src_cells[k]], num_pos * cfg.d_vocab + num_tok, g)
+            v2[src_cells[k]] = num_cells[d]
+        plan = {ATTN_OUT_1: l1, VALUES_2: v2}
+        if redraw:  # the MLP's output from a sequence with the same sum
+            mlp = ident.clone()
+            d, _ = _pick(labels, torch.arange(B), labels, g)
+            mlp[mlp_cells] = mlp_cells[d]
+            plan[MLP_OUT_2] = mlp
+        return plan
+
+    g = generator(seed, "scrub_plan.removed")
+    removed, targets, share = {}, {}, {}
+
+    def differ(cells, key, carry, cand_cells, cand_key, cand_carry, self_index):
+        d, ok = _pick(key, self_index, cand_key, g, target_carry=carry, candidate_carry=cand_carry)
+        m = ident.clone()
+        m[cells[ok]] = cand_cells[d[ok]]
+        return m, float(ok.double().mean()) if len(ok) else 0.0
+
+    nv = prefix & ~c["value_tok"]
+    cells = flat[nv]
+    m, share["non_value_tokens"] = differ(cells, pos[nv], tok[nv][:, None], cells, pos[nv], tok[nv][:, None],
+                                          torch.arange(len(cells)))
+    removed["non_value_tokens"], targets["non_value_tokens"] = {ATTN_OUT_1: m}, cells
+    vt = c["value_tok"]
+    cells = flat[vt]
+    m, share["value_token_identity"] = differ(cells, pos[vt], c["prev"][vt][:, None], cells, pos[vt],
+                                              c["prev"][vt][:, None], torch.arange(len(cells)))
+    removed["value_token_identity"], targets["value_token_identity"] = {ATTN_OUT_1: m}, cells
+    m, share["eq_operand_identity"] = differ(eq_cells, c["form"], c["slot_var"], eq_cells, c["form"], c["slot_var"],
+                                             torch.arange(B))
+    removed["eq_operand_identity"], targets["eq_operand_identity"] = {ATTN_OUT_1: m}, eq_cells
+    for k, part in enumerate(("lhs_value_read", "rhs_value_read")):
+        cells = src_cells[k]
+        m, share[part] = differ(cells, pos.reshape(-1)[cells], tok.reshape(-1)[cells][:, None], num_cells, num_pos,
+                                num_tok[:, None], cand_index[cells])
+        removed[part], targets[part] = {VALUES_2: m}, cells
+    m, share["mlp_adds"] = differ(mlp_cells, torch.zeros(B, dtype=torch.long), labels[:, None], mlp_cells,
+                                  torch.zeros(B, dtype=torch.long), labels[:, None], torch.arange(B))
+    removed["mlp_adds"], targets["mlp_adds"] = {MLP_OUT_2: m}, mlp_cells
+    return {"hypothesis": same("hypothesis", False), "redrawn": same("hypothesis", True), "removed": removed,
+            "targets": targets, "removed_share": share}
+
+
+def combine(*plans: dict) -> dict:
+    """Donor maps applied together: a later plan's moved cells override an earlier plan's."""
+    out: dict = {}
+    for plan in plans:
+        for hook, m in plan.items():
+            if hook not in out:
+                out[hook] = m.clone()
+            else:
+                moved = m != torch.arange(len(m))
+                out[hook][moved] = m[moved]
+    return out
+
+
+def run_plan(model, tokens: torch.Tensor, labels: torch.Tensor, plan: dict, measure: dict | None = None) -> dict:
+    """One forward of ``tokens`` in which each hook's activation is re-read through its donor map.
+    ``measure``: {name: (hook, flat cells)} whose mean change (L2 norm per cell) to report as acted;
+    ``acted[ALL_CELLS]`` is the mean change over every cell the plan moves, at every hook.
+    Returns {"correct": (B,), "acted": {name: float}}."""
+    B, T = tokens.shape
+    ident = torch.arange(B * T)
+    acted: dict = {}
+    total = []  # (sum of changes, cells) per hook
+    edits = []
+    for hook, donor in plan.items():
+        moved = donor != ident
+        if not moved.any():
+            continue
+        wanted = [(name, cells) for name, (h, cells) in (measure or {}).items() if h == hook]
+
+        def fn(act, hook_point, donor=donor, wanted=wanted, moved=moved):
+            flat_act = act.reshape(B * T, -1)
+            new = flat_act[donor]
+            for name, cells in wanted:
+                acted[name] = float((new[cells] - flat_act[cells]).norm(dim=-1).mean()) if len(cells) else 0.0
+            total.append((float((new[moved] - flat_act[moved]).norm(dim=-1).sum()), int(moved.sum())))
+            return new.reshape(act.shape)
+        edits.append(Replace(Site(hook, positions=moved.reshape(B, T)), fn))
+    logits = run(model, tokens, edits, last_only=True).last_logits if edits else model(tokens, last_only=True)[:, -1]
+    for name in measure or {}:
+        acted.setdefault(name, 0.0)
+    acted[ALL_CELLS] = sum(t for t, _ in total) / max(sum(c for _, c in total), 1)
+    return {"correct": logits.argmax(-1) == labels, "acted": acted}
+
+
+def identity_removed(model, tokens: torch.Tensor, *, seed: int, label: str) -> torch.Tensor:
+    """The donor map for ``blocks.0.hook_attn_out`` that removes the variable identity at value tokens:
+    each value token reads a value token at the same position after another variable (the
+    ``value_token_identity`` part removed, alone)."""
+    cfg = model.cfg
+    c = _cells(tokens, cfg.first_var, cfg.d_vocab_out)
+    vt = c["value_tok"]
+    cells = c["flat"][vt]
+    carry = c["prev"][vt][:, None]
+    d, ok = _pick(c["pos"][vt], torch.arange(len(cells)), c["pos"][vt], generator(seed, label),
+                  target_carry=carry, candidate_carry=carry)
+    m = torch.arange(c["B"] * c["T"])
+    m[cells[ok]] = cells[d[ok]]
+    return m

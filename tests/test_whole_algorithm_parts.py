@@ -1,0 +1,183 @@
+"""The whole algorithm part by part: minimality, IOI-style completeness, and where the held-out
+doubled-pair errors lie (the routing or the addition module)."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+import assignadd
+from assignadd import Task, load_checkpoint
+from assignadd.data import operand_sources
+from assignadd.hypotheses import Context, run_all
+from assignadd.hypotheses.base import ACTED_MIN
+from assignadd.hypotheses.measures import doubled, scrubbing
+from assignadd.hypotheses.whole_algorithm import ADDER_ERRORS, COMPLETE, MINIMAL
+from assignadd.interventions.mutants import MUTANTS, generator
+from assignadd.model import AssignAddTransformer
+
+needs_reference = pytest.mark.skipif(not assignadd.reference_checkpoint().exists(),
+                                     reason="the bundled reference checkpoint is missing")
+REQUIRED_PARTS = [p for p in scrubbing.PARTS if p != "non_value_tokens"]
+
+
+# ----- the donor draws ---------------------------------------------------------------------------------
+def test_pick_draws_another_candidate_with_the_same_key_and_a_differing_carry():
+    key = torch.tensor([0, 0, 0, 1, 1, 2])
+    carry = torch.tensor([[5], [5], [6], [7], [8], [9]])
+    idx, found = scrubbing._pick(key, torch.arange(6), key, generator(0, "t"))
+    assert torch.equal(key[idx[found]], key[found]) and (idx[found] != torch.arange(6)[found]).all()
+    assert found.tolist() == [True] * 5 + [False]  # key 2 has no other member: keeps itself
+    idx, found = scrubbing._pick(key, torch.arange(6), key, generator(0, "t"), target_carry=carry, candidate_carry=carry)
+    assert found.tolist() == [True, True, True, True, True, False]
+    assert (carry[idx[found]] != carry[found]).all() and torch.equal(key[idx[found]], key[found])
+    # a column where the target carries nothing (-1) does not need to differ
+    idx, found = scrubbing._pick(torch.zeros(2, dtype=torch.long), torch.tensor([0, 1]), torch.zeros(2, dtype=torch.long),
+                                 generator(0, "t"), target_carry=torch.tensor([[-1, 3], [4, 3]]),
+                                 candidate_carry=torch.tensor([[-1, 3], [4, 3]]))
+    assert found.tolist() == [False, False]  # both differ from each other only where a target carries nothing
+
+
+def test_plans_resample_by_what_each_part_carries():
+    task = Task()
+    tokens, labels = task.pool("2var_heldout_pair", 300)
+    model = AssignAddTransformer(seed=3)
+    plans = scrubbing.scrub_plans(model, tokens, labels, seed=0)
+    B, T = tokens.shape
+    flat_tok = tokens.reshape(-1)
+    prev = torch.cat([torch.full((B, 1), -1), tokens[:, :-1]], 1).reshape(-1)
+    pos = torch.arange(T).repeat(B)
+    removed, targets = plans["removed"], plans["targets"]
+    # value tokens: the hypothesis keeps (position, variable before); removal changes the variable
+    vt = targets["value_token_identity"]
+    hyp = plans["hypothesis"][scrubbing.ATTN_OUT_1][vt]
+    assert torch.equal(pos[hyp], pos[vt]) and torch.equal(prev[hyp], prev[vt])
+    rem = removed["value_token_identity"][scrubbing.ATTN_OUT_1][vt]
+    assert torch.equal(pos[rem], pos[vt]) and (prev[rem] != prev[vt]).all()
+    # operand values read by Layer 2: the hypothesis keeps the number, removal changes it
+    for part in ("lhs_value_read", "rhs_value_read"):
+        cells = targets[part]
+        hyp = plans["hypothesis"][scrubbing.VALUES_2][cells]
+        rem = removed[part][scrubbing.VALUES_2][cells]
+        assert torch.equal(flat_tok[hyp], flat_tok[cells]) and torch.equal(pos[hyp], pos[cells])
+        assert (flat_tok[rem] != flat_tok[cells]).all() and torch.equal(pos[rem], pos[cells])
+    # the MLP's output: the redraw keeps the sum, removal changes it
+    cells = targets["mlp_adds"]
+    rows = lambda c: c // T  # noqa: E731
+    assert torch.equal(labels[rows(plans["redrawn"][scrubbing.MLP_OUT_2][cells])], labels)
+    assert (labels[rows(removed["mlp_adds"][scrubbing.MLP_OUT_2][cells])] != labels).all()
+    assert all(share > 0.99 for p, share in plans["removed_share"].items() if p != "non_value_tokens")
+
+
+def test_doubled_sets_pair_every_heldout_doubled_pair_with_other_heldout_pairs_and_constant_twins():
+    task = Task()
+    sets = doubled.doubled_sets(task, seed=0)
+    d = sets["doubled"]
+    pairs = sets["pairs"]
+    assert (pairs[d, 0] == pairs[d, 1]).all() and (pairs[~d, 0] != pairs[~d, 1]).all()
+    assert {(a, a) for a in pairs[d, 0].tolist()} == {p for p in task.heldout_pairs if p[0] == p[1]}
+    assert all(tuple(p) in task.heldout_pairs for p in pairs.tolist())
+    assert int(d.sum()) == int((~d).sum())
+    # every sequence reaches its operands through a variable; its twin holds them as constants
+    src = torch.stack([sets["tokens"][torch.arange(len(d)), s] for s in operand_sources(sets["tokens"]).T], 1)
+    assert torch.equal(src, pairs)
+    assert (sets["tokens"][:, 13:15] >= task.vocab.first_var).any(dim=1).all()
+    assert torch.equal(sets["twins"][:, 13:15], pairs) and torch.equal(sets["twins"][:, :13], sets["tokens"][:, :13])
+    assert doubled.doubled_sets(Task(f=1.0), seed=0) is None  # nothing held out: no data, never a pass
+
+
+# ----- on the reference ---------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def reference_items():
+    r = run_all(Context(load_checkpoint(assignadd.reference_checkpoint()), Task(), n=500), ["whole_algorithm"])[0]
+    return r, {e.name: e for e in r.evidence}
+
+
+@needs_reference
+def test_every_part_of_the_correspondence_is_needed_on_the_reference(reference_items):
+    r, items = reference_items
+    assert r.verdict == "pass", r.reason
+    for p in REQUIRED_PARTS:
+        e = items[f"minimality[{p}]"]
+        assert e.required and e.passed and e.threshold is MINIMAL, p
+        # removing the part leaves the answer well below the full hypothesis' scrubbed accuracy ...
+        assert e.measurement.extra["part_removed_accuracy"] < 0.5 * e.measurement.extra["scrubbed_accuracy"], p
+        # ... while a fresh draw that keeps what it carries costs nothing, and that redraw acted
+        c = e.controls["redrawn"]
+        assert e.control_status("redrawn") == "fail" and c.value < 0.1 and c.acted > ACTED_MIN, p
+    # a finding, reported and not required: Layer 1's output at non-value tokens need not carry the token
+    e = items["minimality[non_value_tokens]"]
+    assert not e.required and e.measurement.value < MINIMAL.value
+
+
+@needs_reference
+def test_knocking_parts_out_costs_the_circuit_what_it_costs_the_model(reference_items):
+    _, items = reference_items
+    e = items["completeness"]
+    assert e.required and e.passed and e.threshold is COMPLETE
+    subsets = e.measurement.extra["by_subset"]
+    assert {"{}", "value_token_identity", "mlp_adds", "lhs_value_read + rhs_value_read"} <= set(subsets)
+    assert max(s["gap"] for s in subsets.values()) == pytest.approx(e.measurement.value)
+    # every knocked-out part costs a lot in both, so "the same" is not "nothing"
+    assert all(s["F(M\\K)"] < 0.5 for k, s in subsets.items() if k != "{}")
+    # a circuit without the value tokens' identity is incomplete, and that control acted
+    c = e.controls["circuit_without_identity"]
+    assert e.control_status("circuit_without_identity") == "fail" and c.value > 0.5 and c.acted > ACTED_MIN
+
+
+@needs_reference
+def test_held_out_doubled_pair_errors_are_the_addition_modules_not_the_routings(reference_items):
+    r, items = reference_items
+    e = items["doubled_pair_errors_are_the_adders"]
+    assert not e.required and e.passed and e.threshold is ADDER_ERRORS
+    x = e.measurement.extra
+    dbl, other = x["doubled_pairs"], x["other_heldout_pairs"]
+    # the errors sit on doubled pairs; the routing looks the same on both sets ...
+    assert x["errors_that_are_on_doubled_pairs"] > 0.9
+    assert dbl["model_accuracy"] < 0.8 < 0.97 < other["model_accuracy"]
+    assert abs(dbl["eq_weight_on_operand_values"] - other["eq_weight_on_operand_values"]) < 0.05
+    # ... and a perfectly routed input fixes the other pairs' answers but not the doubled pairs'
+    assert other["ideal_input_accuracy"] > 0.97 and dbl["ideal_input_accuracy"] < 0.8
+    assert dbl["errors_fixed_by_ideal_input"] < 0.2
+    # breaking the routing instead makes errors that the same input does fix
+    c = e.controls["routing_broken"]
+    assert e.control_status("routing_broken") == "fail" and c.acted > ACTED_MIN
+    assert c.extra["other_heldout_pairs"]["errors_fixed_by_ideal_input"] > 0.9
+    paper = x["paper_heldout_constants"]
+    assert paper["accuracy_excluding_doubled"] >= paper["accuracy_all_heldout"]
+    assert paper["wrong_doubled"] + paper["wrong_other"] == round((1 - paper["accuracy_all_heldout"]) * paper["pairs"])
+
+
+# ----- where they must fail ----------------------------------------------------------------------------
+def test_a_model_at_chance_shows_no_part_needed_no_completeness_and_no_adder_fault():
+    r = run_all(Context(AssignAddTransformer(seed=3), Task(), n=200), ["whole_algorithm"])[0]
+    assert r.verdict == "fail"
+    items = {e.name: e for e in r.evidence}
+    for p in scrubbing.PARTS:
+        assert items[f"minimality[{p}]"].measurement.value == 0.0 and not items[f"minimality[{p}]"].passed
+    assert not items["completeness"].passed and items["completeness"].measurement.value == 1.0
+    assert not items["doubled_pair_errors_are_the_adders"].passed
+
+
+@needs_reference
+def test_with_variable_identity_removed_from_layer_1_its_part_is_not_needed_and_errors_are_the_routings():
+    """A mutant with the variables projected out of Layer 1's values: the value tokens carry no identity,
+    so removing it costs nothing; the circuit no longer explains the model; its held-out errors are the
+    routing's, which a perfectly routed input fixes."""
+    model = MUTANTS["ov1_identity_removed"](load_checkpoint(assignadd.reference_checkpoint()), seed=0)
+    r = run_all(Context(model, Task(), n=500), ["whole_algorithm"])[0]
+    assert r.verdict == "fail"
+    items = {e.name: e for e in r.evidence}
+    assert items["minimality[value_token_identity]"].status == "fail"
+    assert items["minimality[lhs_value_read]"].passed  # the parts downstream are still needed
+    assert items["completeness"].status == "fail"
+    assert items["doubled_pair_errors_are_the_adders"].status == "fail"
+
+
+@needs_reference
+def test_with_the_mlp_broken_its_part_cannot_be_shown_needed():
+    model = MUTANTS["mlp_neurons_permuted"](load_checkpoint(assignadd.reference_checkpoint()), seed=0)
+    r = run_all(Context(model, Task(), n=200), ["whole_algorithm"])[0]
+    assert r.verdict == "fail"
+    items = {e.name: e for e in r.evidence}
+    assert not items["minimality[mlp_adds]"].passed
+    assert not items["doubled_pair_errors_are_the_adders"].passed
