@@ -18,6 +18,7 @@ import numpy as np
 import torch
 
 from assignadd import Task, parse, render
+from assignadd.data.tokens import PREFIX_LEN
 
 torch.set_num_threads(1)
 
@@ -27,7 +28,7 @@ class PythonBuilder:
 
     The training table is a list of (kind, var, num1, num2) rows; each draw picks a row uniformly,
     then builds its sequence: n ~ U{1..6} distinct assignments (n >= 2 for 2-var), shuffled, and
-    12 - 2n PADs each dropped into one of the n + 1 gaps.
+    PREFIX_LEN - 2n (12 - 2n) PADs each dropped into one of the n + 1 gaps.
     """
 
     def __init__(self, task: Task, seed: int = 0):
@@ -65,7 +66,7 @@ class PythonBuilder:
         assignments = required + [(x, rng.randrange(N)) for x in others]
         rng.shuffle(assignments)
         gaps = [0] * (n + 1)
-        for _ in range(12 - 2 * n):
+        for _ in range(PREFIX_LEN - 2 * n):
             gaps[rng.randrange(n + 1)] += 1
         tokens = [self.pad] * gaps[0]
         for (x, value), after in zip(assignments, gaps[1:]):

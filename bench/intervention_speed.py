@@ -20,6 +20,7 @@ import torch
 from assignadd.data import Task
 from assignadd.interventions import logit_diff, patch_sweep
 from assignadd.model import AssignAddTransformer
+from assignadd.model.hooks import act_name
 
 
 def timed(fn, repeats: int) -> float:
@@ -44,7 +45,7 @@ def main() -> None:
     task = Task()
     clean, clean_labels = task.pool("1var_train", args.n, seed=1)
     corrupted, corrupted_labels = task.pool("1var_train", args.n, seed=2)
-    hooks = [f"blocks.{layer}.hook_resid_pre" for layer in range(model.cfg.n_layers)]
+    hooks = [act_name("resid_pre", layer) for layer in range(model.cfg.n_layers)]
     positions = list(range(model.cfg.n_ctx))
     n_forwards = len(hooks) * len(positions) + 1
 

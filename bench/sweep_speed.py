@@ -1,5 +1,5 @@
 """How fast a sweep trains on this machine: steps/s per model for K models in one batched step
-(``model/batched.py``, K = 1, 4, 16) and for ``--jobs 2`` single-thread processes side by side.
+(``training/batched.py``, K = 1, 4, 16) and for ``--jobs 2`` single-thread processes side by side.
 
     python bench/sweep_speed.py [--batch-size 128] [--steps 4] [--ks 1,4,16] [--device cpu]
 
@@ -48,9 +48,9 @@ def plain_rate(batch_size: int, steps: int, seed: int = 0, device: str = "cpu") 
 
 
 def batched_rate(k: int, batch_size: int, steps: int, device: str = "cpu") -> tuple[float, float]:
-    """(steps/s per model wall, per model CPU) of ``model.batched``'s step on K models."""
-    from assignadd.model.batched import _open_member, _Stack
-    from assignadd.model.train import TrainConfig
+    """(steps/s per model wall, per model CPU) of ``training.batched``'s step on K models."""
+    from assignadd.training.batched import _open_member, _Stack
+    from assignadd.training.train import TrainConfig
 
     torch.set_num_threads(1)
     with tempfile.TemporaryDirectory() as tmp:

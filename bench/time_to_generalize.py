@@ -16,8 +16,8 @@ import platform
 import tempfile
 import time
 
-from assignadd.model.precision import cpu_name
-from assignadd.model.train import TrainConfig, train
+from assignadd.training.precision import cpu_name
+from assignadd.training.train import TrainConfig, train
 
 POOLS = ("0var_heldout_pair", "1var_heldout_pair", "2var_heldout_pair")
 BAR = 0.97

@@ -4,14 +4,14 @@ decides here and what deciding costs.
 
     python bench/train_speed.py [--batch-size 512] [--steps 10] [--rounds 3]
 
-One step is what ``model/train.py`` does: a fresh batch, forward, cross-entropy at the last position,
+One step is what ``training/train.py`` does: a fresh batch, forward, cross-entropy at the last position,
 backward, AdamW. Prints steps/s for each variant and its ratio to the full fp32 forward. The variants
 alternate within each round so that all see the same load; each is timed in wall seconds (best
 round) and in CPU seconds of this process, which moves less with other processes on the machine.
 
 Whether bf16 pays depends on the CPU: with native bf16 (AVX512-BF16, AMX) ``last_logits`` bf16 runs
 about twice as fast as fp32; where bf16 is emulated (AVX2 only) about ten times slower. The last line
-is ``model.precision.choose_precision`` measured afresh (a throw-away cache), as a run would.
+is ``training.precision.choose_precision`` measured afresh (a throw-away cache), as a run would.
 """
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 
 from assignadd import AssignAddTransformer, Task
-from assignadd.model.precision import cpu_name
+from assignadd.training.precision import cpu_name
 
 torch.set_num_threads(1)
 
@@ -95,8 +95,8 @@ def main(argv=None) -> None:
 def print_auto_decision(batch_size: int) -> None:
     """``--precision auto`` as ``assignadd-train`` runs it, measured now (never from a cache)."""
     from assignadd.data import Task
-    from assignadd.model.precision import choose_precision
-    from assignadd.model.train import TrainConfig, step_probe
+    from assignadd.training.precision import choose_precision
+    from assignadd.training.train import TrainConfig, step_probe
 
     with tempfile.TemporaryDirectory() as tmp:
         w, c = time.perf_counter(), time.process_time()

@@ -42,7 +42,6 @@ one required item and decides on the items' states; it leaves ``decide`` unchang
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import statistics
 import time
@@ -53,8 +52,10 @@ import numpy as np
 import torch
 
 from ..data import Task
+from ..fileio import atomic_write, sha256_file
 from ..model import load_checkpoint
-from ..model.sweep import SweepError, config_from_grid_file, points_dir, read_grid_file
+from ..training.grid import SweepError
+from ..training.sweep_folder import config_from_grid_file, points_dir, read_grid_file
 from .base import ClaimResult, Context, Evidence, Hypothesis, Measurement, Threshold
 
 RULE_VERSION = 2
@@ -151,14 +152,6 @@ def generalization_accuracy(model, task: Task, param: str, union_sample: int | N
     return Measurement(v, v if exact else lo, v if exact else hi, len(correct), {"sample": sample})
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def point_metric(point_dir, param: str, *, union_sample: int | None = UNION_SAMPLE, device: str = "cpu") -> dict | None:
     """The point's metric as ``{"accuracy", "ci", "n", "sample"}``: from its cache when that matches
     final.pt, else computed from final.pt and cached. None when the point has neither (unfinished)."""
@@ -176,7 +169,7 @@ def point_metric(point_dir, param: str, *, union_sample: int | None = UNION_SAMP
             cached = None
     if not final.exists():
         return cached
-    sha = _sha256(final)
+    sha = sha256_file(final)
     if cached is not None and cached.get("final_sha256") == sha:
         return cached
     run = json.loads((point_dir / "run.json").read_text())
@@ -187,9 +180,7 @@ def point_metric(point_dir, param: str, *, union_sample: int | None = UNION_SAMP
     doc = {"schema": CACHE_SCHEMA, "metric": METRICS[param], "requested_sample": sample, "final_sha256": sha,
            "accuracy": m.value, "ci": [m.low, m.high], "n": m.n, "sample": m.extra["sample"]}
     try:  # a read-only sweep folder still gets its answer, only uncached
-        tmp = cache.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(doc, indent=2) + "\n")
-        tmp.replace(cache)
+        atomic_write(cache, json.dumps(doc, indent=2) + "\n")
     except OSError:
         pass
     return doc

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import copy
 import difflib
-import hashlib
 import types
 import weakref
 from collections import Counter
@@ -29,6 +28,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from ..fileio import sha256_bytes
 from .kinds import Edit, Intervention
 from .site import InterventionError, Site
 
@@ -198,7 +198,7 @@ def _takes_last_only(model) -> bool:
 def _content_key(tokens: torch.Tensor) -> tuple:
     """Equal token tensors get one key, whichever object holds them (one clean forward serves both)."""
     t = tokens.detach().cpu().contiguous()
-    return (tuple(t.shape), str(t.dtype), hashlib.sha256(t.numpy().tobytes()).hexdigest())
+    return (tuple(t.shape), str(t.dtype), sha256_bytes(t.numpy().tobytes()))
 
 
 def _bind_all(model, interventions, backend: str) -> list[tuple[Site, Edit]]:

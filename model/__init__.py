@@ -1,7 +1,7 @@
-"""The model of SPEC §2, its checkpoints and its training (SPEC §3).
+"""The model of SPEC §2, its checkpoints and its hook names. Training (SPEC §3) is ``assignadd.training``.
 
-Names are imported on first use (PEP 562), so the command-line tools under ``assignadd.model``
-answer ``--help`` without importing torch or TransformerLens.
+Names are imported on first use (PEP 562): ``import assignadd.model`` (or ``assignadd.model.hooks``) costs
+nothing until a model is built or loaded.
 """
 from __future__ import annotations
 

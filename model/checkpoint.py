@@ -9,23 +9,22 @@ Both are read with ``torch.load(weights_only=True)``: a file that would run code
 Every problem raises ``CheckpointError`` with one line naming the file and what was wrong; a file that
 is not a ``torch.save`` file at all (text, an image, a NumPy array, safetensors, ...) is named for what
 it is. Files are written readable by others as the umask allows (a shared machine's colleagues can
-load them), never half-written.
+load them), never half-written (``atomic_save``, through ``fileio``).
 """
 from __future__ import annotations
 
 import io
-import os
 import pickle
 import pickletools
 import re
 import struct
-import tempfile
 import warnings
 import zipfile
 from pathlib import Path
 
 import torch
 
+from ..fileio import atomic_write_with
 from .transformer import AssignAddTransformer, ModelConfig
 
 FORMAT = "assignadd.checkpoint/1"
@@ -370,29 +369,14 @@ def load_checkpoint(path, device: str | torch.device = "cpu") -> AssignAddTransf
     return load_checkpoint_full(path, device)[0]
 
 
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
 def atomic_save(obj, path) -> None:
-    """``torch.save`` to a temporary file beside ``path``, then rename: never a half-written file.
+    """``torch.save`` of ``obj`` to ``path``, whole or not at all (``fileio.atomic_write_with``: a temporary
+    file beside ``path``, flushed to disk, then renamed), readable by others as the umask allows (0644
+    under umask 022): colleagues on a shared machine can read a run's checkpoints.
 
-    The file gets the permissions an ordinary ``open(path, "w")`` would (0644 under umask 022), not the
-    temporary file's private 0600: colleagues on a shared machine can read a run's checkpoints."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
-    try:
-        torch.save(obj, tmp)
-        os.chmod(tmp, 0o666 & ~_umask())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    Saved through a file object, so the zip's top folder is torch's fixed ``archive/`` rather than a name
+    taken from the temporary file: the same object gives the same bytes."""
+    atomic_write_with(path, lambda fh: torch.save(obj, fh))
 
 
 def save_checkpoint(model: AssignAddTransformer, path, *, task: dict | None = None, step: int | None = None,

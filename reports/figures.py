@@ -17,17 +17,18 @@ Everything is deterministic for a (model, task, seed) and takes well under 5 s o
 """
 from __future__ import annotations
 
-import io
 import math
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
+from ..data.tokens import POS_EQ, POS_LHS, POS_PLUS, POS_RHS, PREFIX_LEN, SEQ_LEN
 from ..model import hooks
 from .html import join, tag
+from .png import REPORT_DPI, png_bytes, pyplot
 
-DPI = 90
+DPI = REPORT_DPI
 # The look of every figure: a white background, small type (the figures sit beside text in a page).
 RC = {"font.size": 9, "axes.titlesize": 10, "axes.labelsize": 9, "xtick.labelsize": 8, "ytick.labelsize": 8,
       "legend.fontsize": 8, "axes.edgecolor": "#262626", "axes.linewidth": 0.8, "axes.grid": False,
@@ -54,26 +55,19 @@ class Figure:
 
 
 def _plt():
-    import matplotlib
-
-    matplotlib.use("Agg", force=True)
-    import matplotlib.pyplot as plt
-
+    """``matplotlib.pyplot`` (``png.pyplot``) with this report's look (``RC``) set."""
+    plt = pyplot()
     plt.rcParams.update(RC)
     return plt
 
 
 def _png(fig) -> bytes:
-    plt = _plt()
-    buf = io.BytesIO()
-    # No metadata: the same figure gives the same bytes.
-    fig.savefig(buf, format="png", dpi=DPI, metadata={"Software": None})
-    plt.close(fig)
-    return buf.getvalue()
+    """A report figure as PNG bytes (``png.png_bytes`` at ``DPI``); the figure is closed."""
+    return png_bytes(fig, dpi=DPI)
 
 
 def _example(task, seed: int) -> torch.Tensor:
-    """One 2-variable training sequence (both operands through variables): [16] token ids."""
+    """One 2-variable training sequence (both operands through variables): [SEQ_LEN] token ids."""
     tokens, _ = task.pool("2var_train", 1, seed=seed)
     return tokens[0]
 
@@ -92,13 +86,13 @@ def attention_figures(model, task, seed: int) -> list[Figure]:
     vocab = task.vocab
     tokens = _example(task, seed)
     _, cache = model.run_with_cache(tokens[None].to(_device(model)),
-                                    names_filter=lambda n: n.endswith("hook_pattern"))
+                                    names_filter=[hooks.act_name("pattern", l) for l in range(model.cfg.n_layers)])
     labels = render(tokens, vocab).split()
     T = len(labels)
     vpos = value_positions(tokens[None], vocab)[0].nonzero().flatten().tolist()
     src = operand_sources(tokens[None], vocab)[0].tolist()
     claimed = {
-        0: [(t, t - 1) for t in vpos] + [(T - 1, 13), (T - 1, 14)],
+        0: [(t, t - 1) for t in vpos] + [(T - 1, POS_LHS), (T - 1, POS_RHS)],
         1: [(T - 1, s) for s in src if s >= 0],
     }
     what = {
@@ -131,8 +125,8 @@ def _device(model):
 
 
 def resid_mid_at_eq(model, tokens: torch.Tensor) -> torch.Tensor:
-    """``blocks.1.hook_resid_mid`` at the last position, (B, 16) -> (B, d_model); the forward pass stops
-    there (the Layer-2 MLP over all 16 positions would be most of the cost)."""
+    """``blocks.1.hook_resid_mid`` at the last position, (B, SEQ_LEN) -> (B, d_model); the forward pass
+    stops there (the Layer-2 MLP over all positions would be most of the cost)."""
     from ..interventions import capture
 
     hook = hooks.RESID_MID_2
@@ -142,28 +136,28 @@ def resid_mid_at_eq(model, tokens: torch.Tensor) -> torch.Tensor:
 def positional_qk_figure(model) -> Figure:
     plt = _plt()
     a = model.blocks[0].attn
-    W_pos = model.pos_embed.W_pos[:12]  # (12, D)
-    S = (W_pos @ a.W_Q[0] @ a.W_K[0].T @ W_pos.T).float().cpu().numpy()  # (12, 12) query x key
+    W_pos = model.pos_embed.W_pos[:PREFIX_LEN]  # (PREFIX_LEN, D): the prefix positions
+    S = (W_pos @ a.W_Q[0] @ a.W_K[0].T @ W_pos.T).float().cpu().numpy()  # (PREFIX_LEN, PREFIX_LEN) query x key
     shown = np.where(np.tril(np.ones_like(S, dtype=bool)), S, np.nan)  # causal: keys <= query
     fig, ax = plt.subplots(figsize=(4.6, 4.0), layout="constrained")
     lim = np.nanmax(np.abs(shown))
     im = ax.imshow(shown, cmap="RdBu_r", vmin=-lim, vmax=lim)
-    _mark(ax, [(q, q - 1) for q in range(1, 12)])
-    ax.set_xticks(range(12))
-    ax.set_yticks(range(12))
+    _mark(ax, [(q, q - 1) for q in range(1, PREFIX_LEN)])
+    ax.set_xticks(range(PREFIX_LEN))
+    ax.set_yticks(range(PREFIX_LEN))
     ax.set_xlabel("key position")
     ax.set_ylabel("query position")
     ax.set_title("Layer 1 positional QK  S = W_pos W_Q W_Kᵀ W_posᵀ")
     fig.colorbar(im, ax=ax, fraction=0.046, pad=0.04)
-    hits = sum(int(np.nanargmax(np.where(_prev_token_mask(q), shown[q], np.nan)) == q - 1) for q in range(1, 12))
+    hits = sum(int(np.nanargmax(np.where(_prev_token_mask(q), shown[q], np.nan)) == q - 1) for q in range(1, PREFIX_LEN))
     return Figure("positional_qk", CLAIM_OF["positional_qk"], "Layer 1 positional QK matrix",
                   f"Scores between prefix positions from the positional embeddings alone (future keys blank). "
                   f"Red outlines: the previous position q−1. With keys &gt; q, q and q−2 masked (SPEC §4.1), "
-                  f"the argmax is q−1 in {hits}/11 rows.", _png(fig))
+                  f"the argmax is q−1 in {hits}/{PREFIX_LEN - 1} rows.", _png(fig))
 
 
 def _prev_token_mask(q: int) -> np.ndarray:
-    keep = np.arange(12) <= q
+    keep = np.arange(PREFIX_LEN) <= q
     keep[q] = False
     if q >= 2:
         keep[q - 2] = False
@@ -212,18 +206,18 @@ def resid_mid_cosine_figure(model, task, seed: int, n: int = 400) -> Figure:
     vocab = task.vocab
     t1, _ = task.pool("1var_train", n // 2, seed=seed)
     t2, _ = task.pool("2var_train", n - n // 2, seed=seed)
-    var_tokens = torch.cat([t1, t2])  # (n, 16)
+    var_tokens = torch.cat([t1, t2])  # (n, SEQ_LEN)
     const_tokens = var_tokens.clone()
     src = operand_sources(var_tokens, vocab)  # (n, 2)
     rows = torch.arange(len(var_tokens))
-    for j, slot in enumerate((13, 14)):
+    for j, slot in enumerate((POS_LHS, POS_RHS)):
         const_tokens[:, slot] = var_tokens[rows, src[:, j].clamp(min=0)]
     acts = {"var": resid_mid_at_eq(model, var_tokens), "const": resid_mid_at_eq(model, const_tokens)}  # (n, D)
     cos = torch.nn.functional.cosine_similarity
     matched = cos(acts["var"], acts["const"]).numpy()
     gen = torch.Generator().manual_seed(seed)
     perm = torch.randperm(len(var_tokens), generator=gen)
-    sums = (const_tokens[:, 13] + const_tokens[:, 14]) % vocab.modulus
+    sums = (const_tokens[:, POS_LHS] + const_tokens[:, POS_RHS]) % vocab.modulus
     keep = sums != sums[perm]  # a mismatched partner must have another sum
     mismatched = cos(acts["var"][keep], acts["const"][perm][keep]).numpy()
     fig, ax = plt.subplots(figsize=(5.6, 3.2), layout="constrained")
@@ -251,8 +245,9 @@ def fourier_figures(model, task) -> list[Figure]:
     vocab = task.vocab
     N = vocab.modulus
     n_idx, m_idx = torch.meshgrid(torch.arange(N), torch.arange(N), indexing="ij")
-    tokens = torch.full((N * N, 16), vocab.pad, dtype=torch.long)
-    tokens[:, 12], tokens[:, 13], tokens[:, 14], tokens[:, 15] = vocab.plus, n_idx.flatten(), m_idx.flatten(), vocab.eq
+    tokens = torch.full((N * N, SEQ_LEN), vocab.pad, dtype=torch.long)
+    tokens[:, POS_PLUS], tokens[:, POS_LHS], tokens[:, POS_RHS], tokens[:, POS_EQ] = (
+        vocab.plus, n_idx.flatten(), m_idx.flatten(), vocab.eq)
     mlp = model.blocks[1].mlp
     pre = resid_mid_at_eq(model, tokens) @ mlp.W_in.float().cpu() + mlp.b_in.float().cpu()  # hook_pre at '='
     pre = pre.numpy().reshape(N, N, -1)  # (N, N, d_mlp)
@@ -337,6 +332,9 @@ def model_figures(model, task, seed: int = 0) -> list[Figure]:
 
 
 def _fmt(x) -> str:
+    """A number in a figure's title: 3 significant digits, always (``99.99`` is ``100``, ``1234.5`` is
+    ``1.23e+03``). Not ``render.fmt``, which keeps up to 4 significant digits above 1 for the report's
+    text and tables: a title has room for less, and the PNG bytes of every report rest on this form."""
     if x is None:
         return "n/a"
     if isinstance(x, float) and (math.isnan(x) or math.isinf(x)):

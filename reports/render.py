@@ -77,7 +77,10 @@ def dumps(report: dict) -> str:
 
 # ----- numbers as text ---------------------------------------------------------------------------
 def fmt(x) -> str:
-    """One number, short: integers as they are, 3 decimals below 1, 4 significant digits above."""
+    """One number, short: integers as they are, 3 decimals below 1, 4 significant digits above; very
+    small or large ones in 3 significant digits. The form of every single number in the reports' text
+    and tables (verify, series, sweep). A figure's title uses ``figures._fmt`` (3 significant digits);
+    an interval, ``fmt_interval``; a pair of steps, ``fmt_span``."""
     if x is None:
         return "n/a"
     if isinstance(x, bool):
@@ -87,6 +90,16 @@ def fmt(x) -> str:
     if abs(x) >= 1e4 or (x != 0 and abs(x) < 1e-3):
         return f"{x:.3g}"
     return f"{x:.3f}".rstrip("0").rstrip(".") if abs(x) < 1 else f"{x:.4g}"
+
+
+def fmt_span(x, sep: str = "–", collapse: bool = True) -> str:
+    """A pair ``(a, b)`` of training steps (or a fraction's range on a terminal) as ``a–b``, each end in
+    ``:g`` form; one number when the ends agree and ``collapse`` (a window ``a→b`` is written whole);
+    ``n/a`` when either end is missing. Exact ends, not rounded outwards: for an interval of a statistic,
+    ``fmt_interval``."""
+    if not x or x[0] is None or x[1] is None:
+        return "n/a"
+    return f"{x[0]:g}" if collapse and x[0] == x[1] else f"{x[0]:g}{sep}{x[1]:g}"
 
 
 def _decimals(x: float, places: int, rounding) -> str:

@@ -12,13 +12,12 @@ one does not (``fail``, ``inconclusive`` or ``error``: only a pass is a pass); 2
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 from ..cli_util import exit_bad_input
+from ..fileio import atomic_write_files
 
 EPILOG = """examples:
   assignadd-report runs/seed42 --out out/seed42 --jobs 2
@@ -47,37 +46,13 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-def _write_atomic(out: Path, files: dict[str, str]) -> None:
-    """Write every file to a temporary name first, then rename them all: no half-written output."""
-    out.mkdir(parents=True, exist_ok=True)
-    tmps = {}
-    try:
-        for name, text in files.items():
-            fd, tmp = tempfile.mkstemp(dir=out, prefix=f".{name}.", suffix=".tmp")
-            os.chmod(tmp, 0o666 & ~_umask())
-            with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
-                fh.write(text)
-            tmps[name] = tmp
-        for name, tmp in tmps.items():
-            os.replace(tmp, out / name)
-    finally:
-        for tmp in tmps.values():
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-
-
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     from .sweep_report import is_sweep_folder, main_for_sweep
 
     if is_sweep_folder(args.path):  # a folder made by assignadd-sweep (or holding an f and an r sweep)
         return main_for_sweep(args.path, args.out, quiet=args.quiet)
+    from .render import fmt_span
     from .series import SeriesError, compute_series, first_hold_text, to_csv, to_json
     from .series_html import render_html
 
@@ -94,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
         print("interrupted: nothing written", file=sys.stderr)
         return 130
     files = {"series.json": to_json(doc), "series.csv": to_csv(doc), "series.html": render_html(doc)}
-    _write_atomic(out, files)
+    atomic_write_files(out, files)
     if not args.quiet:
         ph = doc["phases"]
         print(f"{len(doc['checkpoints'])} checkpoints in {time.perf_counter() - t0:.1f} s -> {out}")
@@ -103,27 +78,20 @@ def main(argv: list[str] | None = None) -> int:
             where = "none" if at is None else (f"step {at}" if before is None else f"between steps {before} and {at}")
             print(f"  {p['id']:<17} onset {where}  (monotone-fit R^2 {p['coherence_r2']}, step R^2 {p.get('step_r2')})")
         jump = ph["assignment_jump"]
-        print(f"  assignment jump: {_interval(jump['fraction_interval'])} of its rise within "
+        print(f"  assignment jump: {fmt_span(jump['fraction_interval'], '-')} of its rise within "
               f"{jump['width_steps']} steps after addition is learned ({jump['state']})")
         for s in ph["separations"]:
             if s["gap_steps"] is not None:
                 print(f"  {s['earlier']} -> {s['later']}: {s['gap_steps']} steps between onsets "
-                      f"({_interval(s['gap_interval'])} as the checkpoints place them)")
+                      f"({fmt_span(s['gap_interval'], '-')} as the checkpoints place them)")
         ref = ph["restricted_refinement"]
-        print(f"  restricted-slot refinement: {_interval(ref['fraction_interval'])} of what remains within "
+        print(f"  restricted-slot refinement: {fmt_span(ref['fraction_interval'], '-')} of what remains within "
               f"{ref['width_steps']} steps ({ref['state']})")
         for cid, r in doc["series_claims"].items():
             print(f"  {cid}: {r['verdict']} ({r['reason']})")
         for cid, h in doc["claims_first_hold"].items():
             print(f"  {cid}: {first_hold_text(h)}")
     return 0 if all(r["verdict"] == "pass" for r in doc["series_claims"].values()) else 1
-
-
-def _interval(x) -> str:
-    lo, hi = x
-    if lo is None or hi is None:
-        return "n/a"
-    return f"{lo:g}" if lo == hi else f"{lo:g}-{hi:g}"
 
 
 if __name__ == "__main__":

@@ -14,7 +14,6 @@ computes in one thread, so the numbers do not depend on ``jobs``.
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import re
@@ -25,7 +24,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..data import POOL_NAMES, Task, TaskConfig, value_positions
+from ..data import POOL_NAMES, POS_LHS, POS_RHS, Task, TaskConfig, value_positions
+from ..fileio import sha256_file
 from ..hypotheses.learning_phases import SERIES_REGISTRY, detect_phases
 from ..hypotheses.measures import circuits
 from ..model import hooks
@@ -54,7 +54,8 @@ MEASURES = {
     "identity_qk_margin": "weights only: mean over rows of M_ii - max_{j != i} M_ij",
     "prev_token_argmax": f"Layer-1 attention from prefix value tokens ({ROUTING_POOL}): fraction whose argmax key is t-1",
     "prev_token_weight": f"Layer-1 attention from prefix value tokens ({ROUTING_POOL}): mean weight on t-1",
-    "layer1_eq_to_operand_slots": f"Layer-1 attention from `=` ({ROUTING_POOL}): fraction whose top-2 keys are {{13, 14}}",
+    "layer1_eq_to_operand_slots": f"Layer-1 attention from `=` ({ROUTING_POOL}): fraction whose top-2 keys are "
+                                  f"{{{POS_LHS}, {POS_RHS}}}",
     "layer2_eq_to_operand_values": f"Layer-2 attention from `=` ({ROUTING_POOL}): fraction whose top-2 keys are the "
                                    "operands' value positions",
     "layer2_eq_to_operand_values_restricted": f"the same on {RESTRICTED_ROUTING_POOL} (a variable in a forbidden slot)",
@@ -137,14 +138,6 @@ def thin(entries: list[Entry], every: int) -> list[Entry]:
     if keep[-1] is not entries[-1]:
         keep.append(entries[-1])
     return keep
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def least_squares_probe(X: torch.Tensor, y: torch.Tensor, train: torch.Tensor, n_classes: int,
@@ -230,6 +223,8 @@ def _forward_until_layer2_pattern(model, tokens: torch.Tensor) -> dict[str, torc
 
 
 def _round(x: float) -> float | None:
+    """A measured value as series.json stores it: ``ROUND`` (6) decimals, NaN as None (JSON has no NaN).
+    Rounding of stored values, not a text form: the pages format them with ``render.fmt`` and friends."""
     return None if x is None or (isinstance(x, float) and math.isnan(x)) else round(float(x), ROUND)
 
 
@@ -310,17 +305,21 @@ def compute_series(path, *, every: int = 1, jobs: int = 1, n: int = DEFAULT_N, c
         from tqdm.auto import tqdm
         bar = tqdm(total=len(entries), desc="assignadd-report", unit="ckpt", dynamic_ncols=True)
     results: list[dict | None] = [None] * len(entries)
+
+    def take(i: int, result: dict) -> None:  # the result of entries[i], from this process or a worker
+        results[i] = result
+        if "error" in result:
+            raise SeriesError(result["error"])
+        if bar is not None:
+            bar.update(1)
+
     try:
         if jobs == 1:
             old_threads = torch.get_num_threads()
             try:
                 _init_worker(*args)
                 for i, e in enumerate(entries):
-                    results[i] = _measure_one(str(e.path), with_claims[i])
-                    if "error" in results[i]:
-                        raise SeriesError(results[i]["error"])
-                    if bar is not None:
-                        bar.update(1)
+                    take(i, _measure_one(str(e.path), with_claims[i]))
             finally:
                 torch.set_num_threads(old_threads)
         else:
@@ -331,12 +330,7 @@ def compute_series(path, *, every: int = 1, jobs: int = 1, n: int = DEFAULT_N, c
                 from concurrent.futures import as_completed
                 try:
                     for fut in as_completed(futures):
-                        i = futures[fut]
-                        results[i] = fut.result()
-                        if "error" in results[i]:
-                            raise SeriesError(results[i]["error"])
-                        if bar is not None:
-                            bar.update(1)
+                        take(futures[fut], fut.result())
                 except BaseException:
                     for f in futures:
                         f.cancel()
@@ -348,7 +342,7 @@ def compute_series(path, *, every: int = 1, jobs: int = 1, n: int = DEFAULT_N, c
     checkpoints = []
     for e, r in zip(entries, results):
         rec = {"step": e.step, "file": str(e.path.relative_to(root)), "step_from": e.step_from,
-               "sha256": _sha256(e.path), "values": r["values"]}
+               "sha256": sha256_file(e.path), "values": r["values"]}
         if "claims" in r:
             rec["claims"] = r["claims"]
         checkpoints.append(rec)

@@ -8,10 +8,9 @@ or runs, whose intervals are what the checkpoints or the grid allow rather than 
 """
 from __future__ import annotations
 
-import io
-
 from . import html as H
-from .render import fmt, fmt_interval, fmt_measurement, fmt_threshold
+from .png import PAGE_DPI, png_bytes, pyplot
+from .render import fmt, fmt_interval, fmt_measurement, fmt_span, fmt_threshold
 
 ACCURACY_PANELS = (
     ("0 variables", ("acc_0var_train", "acc_0var_heldout_pair")),
@@ -30,13 +29,6 @@ PHASE_STYLES = {"addition": ":", "assignment": "--", "restricted_slots": "-."}  
 ONSETS_NOTE = "black lines: detected phase onsets (dotted addition, dashed assignment, dash-dot restricted slots)"
 
 
-def png_bytes(fig) -> bytes:
-    """A matplotlib figure as PNG bytes, with no timestamp in the metadata: the same input, the same bytes."""
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=100, bbox_inches="tight", metadata={"Software": None})
-    return buf.getvalue()
-
-
 def _mark_phases(ax, doc):
     for p in doc["phases"]["phases"]:
         if p["onset_step"] is not None:
@@ -44,10 +36,7 @@ def _mark_phases(ax, doc):
 
 
 def _panels(doc, panels, title) -> bytes:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     steps = [c["step"] for c in doc["checkpoints"]]
     fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels), 3.8), sharey=False, squeeze=False)
     for ax, (name, measures) in zip(axes[0], panels):
@@ -62,9 +51,7 @@ def _panels(doc, panels, title) -> bytes:
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7, loc="lower right")
     fig.suptitle(title)
-    out = png_bytes(fig)
-    plt.close(fig)
-    return out
+    return png_bytes(fig, dpi=PAGE_DPI, tight=True)
 
 
 def _claims_figure(doc) -> bytes | None:
@@ -74,10 +61,7 @@ def _claims_figure(doc) -> bytes | None:
     ids = sorted({cid for c in evaluated for cid in c["claims"]})
     if not ids:
         return None
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     code = {"pass": 1.0, "fail": 0.0}
     grid = [[code.get(c["claims"].get(cid, {}).get("verdict"), 0.5) for c in evaluated] for cid in ids]
     fig, ax = plt.subplots(figsize=(max(6, 0.35 * len(evaluated)), 0.45 * len(ids) + 1.2))
@@ -85,9 +69,7 @@ def _claims_figure(doc) -> bytes | None:
     ax.set_yticks(range(len(ids)), ids, fontsize=8)
     ax.set_xticks(range(len(evaluated)), [str(c["step"]) for c in evaluated], rotation=90, fontsize=7)
     ax.set_xlabel("training step (green: pass, red: fail, yellow: inconclusive or error)")
-    out = png_bytes(fig)
-    plt.close(fig)
-    return out
+    return png_bytes(fig, dpi=PAGE_DPI, tight=True)
 
 
 # ----- numbers as text ---------------------------------------------------------------------------
@@ -99,13 +81,6 @@ def _fraction_range(x) -> str:
         return fmt(x[0])
     _, lo, hi = fmt_interval(None, x[0], x[1])
     return f"{lo}–{hi}"
-
-
-def _steps(x, sep: str = "–") -> str:
-    """Training steps ``(a, b)`` as ``a–b`` (``a→b`` for a window); one number when they agree."""
-    if not x or x[0] is None or x[1] is None:
-        return "n/a"
-    return f"{x[0]:g}" if x[0] == x[1] and sep == "–" else f"{x[0]:g}{sep}{x[1]:g}"
 
 
 def _onset(p: dict) -> str:
@@ -216,16 +191,16 @@ def _phase_section(doc) -> list:
     if jump:
         items.append(f"assignment jump: {_fraction_range(jump['fraction_interval'])} of the assignment curve's rise "
                      f"within {jump['width_steps']} steps after addition is learned; best window "
-                     f"{_steps(jump['window'], '→')} ({jump['state']})")
+                     f"{fmt_span(jump['window'], '→', collapse=False)} ({jump['state']})")
     for s in ph["separations"]:
         if s.get("gap_steps") is not None:
             items.append(f"{s['earlier']} → {s['later']}: {s['gap_steps']} steps between onsets "
-                         f"({_steps(s['gap_interval'])} as the checkpoints place them; {s['separating_checkpoints']} "
+                         f"({fmt_span(s['gap_interval'])} as the checkpoints place them; {s['separating_checkpoints']} "
                          "checkpoints between them, reported only)")
     if ref:
         items.append(f"restricted-slot refinement: {_fraction_range(ref['fraction_interval'])} of what remains at the "
                      f"assignment onset gained within {ref['width_steps']} steps; best window "
-                     f"{_steps(ref['window'], '→')} ({ref['state']})")
+                     f"{fmt_span(ref['window'], '→', collapse=False)} ({ref['state']})")
     return [H.tag("h2", "Learning phases (SPEC §4.5)", id="phases"), explained, table,
             H.tag("ul", [H.tag("li", x) for x in items])]
 

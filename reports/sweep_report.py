@@ -19,17 +19,16 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 from ..cli_util import exit_bad_input
+from ..fileio import atomic_write_files
 from . import html as H
 from . import series_html
+from .png import PAGE_DPI, png_bytes, pyplot
 from .render import fmt, fmt_measurement
-from .series_html import png_bytes
 
 SCHEMA = "assignadd.sweep/1"
 CSV_FIELDS = ("param", "point", "value", "seed", "f", "r", "metric", "accuracy", "ci_low", "ci_high", "n", "sample",
@@ -77,7 +76,7 @@ def compute_sweep_report(path, *, union_sample=None, device: str = "cpu", progre
 
     ``union_sample``: 2-var union sequences scored per r point (None: ``UNION_SAMPLE``; 0: all of them)."""
     from ..hypotheses import data_requirements as dr
-    from ..model.sweep import points_dir
+    from ..training.sweep_folder import points_dir
 
     # None: the claim's default subsample of the 2-var union; 0: every sequence of it.
     union_sample = dr.UNION_SAMPLE if union_sample is None else (union_sample or None)
@@ -164,10 +163,7 @@ def to_csv(doc: dict) -> str:
 def sweep_figure(doc: dict, sweep: dict) -> bytes:
     """Accuracy against the swept parameter, one line per seed; the bar, the band, the paper's value and
     the estimated threshold marked. Returns PNG bytes."""
-    import matplotlib
-    matplotlib.use("Agg", force=True)
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     param, rule = sweep["param"], doc["rule"]
     fig, ax = plt.subplots(figsize=(6.4, 4.0))
     band = rule["band"][param]
@@ -191,9 +187,7 @@ def sweep_figure(doc: dict, sweep: dict) -> bytes:
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="lower right")
     ax.set_title(f"Accuracy against {param}")
-    out = png_bytes(fig)
-    plt.close(fig)
-    return out
+    return png_bytes(fig, dpi=PAGE_DPI, tight=True)
 
 
 def _word(x) -> str:
@@ -268,29 +262,6 @@ def render_html(doc: dict, figures: dict[str, bytes] | None = None) -> str:
     return H.page("assignadd sweep report: data_requirements", *body)
 
 
-def _write_atomic(out: Path, files: dict[str, str | bytes]) -> None:
-    """Every file to a temporary name first, then all renamed: no half-written report."""
-    out.mkdir(parents=True, exist_ok=True)
-    tmps = {}
-    try:
-        for name, content in files.items():
-            fd, tmp = tempfile.mkstemp(dir=out, prefix=f".{name}.", suffix=".tmp")
-            if isinstance(content, bytes):
-                with os.fdopen(fd, "wb") as fh:
-                    fh.write(content)
-            else:
-                with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
-                    fh.write(content)
-            os.chmod(tmp, 0o644)
-            tmps[name] = tmp
-        for name, tmp in tmps.items():
-            os.replace(tmp, out / name)
-    finally:
-        for tmp in tmps.values():
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-
-
 def main_for_sweep(path, out=None, *, quiet: bool = False, union_sample: int | None = None,
                    device: str = "cpu") -> int:
     """What ``assignadd-report SWEEP_DIR [--out OUT]`` runs: writes sweep.json/.csv/.html and one
@@ -315,7 +286,7 @@ def main_for_sweep(path, out=None, *, quiet: bool = False, union_sample: int | N
     files: dict[str, str | bytes] = {"sweep.json": to_json(doc), "sweep.csv": to_csv(doc),
                                      "sweep.html": render_html(doc, figures)}
     files.update({f"sweep_{param}.png": png for param, png in figures.items()})
-    _write_atomic(out, files)
+    atomic_write_files(out, files)
     if not quiet:
         print(f"{sum(len(s['points']) for s in doc['sweeps'])} points in {time.perf_counter() - t0:.1f} s -> {out}")
         for s in doc["sweeps"]:

@@ -80,52 +80,13 @@ def _check_writable(path: Path, flag: str, want_dir: bool) -> None:
 
 
 def _stage_out_dir(out: Path) -> Path:
-    """A temporary folder beside ``out``: reports are written there and moved in only when complete."""
+    """A temporary folder for the reports (``fileio.stage_folder``): written there, moved in only when complete."""
+    from ..fileio import stage_folder
+
     try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        return Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp"))
+        return stage_folder(out)
     except OSError as e:
         exit_bad_input(f"--out {out}: cannot write there ({e.strerror or e})")
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-def _commit_out_dir(staging: Path, out: Path) -> None:
-    if not out.exists():
-        os.chmod(staging, 0o777 & ~_umask())  # mkdtemp made it private
-        os.rename(staging, out)
-        return
-    for name in sorted(os.listdir(staging)):  # an existing folder: replace each report file atomically
-        os.replace(staging / name, out / name)
-    staging.rmdir()
-
-
-def _atomic_write(path: Path, text: str | bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(text.encode("utf-8") if isinstance(text, str) else text)
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp made it private
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
-def sha256(path: Path) -> str:
-    import hashlib
-
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def not_run_here(only: list[str] | None) -> list[dict]:
@@ -201,6 +162,7 @@ def verify(args) -> int:
 def _run(args, path, shown_path, only, ids, json_path, junit_path, out, staging_dirs, t_start, version) -> int:
     import torch
 
+    from ..fileio import atomic_write, commit_folder, sha256_file
     from . import render
 
     if args.device == "cuda" and not torch.cuda.is_available():
@@ -214,7 +176,7 @@ def _run(args, path, shown_path, only, ids, json_path, junit_path, out, staging_
     except ValueError as e:  # CheckpointError is a ValueError
         exit_bad_input(str(e))
     model, task = ctx.model, ctx.task
-    digest = sha256(path)
+    digest = sha256_file(path)
     timings = {"schema": render.TIMINGS_SCHEMA, "load_seconds": time.perf_counter() - t0, "claims": {}}
 
     from tqdm import tqdm
@@ -289,16 +251,16 @@ def _run(args, path, shown_path, only, ids, json_path, junit_path, out, staging_
         (staging / "report.md").write_text(render.markdown(report), encoding="utf-8")
         (staging / "report.html").write_text(render.html_page(report, figures), encoding="utf-8")
     if json_path is not None:
-        _atomic_write(json_path, report_json)
+        atomic_write(json_path, report_json)
     timings["total_seconds"] = time.perf_counter() - t_start
     junit = render.junit_xml(report, timings)
     if junit_path is not None:
-        _atomic_write(junit_path, junit)
+        atomic_write(junit_path, junit)
     if staging is not None:
         (staging / "junit.xml").write_text(junit, encoding="utf-8")
         timings["total_seconds"] = time.perf_counter() - t_start
         (staging / "timings.json").write_text(render.dumps(render._clean(timings)), encoding="utf-8")
-        _commit_out_dir(staging, out)
+        commit_folder(staging, out)
         if not args.quiet:
             print(f"report written to {out / 'report.html'} (and report.json, report.md, junit.xml, timings.json "
                   f"beside it)", file=sys.stderr)

@@ -30,8 +30,8 @@ MIN_CONSTANT = 12  # characters of constant text (runs of whitespace counted as 
 # (file, template with {} for placeholders) of the messages too short to look for; see the docstring.
 TOO_SHORT = {
     ("data/tokens.py", "sequence {}: {}"),
-    ("model/train_cli.py", "{}"),
-    ("model/sweep_cli.py", "{}"),
+    ("training/train_cli.py", "{}"),
+    ("training/sweep_cli.py", "{}"),
     ("reports/sweep_report.py", "{}"),
     ("reports/report_cli.py", "{}"),
     ("reports/mutants_cli.py", "{}"),

@@ -77,7 +77,7 @@ def test_a_bad_text_in_a_batch_is_named_by_its_index():
 
 
 # ----- --help ------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("module", ["assignadd.model.train_cli", "assignadd.model.sweep_cli",
+@pytest.mark.parametrize("module", ["assignadd.training.train_cli", "assignadd.training.sweep_cli",
                                     "assignadd.reports.verify_cli"])
 def test_help_imports_neither_torch_nor_transformer_lens(module):
     code = (f"import sys, {module} as m\n"
@@ -89,7 +89,7 @@ def test_help_imports_neither_torch_nor_transformer_lens(module):
 
 
 def test_train_help_shows_the_defaults_of_the_optimizer_and_batch():
-    from assignadd.model.train_cli import build_parser
+    from assignadd.training.train_cli import build_parser
 
     text = " ".join(build_parser().format_help().split())
     assert "learning rate, constant (default 0.001)" in text
@@ -97,7 +97,7 @@ def test_train_help_shows_the_defaults_of_the_optimizer_and_batch():
 
 
 def test_sweep_help_shows_the_batch_default():
-    from assignadd.model.sweep_cli import build_parser
+    from assignadd.training.sweep_cli import build_parser
 
     assert "sequences per step (default 512)" in " ".join(build_parser().format_help().split())
 

@@ -1,4 +1,4 @@
-"""``--precision auto`` (model/precision.py): chosen by measurement, safely, once per machine.
+"""``--precision auto`` (training/precision.py): chosen by measurement, safely, once per machine.
 
 The decision and the time budget are tested on fake steps with a fake clock, so they know the answer
 by construction (a 10x slower bf16 loses, a 2x faster safe one wins, a fast one that returns NaN
@@ -13,9 +13,10 @@ from dataclasses import replace
 import pytest
 import torch
 
-from assignadd.model import load_checkpoint_full, precision
-from assignadd.model.batched import train_batched
-from assignadd.model.precision import (
+from assignadd.model import load_checkpoint_full
+from assignadd.training import precision
+from assignadd.training.batched import train_batched
+from assignadd.training.precision import (
     BUDGET_S,
     CACHE_ENV,
     CACHE_FILE,
@@ -27,8 +28,9 @@ from assignadd.model.precision import (
     decide,
     measure,
 )
-from assignadd.model.sweep import SweepConfig, run_sweep
-from assignadd.model.train import TrainConfig, train
+from assignadd.training.grid import SweepConfig
+from assignadd.training.sweep import run_sweep
+from assignadd.training.train import TrainConfig, train
 
 MACHINE = {"cpu": "Test CPU", "torch": "0.0", "device": "cpu", "threads": 1}
 TINY = dict(steps=2, batch_size=16, eval_size=5, eval_every=1, checkpoint_every=1)
@@ -236,7 +238,7 @@ def test_run_json_and_the_log_record_the_measured_choice(tmp_path):
 
 
 def test_explicit_precision_is_recorded_as_given_and_not_measured(tmp_path, monkeypatch):
-    monkeypatch.setattr("assignadd.model.train.choose_precision", lambda *a, **k: pytest.fail("measured"))
+    monkeypatch.setattr("assignadd.training.train.choose_precision", lambda *a, **k: pytest.fail("measured"))
     lines = []
     train(tmp_path / "run", TrainConfig(seed=0, precision="fp32", **TINY), progress=False, log=lines.append)
     record = json.loads((tmp_path / "run" / "run.json").read_text())["precision"]
@@ -247,7 +249,7 @@ def test_explicit_precision_is_recorded_as_given_and_not_measured(tmp_path, monk
 def test_a_resumed_auto_run_keeps_the_precision_it_started_with(tmp_path, monkeypatch):
     run_dir = tmp_path / "run"
     train(run_dir, TrainConfig(seed=0, precision="bf16", **{**TINY, "steps": 1}), progress=False, log=None)
-    monkeypatch.setattr("assignadd.model.train.choose_precision", lambda *a, **k: pytest.fail("measured"))
+    monkeypatch.setattr("assignadd.training.train.choose_precision", lambda *a, **k: pytest.fail("measured"))
     lines = []
     train(run_dir, TrainConfig(seed=0, **TINY), progress=False, log=lines.append)  # auto
     assert "precision bf16 (auto, resumed: run.json records bf16" in lines[0]

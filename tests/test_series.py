@@ -24,7 +24,7 @@ from assignadd.hypotheses.learning_phases import (
     step_fit_r2,
 )
 from assignadd.model import load_checkpoint
-from assignadd.model.train import TrainConfig, train
+from assignadd.training.train import TrainConfig, train
 from assignadd.reports.html import breakable
 from assignadd.reports.report_cli import main as report_main
 from assignadd.reports.series import (

@@ -16,21 +16,13 @@ import torch
 from assignadd.hypotheses import REGISTRY
 from assignadd.hypotheses import data_requirements as dr
 from assignadd.model import load_checkpoint
-from assignadd.model.batched import train_batched
-from assignadd.model.sweep import (
-    EARLY_STOP_BAR,
-    GRID_FORMAT,
-    EarlyStop,
-    SweepConfig,
-    early_stop_metric,
-    open_sweep,
-    point_status,
-    points_dir,
-    run_sweep,
-)
-from assignadd.model.sweep_cli import main as sweep_main
-from assignadd.model.train import TrainConfig, TrainError, train
 from assignadd.reports import sweep_report
+from assignadd.training.batched import train_batched
+from assignadd.training.grid import EARLY_STOP_BAR, EarlyStop, SweepConfig, early_stop_metric
+from assignadd.training.sweep import open_sweep, run_sweep
+from assignadd.training.sweep_cli import main as sweep_main
+from assignadd.training.sweep_folder import GRID_FORMAT, point_status, points_dir
+from assignadd.training.train import TrainConfig, TrainError, train
 
 TINY = dict(steps=4, batch_size=16, eval_size=20, eval_every=2, checkpoint_every=2)
 
@@ -361,7 +353,8 @@ def test_an_unreachable_ray_address_is_one_clear_error_within_seconds():
     """Ray itself waits minutes for a cluster that is not there; the sweep asks the port first."""
     import socket
 
-    from assignadd.model.sweep import SweepError, _check_reachable
+    from assignadd.training.grid import SweepError
+    from assignadd.training.sweep import _check_reachable
 
     with socket.socket() as s:  # a port that was free a moment ago: nothing listens there
         s.bind(("127.0.0.1", 0))

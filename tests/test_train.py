@@ -12,8 +12,8 @@ import torch
 from assignadd import load_checkpoint
 from assignadd.data import POOL_NAMES
 from assignadd.model import load_checkpoint_full
-from assignadd.model.train import TrainConfig, TrainError, train
-from assignadd.model.train_cli import main as train_main
+from assignadd.training.train import TrainConfig, TrainError, train
+from assignadd.training.train_cli import main as train_main
 
 STEPS, EVERY = 30, 10
 

@@ -20,8 +20,10 @@ import torch
 import assignadd
 from assignadd import Task, load_checkpoint
 from assignadd.data.tokens import POS_LHS, POS_RHS
+from assignadd.fileio import atomic_write
 from assignadd.hypotheses.measures.circuits import ov2_mlp2_accuracy
-from assignadd.model.train import accuracy
+from assignadd.reports.png import REPORT_DPI, png_bytes, pyplot
+from assignadd.training.train import accuracy
 
 WINDOW = 11  # evaluations in the rolling median of the training-log curves
 
@@ -38,10 +40,11 @@ def log_curve(run: Path, pool: str) -> tuple[np.ndarray, np.ndarray]:
 def series_split(task: Task) -> dict[str, list[float]]:
     tokens, labels = task.exhaustive_0var_heldout()
     doubled = tokens[:, POS_LHS] == tokens[:, POS_RHS]
-    held = torch.zeros(59, 59, dtype=torch.bool)
+    N = task.vocab.modulus
+    held = torch.zeros(N, N, dtype=torch.bool)
     for a, b in task.heldout_pairs:
         held[a, b] = True
-    diag = held & torch.eye(59, dtype=torch.bool)
+    diag = held & torch.eye(N, dtype=torch.bool)
     out = {"step": [], "doubled": [], "other": [], "weights_only_doubled": []}
     for path in assignadd.reference_series():
         model = load_checkpoint(path)
@@ -57,11 +60,7 @@ def series_split(task: Task) -> dict[str, list[float]]:
 def main(argv: list[str]) -> None:
     if len(argv) < 2:
         sys.exit(__doc__)
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     out, runs = Path(argv[0]), [Path(a) for a in argv[1:]]
     torch.set_num_threads(1)
     fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.2), layout="constrained")
@@ -85,8 +84,7 @@ def main(argv: list[str]) -> None:
     right.set_ylabel("accuracy, exhaustive 0-var held-out set")
     right.set_title("Where the held-out errors are")
     right.legend(fontsize=7, loc="lower right")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=90, metadata={"Software": None})
+    atomic_write(out, png_bytes(fig, dpi=REPORT_DPI))
     print(f"wrote {out}")
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from assignadd import Task, load_checkpoint
 from assignadd.data import POOL_NAMES
 from assignadd.data.tokens import POS_LHS, POS_RHS
-from assignadd.model.train import accuracy
+from assignadd.training.train import accuracy
 
 FLOORS = {"0var_heldout_pair": 0.99, "1var_heldout_pair": 0.99, "1var_restricted_slot": 0.99,
           "2var_heldout_pair": 0.97, "2var_restricted_1": 0.97, "2var_restricted_2": 0.97}

@@ -42,5 +42,7 @@ def render() -> str:
 
 
 if __name__ == "__main__":
-    DOC.write_text(render())
+    from assignadd.fileio import atomic_write
+
+    atomic_write(DOC, render())
     print(f"wrote {DOC}", file=sys.stderr)

@@ -7,6 +7,22 @@ import sys
 from ..cli_util import exit_bad_input
 
 
+def add_run_options(p: argparse.ArgumentParser, *, checkpoint_every: int) -> None:
+    """The options of one training run that ``assignadd-train`` and ``assignadd-sweep`` (for every point)
+    share: device, precision, batch, evaluations and checkpoints."""
+    p.add_argument("--device", default="cpu", help="cpu or cuda[:N] (default cpu)")
+    p.add_argument("--precision", default="auto",
+                   help="auto: time fp32 and bf16 autocast on this machine (about a second, cached per machine) "
+                        "and keep fp32 unless bf16 is 1.15x faster and numerically safe; fp32 or bf16: as "
+                        "given (default %(default)s)")
+    p.add_argument("--batch-size", type=int, default=512, help="sequences per step (default %(default)s)")
+    p.add_argument("--eval-every", type=int, default=100, help="steps between evaluations (default %(default)s)")
+    p.add_argument("--eval-size", type=int, default=500,
+                   help="sequences per pool at each evaluation (default %(default)s)")
+    p.add_argument("--checkpoint-every", type=int, default=checkpoint_every,
+                   help="steps between checkpoints (default %(default)s)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="assignadd-train",
@@ -18,18 +34,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--f", type=float, default=0.7, help="fraction of number pairs in training (default 0.7)")
     p.add_argument("--r", type=float, default=1.0, help="keep-probability of 2-var rows (default 1.0)")
     p.add_argument("--steps", type=int, default=40_000, help="optimizer steps (default 40000, as the paper)")
-    p.add_argument("--device", default="cpu", help="cpu or cuda[:N] (default cpu)")
-    p.add_argument("--batch-size", type=int, default=512, help="sequences per step (default %(default)s)")
     p.add_argument("--lr", type=float, default=1e-3, help="AdamW learning rate, constant (default %(default)g)")
     p.add_argument("--weight-decay", type=float, default=0.02, help="AdamW weight decay (default %(default)g)")
-    p.add_argument("--precision", default="auto",
-                   help="auto: time fp32 and bf16 autocast on this machine (about a second, cached per machine) "
-                        "and keep fp32 unless bf16 is 1.15x faster and numerically safe; fp32 or bf16: as "
-                        "given (default %(default)s)")
-    p.add_argument("--checkpoint-every", type=int, default=100, help="steps between checkpoints (default %(default)s)")
-    p.add_argument("--eval-every", type=int, default=100, help="steps between evaluations (default %(default)s)")
-    p.add_argument("--eval-size", type=int, default=500,
-                   help="sequences per pool at each evaluation (default %(default)s)")
+    add_run_options(p, checkpoint_every=100)
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     return p
@@ -37,7 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
-    from ..model.train import TrainConfig, TrainError, train
+    from .train import TrainConfig, TrainError, train
 
     cfg = TrainConfig(seed=args.seed, f=args.f, r=args.r, steps=args.steps, device=args.device,
                       batch_size=args.batch_size, lr=args.lr, weight_decay=args.weight_decay,

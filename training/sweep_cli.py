@@ -5,6 +5,7 @@ import argparse
 import sys
 
 from ..cli_util import exit_bad_input
+from .train_cli import add_run_options
 
 EPILOG = """examples:
   assignadd-sweep --param f --values 0.1,0.15,0.2,0.25,0.3,0.4,0.5,0.7 --steps 20000 --early-stop 3 \\
@@ -20,24 +21,23 @@ class _Parser(argparse.ArgumentParser):
         exit_bad_input(f"{message} (see {self.prog} --help)")
 
 
-def _floats(text: str) -> list[float]:
-    try:
-        values = [float(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {text!r}") from None
-    if not values:
-        raise argparse.ArgumentTypeError("expected at least one value")
-    return values
+def _comma_separated(cast, kind: str, one: str):
+    """An argparse ``type``: ``"a,b,c"`` as a non-empty list of ``cast`` values (``kind``: what they are,
+    plural; ``one``: what one of them is, for the message when there are none)."""
+    def parse(text: str) -> list:
+        try:
+            values = [cast(x) for x in text.split(",") if x.strip()]
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected comma-separated {kind}, got {text!r}") from None
+        if not values:
+            raise argparse.ArgumentTypeError(f"expected at least one {one}")
+        return values
+
+    return parse
 
 
-def _ints(text: str) -> list[int]:
-    try:
-        values = [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
-    if not values:
-        raise argparse.ArgumentTypeError("expected at least one seed")
-    return values
+_floats = _comma_separated(float, "numbers", "value")
+_ints = _comma_separated(int, "integers", "seed")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -61,24 +61,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ray-address", default=None, help="an existing Ray cluster (default: start a local one)")
     p.add_argument("--f", type=float, default=None, help="f of every point when sweeping r (default 0.7)")
     p.add_argument("--r", type=float, default=None, help="r of every point when sweeping f (default 1.0)")
-    p.add_argument("--batch-size", type=int, default=512, help="sequences per step (default %(default)s)")
-    p.add_argument("--eval-every", type=int, default=100, help="steps between evaluations (default %(default)s)")
-    p.add_argument("--eval-size", type=int, default=500,
-                   help="sequences per pool at each evaluation (default %(default)s)")
-    p.add_argument("--checkpoint-every", type=int, default=1000,
-                   help="steps between checkpoints (default %(default)s)")
-    p.add_argument("--device", default="cpu", help="cpu or cuda[:N] (default cpu)")
-    p.add_argument("--precision", default="auto",
-                   help="auto: time fp32 and bf16 autocast on this machine (about a second, cached per machine) "
-                        "and keep fp32 unless bf16 is 1.15x faster and numerically safe; fp32 or bf16: as "
-                        "given (default %(default)s)")
+    add_run_options(p, checkpoint_every=1000)  # 100, as assignadd-train, would be ~200 MB per 20k-step point
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     return p
 
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
-    from .sweep import SweepConfig, SweepError, run_sweep
+    from .grid import SweepConfig, SweepError
+    from .sweep import run_sweep
     from .train import TrainError
 
     given_fixed = args.r if args.param == "f" else args.f

@@ -20,13 +20,12 @@ Every member writes an ordinary run folder (``run.json``, ``checkpoints/``, ``me
 other way round. A member that stops early (``early_stops[k]``) leaves the stack; the others go on.
 
 Precision: one for the stack. ``auto`` times this module's own step on K stacked models
-(``step_probe``, ``model.precision``), unless the members' run folders already record one.
+(``step_probe``, ``training.precision``), unless the members' run folders already record one.
 """
 from __future__ import annotations
 
 import itertools
 import json
-import sys
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -37,12 +36,11 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.func import functional_call, vmap
 
-from ..data import POOL_NAMES, Task
-from .checkpoint import atomic_save, save_checkpoint
+from ..data import Task
+from ..model.transformer import AssignAddTransformer, ModelConfig
 from .precision import SCOUT_BATCH, PrecisionChoice, StepProbe, choose_precision
-from .train import (TrainConfig, TrainError, _autocast, _truncate_log, accuracy, adamw, checkpoint_name, open_run,
-                    recorded_precision)
-from .transformer import AssignAddTransformer, ModelConfig
+from .train import (RunFiles, TrainConfig, TrainError, _autocast, adamw, eval_pools, log_stderr, open_run,
+                    prepare_run_folder, recorded_precision)
 
 # Settings every member must share: they are one optimizer and one loop.
 SHARED = ("steps", "batch_size", "lr", "weight_decay", "betas", "device", "precision", "eval_every", "eval_size",
@@ -76,33 +74,20 @@ class _Member:
     n_running: int = 0
 
     @property
-    def task_meta(self) -> dict:
-        return self.task.config.to_dict()
-
-    @property
-    def run_meta(self) -> dict:
-        return {"seed": self.cfg.seed, "bf16": self.cfg.use_bf16}
+    def files(self) -> RunFiles:
+        return RunFiles(self.run_dir, self.task.config.to_dict(), self.cfg.checkpoint_run())
 
     def evaluate(self, step: int, loss, t0: float) -> dict:
-        self.model.eval()
-        accs = {name: round(accuracy(self.model, *self.pools[name]), 6) for name in POOL_NAMES}
-        self.model.train()
-        with (self.run_dir / "metrics.jsonl").open("a") as fh:
-            fh.write(json.dumps({"step": step, "loss": loss, "accuracy": accs, "wall_s": round(time.time() - t0, 2)})
-                     + "\n")
-        self.accs = accs
-        return accs
+        self.accs = self.files.evaluate(self.model, self.pools, step, loss, t0)
+        return self.accs
 
     def save(self, step: int) -> None:
-        save_checkpoint(self.model, self.run_dir / "checkpoints" / checkpoint_name(step), task=self.task_meta,
-                        step=step, metrics=self.accs, run=self.run_meta, drop_zero_frozen=True)
-        atomic_save({"step": step, "state_dict": self.model.state_dict(), "optimizer": self.opt.state_dict()},
-                    self.run_dir / "resume.pt")
+        """The step's checkpoint and ``resume.pt`` (at every save, step 0 included)."""
+        self.files.save_step(self.model, step, self.accs)
+        self.files.save_resume(self.model, self.opt, step)
 
     def finish(self, step: int) -> Path:
-        final = self.run_dir / "final.pt"
-        save_checkpoint(self.model, final, task=self.task_meta, step=step, metrics=self.accs, run=self.run_meta)
-        return final
+        return self.files.save_final(self.model, step, self.accs)
 
 
 def _shared(cfg: TrainConfig) -> dict:
@@ -116,10 +101,8 @@ def _open_member(run_dir, cfg: TrainConfig, early_stop,
     run_dir, cfg, task, model, opt, start = run.run_dir, run.cfg, run.task, run.model, run.opt, run.start
     if not model.biases_are_zero():
         raise TrainError(f"{run_dir}: biases are not zero; the batched step skips them (SPEC §2.1 freezes them at 0)")
-    (run_dir / "checkpoints").mkdir(exist_ok=True)
-    _truncate_log(run_dir / "metrics.jsonl", start)
-    pools = {name: task.pool(name, cfg.eval_size, seed=1) for name in POOL_NAMES}
-    return _Member(run_dir, cfg, task, model, opt, pools, early_stop), start
+    prepare_run_folder(run_dir, start)
+    return _Member(run_dir, cfg, task, model, opt, eval_pools(task, cfg), early_stop), start
 
 
 class _Stack:
@@ -187,7 +170,7 @@ class _Stack:
 
 
 def step_probe(cfgs: list[TrainConfig]) -> StepProbe:
-    """``_Stack.step`` as ``model.precision`` times it: the members' fresh models (their seeds, their
+    """``_Stack.step`` as ``training.precision`` times it: the members' fresh models (their seeds, their
     tasks' batches), one model at a scout batch, then all K at the run's batch (a GPU's gain from bf16
     shows at the full stack, not on one small model)."""
     by_split = {(c.f, c.r, c.split_seed): None for c in cfgs}
@@ -248,13 +231,9 @@ def resolve_precision(run_dirs, cfgs: list[TrainConfig]) -> PrecisionChoice:
     return choose_precision(cfg.device, step_probe(cfgs))
 
 
-def _log_stderr(line: str) -> None:
-    print(line, file=sys.stderr, flush=True)
-
-
 def train_batched(run_dirs, cfgs: list[TrainConfig], *, early_stops=None, progress: bool = False,
                   stop_after: int | None = None, precision: PrecisionChoice | None = None,
-                  log: Callable[[str], None] | None = _log_stderr) -> list[Path]:
+                  log: Callable[[str], None] | None = log_stderr) -> list[Path]:
     """Train (or resume) K runs in one batched step; returns each run's final checkpoint path.
 
     ``cfgs[k]`` may differ in seed, f, r and split seed; everything else (``SHARED``) must match, and

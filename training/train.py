@@ -2,7 +2,7 @@
 
 A run folder holds:
     run.json          the run's config (training, task, model) and its precision choice (which
-                      arithmetic, and why: ``model/precision.py``), written once
+                      arithmetic, and why: ``training/precision.py``), written once
     checkpoints/      step_000000.pt, step_000100.pt, ...: weights after N optimizer steps
     metrics.jsonl     one line per evaluation: step, training loss, every pool's accuracy
     resume.pt         the latest weights and optimizer state (rewritten atomically)
@@ -28,9 +28,10 @@ import torch
 import torch.nn.functional as F
 
 from ..data import POOL_NAMES, Task
-from .checkpoint import atomic_save, save_checkpoint
+from ..fileio import atomic_write
+from ..model.checkpoint import atomic_save, save_checkpoint
+from ..model.transformer import AssignAddTransformer, ModelConfig
 from .precision import SCOUT_BATCH, PrecisionChoice, StepProbe, choose_precision
-from .transformer import AssignAddTransformer, ModelConfig
 
 RUN_FORMAT = "assignadd.run/1"
 KEY_POOLS = ("0var_heldout_pair", "1var_heldout_pair", "2var_heldout_pair", "2var_restricted_2")
@@ -52,7 +53,7 @@ class TrainConfig:
     weight_decay: float = 0.02
     betas: tuple[float, float] = (0.9, 0.999)
     device: str = "cpu"
-    precision: str = "auto"  # auto: measured on this machine (model/precision.py); fp32, bf16: as given
+    precision: str = "auto"  # auto: measured on this machine (training/precision.py); fp32, bf16: as given
     checkpoint_every: int = 100
     eval_every: int = 100
     eval_size: int = 500
@@ -98,9 +99,18 @@ class TrainConfig:
         d.pop("precision")
         return d
 
+    def checkpoint_run(self) -> dict:
+        """What each checkpoint of the run records of it (``run``): its seed and its arithmetic."""
+        return {"seed": self.seed, "bf16": self.use_bf16}
+
 
 def checkpoint_name(step: int) -> str:
     return f"step_{step:06d}.pt"
+
+
+def eval_pools(task: Task, cfg: TrainConfig) -> dict:
+    """The evaluation pools of a run: every pool of SPEC §1.4, ``cfg.eval_size`` sequences each, seed 1."""
+    return {name: task.pool(name, cfg.eval_size, seed=1) for name in POOL_NAMES}
 
 
 @torch.no_grad()
@@ -129,7 +139,7 @@ def training_step(model: AssignAddTransformer, opt: torch.optim.Optimizer, token
     """One optimizer step of SPEC §3 on ``tokens (B, T)``, ``labels (B,)``: the fast-path forward
     (under bf16 autocast if ``bf16``), cross-entropy at the last position in fp32, backward, AdamW.
     Returns the loss; the step's gradients stay on the parameters. The step ``train`` runs, and the
-    one ``model.precision`` times."""
+    one ``training.precision`` times."""
     with _autocast(device, bf16):
         logits = model.last_logits(tokens, biases=biases)  # (B, d_vocab_out)
     loss = F.cross_entropy(logits.float(), labels)
@@ -140,7 +150,7 @@ def training_step(model: AssignAddTransformer, opt: torch.optim.Optimizer, token
 
 
 def step_probe(cfg: TrainConfig, task: Task) -> StepProbe:
-    """``training_step`` as ``model.precision`` times it: a fresh model of the run's seed on the run's
+    """``training_step`` as ``training.precision`` times it: a fresh model of the run's seed on the run's
     own batches (the first one is the run's first step), at a scout batch and at the run's batch."""
     model_cfg = ModelConfig(d_vocab=task.vocab.size, d_vocab_out=task.vocab.modulus)
     batch = {"scout": min(SCOUT_BATCH, cfg.batch_size), "workload": cfg.batch_size}
@@ -173,7 +183,7 @@ def recorded_precision(header: dict | None) -> str | None:
 
 def resolve_precision(cfg: TrainConfig, task: Task, header: dict | None = None) -> PrecisionChoice:
     """What ``cfg.precision`` means for this run: as given (fp32, bf16); for ``auto``, the precision an
-    existing run folder records (``header``: its run.json), else measured (``model.precision``)."""
+    existing run folder records (``header``: its run.json), else measured (``training.precision``)."""
     if cfg.precision != "auto":
         return PrecisionChoice.given(cfg.precision)
     recorded = recorded_precision(header)
@@ -183,7 +193,8 @@ def resolve_precision(cfg: TrainConfig, task: Task, header: dict | None = None) 
     return choose_precision(cfg.device, step_probe(cfg, task))
 
 
-def _log_stderr(line: str) -> None:
+def log_stderr(line: str) -> None:
+    """The default ``log`` of ``train``, ``train_batched`` and ``run_sweep``: one line on standard error."""
     print(line, file=sys.stderr, flush=True)
 
 
@@ -249,14 +260,13 @@ def open_run(run_dir, cfg: TrainConfig, precision: PrecisionChoice | None = None
             except Exception as e:  # a resume file we cannot use must not be silently ignored
                 raise TrainError(f"{resume}: cannot resume from it ({str(e).splitlines()[0][:200]})") from None
     else:
-        run_dir.mkdir(parents=True, exist_ok=True)
-        run_json.write_text(json.dumps({**header, "precision": precision.to_dict()}, indent=2) + "\n")
+        atomic_write(run_json, json.dumps({**header, "precision": precision.to_dict()}, indent=2) + "\n")
     return OpenRun(run_dir, cfg, task, model, opt, start, precision)
 
 
 def train(run_dir, cfg: TrainConfig, *, progress: bool = True, stop_after: int | None = None,
           early_stop=None, precision: PrecisionChoice | None = None,
-          log: Callable[[str], None] | None = _log_stderr) -> Path:
+          log: Callable[[str], None] | None = log_stderr) -> Path:
     """Train (or resume) the run in ``run_dir``; returns the final checkpoint's path.
 
     ``stop_after`` ends the call after that many steps in this call without finishing the run (a
@@ -270,32 +280,14 @@ def train(run_dir, cfg: TrainConfig, *, progress: bool = True, stop_after: int |
     run_dir, cfg, task, model, opt, start = run.run_dir, run.cfg, run.task, run.model, run.opt, run.start
     if log is not None:
         log(f"{run_dir}: {run.precision.log_line()}")
-    ckpt_dir = run_dir / "checkpoints"
-    ckpt_dir.mkdir(exist_ok=True)
-    log_path = run_dir / "metrics.jsonl"
-    _truncate_log(log_path, start)
-
-    pools = {name: task.pool(name, cfg.eval_size, seed=1) for name in POOL_NAMES}
+    prepare_run_folder(run_dir, start)
+    pools = eval_pools(task, cfg)
     use_bias = not model.biases_are_zero()
-    task_meta = task.config.to_dict()
-    run_meta = {"seed": cfg.seed, "bf16": cfg.use_bf16}
-
-    def save(step, accs):
-        save_checkpoint(model, ckpt_dir / checkpoint_name(step), task=task_meta, step=step, metrics=accs,
-                        run=run_meta, drop_zero_frozen=True)
-
-    def evaluate(step, loss):
-        model.eval()
-        accs = {name: round(accuracy(model, *pools[name]), 6) for name in POOL_NAMES}
-        model.train()
-        with log_path.open("a") as fh:
-            fh.write(json.dumps({"step": step, "loss": loss, "accuracy": accs, "wall_s": round(time.time() - t0, 2)}) + "\n")
-        return accs
-
+    files = RunFiles(run_dir, task.config.to_dict(), cfg.checkpoint_run())
     t0 = time.time()
     if start == 0:
-        accs = evaluate(0, None)
-        save(0, accs)
+        accs = files.evaluate(model, pools, 0, None, t0)
+        files.save_step(model, 0, accs)
     bar = None
     if progress:
         from tqdm.auto import tqdm
@@ -318,7 +310,7 @@ def train(run_dir, cfg: TrainConfig, *, progress: bool = True, stop_after: int |
                 bar.update(1)
             stop_now = False
             if step % cfg.eval_every == 0 or step == cfg.steps:
-                accs = evaluate(step, round(running / n_running, 6))
+                accs = files.evaluate(model, pools, step, round(running / n_running, 6), t0)
                 running, n_running = 0.0, 0
                 if bar is not None:
                     bar.set_postfix({"loss": f"{loss.item():.3f}",
@@ -326,19 +318,65 @@ def train(run_dir, cfg: TrainConfig, *, progress: bool = True, stop_after: int |
                 if early_stop is not None and early_stop(step, accs):
                     stop_now = True
             if step % cfg.checkpoint_every == 0 or step == cfg.steps or stop_now:
-                save(step, accs)
-                atomic_save({"step": step, "state_dict": model.state_dict(), "optimizer": opt.state_dict()},
-                            run_dir / "resume.pt")
+                files.save_step(model, step, accs)
+                files.save_resume(model, opt, step)
             if stop_now:
                 break
             if stop_after is not None and done_in_call >= stop_after:
-                return run_dir / "resume.pt"
+                return files.resume
     finally:
         if bar is not None:
             bar.close()
-    final = run_dir / "final.pt"
-    save_checkpoint(model, final, task=task_meta, step=step, metrics=accs, run=run_meta)
-    return final
+    return files.save_final(model, step, accs)
+
+
+# ----- the run folder's files (``train`` and ``batched.train_batched`` write the same) -----------------
+@dataclass(frozen=True)
+class RunFiles:
+    """Where a run writes, and how: its evaluation log, its checkpoints, ``resume.pt``, ``final.pt``."""
+
+    run_dir: Path
+    task_meta: dict  # what every checkpoint records as its task
+    run_meta: dict  # ... and as its run (``TrainConfig.checkpoint_run``)
+
+    @property
+    def log(self) -> Path:
+        return self.run_dir / "metrics.jsonl"
+
+    @property
+    def resume(self) -> Path:
+        return self.run_dir / "resume.pt"
+
+    def evaluate(self, model: AssignAddTransformer, pools: dict, step: int, loss, t0: float) -> dict:
+        """Every pool's accuracy (6 decimals) at ``step``, appended to ``metrics.jsonl`` as one line
+        ``{"step", "loss", "accuracy", "wall_s"}`` and returned; ``model`` is left in train mode."""
+        model.eval()
+        accs = {name: round(accuracy(model, *pools[name]), 6) for name in POOL_NAMES}
+        model.train()
+        with self.log.open("a") as fh:
+            fh.write(json.dumps({"step": step, "loss": loss, "accuracy": accs, "wall_s": round(time.time() - t0, 2)}) + "\n")
+        return accs
+
+    def save_step(self, model: AssignAddTransformer, step: int, accs: dict) -> None:
+        """``checkpoints/step_NNNNNN.pt``, without the all-zero frozen tensors (series files stay small)."""
+        save_checkpoint(model, self.run_dir / "checkpoints" / checkpoint_name(step), task=self.task_meta, step=step,
+                        metrics=accs, run=self.run_meta, drop_zero_frozen=True)
+
+    def save_resume(self, model: AssignAddTransformer, opt: torch.optim.Optimizer, step: int) -> None:
+        """``resume.pt``: the weights and the optimizer state to continue from ``step``."""
+        atomic_save({"step": step, "state_dict": model.state_dict(), "optimizer": opt.state_dict()}, self.resume)
+
+    def save_final(self, model: AssignAddTransformer, step: int, accs: dict) -> Path:
+        """``final.pt``: the weights after the run's last step, every tensor included."""
+        final = self.run_dir / "final.pt"
+        save_checkpoint(model, final, task=self.task_meta, step=step, metrics=accs, run=self.run_meta)
+        return final
+
+
+def prepare_run_folder(run_dir: Path, start: int) -> None:
+    """Make ``checkpoints/`` and drop the log lines written after ``start``, the step the run resumes from."""
+    (run_dir / "checkpoints").mkdir(exist_ok=True)
+    _truncate_log(run_dir / "metrics.jsonl", start)
 
 
 def _truncate_log(log_path: Path, start: int) -> None:
@@ -353,4 +391,4 @@ def _truncate_log(log_path: Path, start: int) -> None:
                     keep.append(line)
             except (json.JSONDecodeError, KeyError, TypeError):
                 continue
-    log_path.write_text("".join(l + "\n" for l in keep))
+    atomic_write(log_path, "".join(l + "\n" for l in keep))

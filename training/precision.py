@@ -47,6 +47,8 @@ from typing import Callable
 
 import torch
 
+from ..fileio import atomic_write
+
 CACHE_FORMAT = "assignadd.precision-cache/1"
 CACHE_ENV = "ASSIGNADD_CACHE_DIR"
 CACHE_FILE = "precision.json"
@@ -366,10 +368,7 @@ def _read_cache(path: Path) -> dict:
 def _write_cache(path: Path, entries: dict) -> str | None:
     """Write the cache atomically; returns why it could not be written, or None."""
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps({"format": CACHE_FORMAT, "entries": entries}, indent=2) + "\n")
-        tmp.replace(path)
+        atomic_write(path, json.dumps({"format": CACHE_FORMAT, "entries": entries}, indent=2) + "\n")
     except OSError as e:
         return f"{path}: {e.strerror or e}"
     return None

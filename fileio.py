@@ -1,0 +1,146 @@
+"""Files written whole or not at all, and the SHA-256 of a file: the one owner of each (issue "One owner
+per operation"). Standard library only, so every layer (data, model, training, hypotheses, reports, the
+tools) may import it.
+
+- ``atomic_write(path, text_or_bytes)``: one file. Written to a temporary file beside ``path``, flushed to
+  disk (``fsync``), then renamed over ``path``: a reader, or a run killed mid-way, sees the old file or the
+  new one, never half of one. ``atomic_write_with(path, write)`` is the same for a writer that streams
+  into a binary file object (``torch.save``).
+- ``atomic_write_files(folder, {name: text_or_bytes})``: a set of files (a report), all written before any
+  is moved in. A new folder appears whole (a staging folder renamed to it); in an existing one each file
+  is replaced atomically and nothing else in it is touched. ``stage_folder`` / ``commit_folder`` are the
+  two halves, for a caller that writes its files one at a time.
+- ``sha256_file(path)`` (streamed, for checkpoints of any size) and ``sha256_bytes(data)``.
+
+Text is written as UTF-8 with ``\\n`` line ends, whatever the platform or locale. Files and folders get the
+permissions an ordinary ``open(path, "w")`` / ``mkdir`` would (0644 / 0755 under umask 022), never the
+private 0600 of ``tempfile.mkstemp``: colleagues on a shared machine can read a run's checkpoints and
+reports. (They are created with mode 0666 / 0777 and the kernel applies the umask; the umask is never
+changed, not even for a moment, so this is safe with other threads running.)
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import secrets
+from pathlib import Path
+from typing import BinaryIO, Callable, Mapping
+
+CHUNK = 1 << 20  # bytes read at a time when hashing a file
+
+
+def _unique(parent: Path, prefix: str, suffix: str, create: Callable[[str], object]):
+    """``create(name)`` for a fresh hidden name ``{prefix}{random}{suffix}`` in ``parent``; returns
+    ``(what create returned, the path)``."""
+    for _ in range(100):
+        candidate = parent / f"{prefix}{secrets.token_hex(4)}{suffix}"
+        try:
+            return create(str(candidate)), candidate
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"{parent}: no unused temporary name {prefix}*{suffix}")
+
+
+def _encode(content: str | bytes) -> bytes:
+    return content.encode("utf-8") if isinstance(content, str) else bytes(content)
+
+
+def _remove(path: Path) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
+def atomic_write_with(path, write: Callable[[BinaryIO], object]) -> Path:
+    """``write(fh)`` into a temporary file beside ``path`` (opened ``wb``), then ``fsync`` and rename it
+    over ``path``; on any error the temporary file is removed and ``path`` is left as it was. Creates the
+    parent folders. Returns ``path``."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
+    fd, tmp = _unique(path.parent, f".{path.name}.", ".tmp", lambda name: os.open(name, flags, 0o666))
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            write(fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        _remove(tmp)
+        raise
+    return path
+
+
+def atomic_write(path, content: str | bytes) -> Path:
+    """Write ``content`` (text as UTF-8, or bytes) to ``path`` whole or not at all (see the module
+    docstring). Returns ``path``."""
+    data = _encode(content)
+    return atomic_write_with(path, lambda fh: fh.write(data))
+
+
+def stage_folder(out) -> Path:
+    """A new hidden folder to write ``out``'s files into, on the same file system as ``out``: inside
+    ``out`` when it already exists (``commit_folder`` then replaces its files one by one), else beside it
+    (``commit_folder`` renames it to ``out``). Creates ``out``'s parent folders. Raises ``OSError`` when
+    the place cannot be written."""
+    out = Path(out)
+    if out.is_dir():
+        parent = out
+    else:
+        parent = out.parent
+        parent.mkdir(parents=True, exist_ok=True)
+    _, staging = _unique(parent, f".{out.name}.", ".tmp", lambda name: os.mkdir(name, 0o777))
+    return staging
+
+
+def commit_folder(staging, out) -> Path:
+    """Move the files of ``staging`` (``stage_folder``) into ``out``, each one flushed to disk first.
+    ``out`` absent: ``staging`` is renamed to it, so it appears with every file. ``out`` a folder: each
+    file replaces its namesake atomically; other files in ``out`` stay; ``staging`` is removed. Returns
+    ``out``."""
+    staging, out = Path(staging), Path(out)
+    names = sorted(os.listdir(staging))
+    for name in names:
+        with open(staging / name, "rb") as fh:
+            os.fsync(fh.fileno())
+    if not out.exists():
+        os.rename(staging, out)
+        return out
+    for name in names:
+        os.replace(staging / name, out / name)
+    staging.rmdir()
+    return out
+
+
+def atomic_write_files(out, files: Mapping[str, str | bytes]) -> Path:
+    """Write every file of ``files`` (name in ``out`` -> text or bytes) before any of them is moved into
+    ``out`` (see ``stage_folder`` and ``commit_folder``): a reader never sees a report half old, half new
+    or half written. On an error nothing is moved in and the staging folder is removed. Returns ``out``."""
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise NotADirectoryError(f"{out}: exists and is not a folder")
+    staging = stage_folder(out)
+    try:
+        for name, content in files.items():
+            (staging / name).write_bytes(_encode(content))
+        return commit_folder(staging, out)
+    finally:
+        if staging.exists():
+            for leftover in staging.iterdir():
+                _remove(leftover)
+            staging.rmdir()
+
+
+def sha256_bytes(data: bytes) -> str:
+    """The SHA-256 of ``data``, as lowercase hex."""
+    return hashlib.sha256(data).hexdigest()
+
+
+def sha256_file(path) -> str:
+    """The SHA-256 of the file at ``path``, as lowercase hex, read ``CHUNK`` bytes at a time."""
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(CHUNK), b""):
+            h.update(block)
+    return h.hexdigest()
