@@ -395,3 +395,72 @@ def forest_figure(claim: dict) -> Figure | None:
                   "One panel per evidence item: the model under test (filled, with its interval), each control "
                   "(hollow), the pre-registered threshold (dashed red; the shaded side fails). The verdict compares "
                   "the conservative bound of the interval with the threshold.", _png(fig))
+
+
+def _evidence_item(claim: dict, name: str) -> dict | None:
+    return next((e for e in claim.get("evidence") or [] if e["name"] == name), None)
+
+
+def whole_algorithm_figure(claim: dict) -> Figure | None:
+    """Where the paper's algorithm explains the model and where it does not, from the claim's JSON:
+    accuracy of the model and of the scrubbed model (every activation the hypothesis calls irrelevant
+    resampled) per pool, operand slot, doubled pair and variable; and, for each held-out doubled pair
+    (n, n), the model's accuracy beside the addition module's given an ideally routed input and the
+    weights-only adder's. None when the items are missing (another version of the claim, an error)."""
+    routing = _evidence_item(claim, "routing_scrub_recovers")
+    addition = _evidence_item(claim, "addition_scrub_recovers")
+    if routing is None or addition is None:
+        return None
+    r_ex, a_ex = routing["measurement"].get("extra") or {}, addition["measurement"].get("extra") or {}
+    groups = list(r_ex.get("group_sizes") or {})
+    if not groups:
+        return None
+    columns = ["model", "routing scrubbed", "addition scrubbed"]
+    sources = [r_ex.get("model_accuracy_by_group") or {}, r_ex.get("scrubbed_accuracy_by_group") or {},
+               a_ex.get("scrubbed_accuracy_by_group") or {}]
+    grid = np.array([[s.get(g, np.nan) if s.get(g) is not None else np.nan for s in sources] for g in groups], float)
+    labels = [f"{g} (n={r_ex['group_sizes'][g]})" for g in groups]
+
+    doubled = _evidence_item(claim, "doubled_pair_errors_are_the_adders")
+    per_pair = ((doubled or {}).get("measurement", {}).get("extra") or {}).get(
+        "by_doubled_pair [model, ideal input, weights-only adder]") or {}
+    plt = _plt()
+    ncols = 2 if per_pair else 1
+    fig, axes = plt.subplots(1, ncols, figsize=(7.6, 0.3 + 0.24 * max(len(groups), len(per_pair), 8)), squeeze=False,
+                             layout="constrained", gridspec_kw={"width_ratios": [1.25, 1][:ncols]})
+
+    def heat(ax, values, rows, cols, title):
+        im = ax.imshow(values, cmap="viridis", vmin=0.0, vmax=1.0, aspect="auto")
+        ax.set_xticks(range(len(cols)), cols, rotation=20, ha="right")
+        ax.set_yticks(range(len(rows)), rows, fontsize=7)
+        for (i, j), v in np.ndenumerate(values):
+            if not np.isnan(v):
+                ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=6.5,
+                        color="black" if v > 0.6 else "white")
+        ax.set_title(title, fontsize=9, loc="left")
+        return im
+
+    im = heat(axes[0, 0], grid, labels, columns, "accuracy by group")
+    if per_pair:
+        pairs = sorted(per_pair, key=int)
+        values = np.array([per_pair[p] for p in pairs], float)
+        heat(axes[0, 1], values, [f"({p}, {p})" for p in pairs], ["model", "ideal input", "weights-only adder"],
+             "held-out doubled pairs")
+    fig.colorbar(im, ax=axes[0, -1], shrink=0.6, label="accuracy")
+    return Figure(f"breakdown_{claim['claim']}", claim["claim"], "Where the algorithm explains the model",
+                  "Left: accuracy of the model and of the model scrubbed by the paper's correspondence (routing: "
+                  "Layer 1's output resampled from sequences that agree on what the hypothesis says it carries; "
+                  "addition: Layer 2's output at = from fresh sequences with the same operand values), per pool, "
+                  "operand slot, doubled pair and variable. Right: for each held-out doubled pair (n, n), the "
+                  "model's accuracy, the addition module's given a perfectly routed input (its constant twin's "
+                  "Layer-2 output), and the weights-only adder's (OV_2 then MLP_2). Where the model and the ideal "
+                  "input fail together, the fault is the adder's, not the routing's.", _png(fig))
+
+
+def claim_figures(claim: dict) -> list[Figure]:
+    """The figures drawn from one claim's result (JSON only): its forest plot, and for the whole
+    algorithm its breakdown heatmap."""
+    out = [forest_figure(claim)]
+    if claim.get("claim") == "whole_algorithm":
+        out.append(whole_algorithm_figure(claim))
+    return [f for f in out if f is not None]

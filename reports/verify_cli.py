@@ -195,7 +195,7 @@ def _run(args, path, shown_path, only, ids, json_path, junit_path, out, staging_
         import copy
         from concurrent.futures import ThreadPoolExecutor
 
-        from .figures import forest_figure, model_figures
+        from .figures import claim_figures, model_figures
 
         painter = ThreadPoolExecutor(max_workers=1, thread_name_prefix="assignadd-figures")
         figure_jobs = {"model": painter.submit(model_figures, copy.deepcopy(model).eval(), task, seed=args.seed),
@@ -214,7 +214,7 @@ def _run(args, path, shown_path, only, ids, json_path, junit_path, out, staging_
             if not args.quiet and not interactive:
                 print(f"claim {i}/{len(ids)} {cid}: {result['verdict']} ({seconds:.1f} s)", file=sys.stderr, flush=True)
             if painter is not None:
-                figure_jobs["forest"][cid] = painter.submit(forest_figure, result)
+                figure_jobs["forest"][cid] = painter.submit(claim_figures, result)
         bar.close()
     except BaseException:
         runner.close()
@@ -242,7 +242,7 @@ def _run(args, path, shown_path, only, ids, json_path, junit_path, out, staging_
         staging_dirs.append(staging)
         t2 = time.perf_counter()
         try:
-            figures = [f for f in (figure_jobs["forest"][c].result() for c in ids) if f is not None]
+            figures = [f for c in ids for f in figure_jobs["forest"][c].result()]
             figures += figure_jobs["model"].result()
         finally:
             painter.shutdown(wait=False, cancel_futures=True)
