@@ -184,6 +184,7 @@ def _run(args, path, shown_path, only, ids, json_path, junit_path, out, staging_
     from ..hypotheses.session import ClaimRunner, resolve_jobs
 
     # Claims run side by side in forked workers: forked first, before this process starts a thread.
+    t_claims = time.perf_counter()
     runner = ClaimRunner(ctx, ids, jobs=resolve_jobs(args.jobs, ctx, len(ids))).start()
     timings["jobs"] = runner.jobs
     # Figures are drawn on a worker thread while the claims run (torch releases the GIL in its
@@ -221,6 +222,7 @@ def _run(args, path, shown_path, only, ids, json_path, junit_path, out, staging_
         if painter is not None:
             painter.shutdown(wait=False, cancel_futures=True)
         raise
+    timings["claims_wall_seconds"] = time.perf_counter() - t_claims
     results = [by_id[c] for c in ids]  # registry order, whichever finished first
     timings["claims"] = {c: timings["claims"][c] for c in ids}
 

@@ -145,3 +145,23 @@ def test_shared_residual_fails_when_layer2_output_at_eq_is_scrambled_in_the_refe
     items = {e.name: e for e in r.evidence}
     assert not items["resid_mid_matches_constant_run"].passed
     assert not items["constant_difference_moves_variable_run"].passed
+
+
+def test_ridge_probe_predicts_as_scikit_learns_ridge_classifier(reference, task):
+    """The identity probe is written in torch (no scikit-learn import on the verify path); on the
+    reference's own Layer-1 output at value tokens it must give scikit-learn's predictions exactly."""
+    from sklearn.linear_model import RidgeClassifier
+
+    from assignadd.data import value_positions
+    from assignadd.hypotheses.measures.local import RidgeProbe
+    from assignadd.interventions import capture
+    from assignadd.model.hooks import ATTN_OUT_1
+
+    tokens = task.pool("2var_train", 600, seed=3)[0]
+    b, t = value_positions(tokens).nonzero(as_tuple=True)
+    X, y = capture(reference, tokens, [ATTN_OUT_1])[ATTN_OUT_1][b, t].double(), tokens[b, t - 1]
+    half = len(y) // 2
+    ours = RidgeProbe(X[:half], y[:half]).predict(X[half:])
+    theirs = RidgeClassifier(alpha=1.0).fit(X[:half].numpy(), y[:half].numpy()).predict(X[half:].numpy())
+    assert torch.equal(ours, torch.from_numpy(theirs))
+    assert 0.5 < float((ours == y[half:]).double().mean()) <= 1.0  # a probe that reads, not a constant

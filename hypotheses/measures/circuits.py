@@ -6,7 +6,6 @@ numbers computed from the weights alone.
 """
 from __future__ import annotations
 
-import numpy as np
 import torch
 from transformer_lens import FactoredMatrix
 
@@ -135,38 +134,6 @@ def layer2_eq_to_operand_values(model, tokens, pattern2=None) -> torch.Tensor:
     src = operand_sources(tokens)
     ok = eq_top2_is(p, src)
     return ok & (src[:, 0] != src[:, 1]) & (src >= 0).all(dim=1)
-
-
-@torch.no_grad()
-def variable_probe(model: AssignAddTransformer, tokens: torch.Tensor, *, seed: int = 0,
-                   site: str = hooks.ATTN_OUT_1, acts: torch.Tensor | None = None) -> dict:
-    """Linear probe: decode which variable was assigned from Layer 1's output at the value position.
-
-    A ridge-regularised linear classifier (scikit-learn's RidgeClassifier: closed form, so fast and
-    deterministic) on a 50/50 split by sequence; returns held-out accuracy, its per-example
-    correctness and chance (1 / n_vars). ``acts``: the site's activations on ``tokens`` (B, T, d), if
-    the caller already has them.
-    """
-    from sklearn.linear_model import RidgeClassifier
-
-    if acts is None:
-        store = {}
-        layer = hooks.layer_of(site) or 0
-        model.run_with_hooks(tokens, stop_at_layer=layer + 1,
-                             fwd_hooks=[(site, lambda x, hook: store.__setitem__("x", x.detach()))])
-        acts = store["x"]
-    mask = value_positions(tokens)
-    b, t = mask.nonzero(as_tuple=True)
-    X = acts[b, t].double().numpy()
-    y = (tokens[b, t - 1] - model.cfg.first_var).numpy()
-    rng = np.random.default_rng(seed)
-    in_train = rng.random(len(tokens)) < 0.5
-    train = in_train[b.numpy()]
-    clf = RidgeClassifier(alpha=1.0)
-    clf.fit(X[train], y[train])
-    correct = clf.predict(X[~train]) == y[~train]
-    return {"accuracy": float(correct.mean()), "correct": torch.from_numpy(correct),
-            "chance": 1.0 / model.cfg.n_vars, "n": int((~train).sum())}
 
 
 @torch.no_grad()

@@ -51,6 +51,26 @@ def _rows_to(pattern: torch.Tensor, keys: torch.Tensor, mask: torch.Tensor, mode
     return torch.where(mask[:, None, :, None], new, pattern)
 
 
+class RidgeProbe:
+    """A one-vs-rest ridge classifier, closed form in float64: scikit-learn's ``RidgeClassifier(alpha)``
+    (labels coded ±1, features and targets centred, W = (XcᵀXc + αI)⁻¹ XcᵀYc, intercept from the
+    means; ``predict`` is the class of the largest score), written in torch so that reading a probe
+    costs no scikit-learn import. ``tests/test_claims.py`` checks the two give the same predictions."""
+
+    def __init__(self, X: torch.Tensor, y: torch.Tensor, alpha: float = 1.0):
+        X = X.double()
+        self.classes = torch.unique(y)  # sorted, as scikit-learn's classes_
+        Y = torch.where(y[:, None] == self.classes[None, :], 1.0, -1.0).double()  # (n, K)
+        x_mean, y_mean = X.mean(0), Y.mean(0)
+        Xc, Yc = X - x_mean, Y - y_mean
+        A = Xc.T @ Xc + alpha * torch.eye(X.shape[1], dtype=torch.float64)
+        self.W = torch.linalg.solve(A, Xc.T @ Yc)  # (d, K)
+        self.b = y_mean - x_mean @ self.W
+
+    def predict(self, X: torch.Tensor) -> torch.Tensor:
+        return self.classes[(X.double() @ self.W + self.b).argmax(-1)]
+
+
 def identity_edits(model: AssignAddTransformer, tokens: torch.Tensor, *, seed: int, redirect: bool = True) -> dict:
     """Which variable does Layer 1 write at each value token, clean and under edits of its attention?
 
@@ -69,8 +89,6 @@ def identity_edits(model: AssignAddTransformer, tokens: torch.Tensor, *, seed: i
     The redirect arms edit one value token per held-out sequence that has another assignment
     (``redirect=False`` skips them: two fewer Layer-1 forwards).
     """
-    from sklearn.linear_model import RidgeClassifier
-
     B, T = tokens.shape
     vals = value_positions(tokens)
     b, t = vals.nonzero(as_tuple=True)
@@ -78,10 +96,10 @@ def identity_edits(model: AssignAddTransformer, tokens: torch.Tensor, *, seed: i
     attn_out, pattern = _layer1_out(model, tokens)
     in_train = np.random.default_rng(np.random.SeedSequence([seed, 1])).random(B) < 0.5
     train = in_train[b.numpy()]
-    probe = RidgeClassifier(alpha=1.0).fit(attn_out[b, t][train].double().numpy(), var_id[train])
+    probe = RidgeProbe(attn_out[b, t][torch.from_numpy(train)], torch.from_numpy(var_id[train]))
 
     def read(acts):
-        return torch.from_numpy(probe.predict(acts[b, t][~train].double().numpy()))
+        return probe.predict(acts[b, t][torch.from_numpy(~train)])
 
     test_b, test_t = b[~train], t[~train]
     v = torch.from_numpy(var_id[~train])
@@ -108,7 +126,7 @@ def identity_edits(model: AssignAddTransformer, tokens: torch.Tensor, *, seed: i
     target_value[rb, t0] = d
 
     def read_at(acts):
-        return torch.from_numpy(probe.predict(acts[rb, t0].double().numpy()))
+        return probe.predict(acts[rb, t0])
 
     def edited(keys, m, mode, reader):
         edit = Replace(Site(PATTERN_1, positions=m), lambda p, hook: _rows_to(p, keys, m, mode))
