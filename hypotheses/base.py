@@ -245,11 +245,12 @@ class Context:
     """What a hypothesis measures on: the model under test, the task, a seed, and cached pools.
 
     Pools are drawn once per (name, size) and shared across hypotheses. ``n`` is the default pool
-    size (SPEC §1.4: 2000).
+    size (SPEC §1.4: 2000). ``pools``: a dict to keep the pools in, shared with other contexts of the
+    same task and seed.
     """
 
     def __init__(self, model: AssignAddTransformer, task: Task | None = None, *, seed: int = 0, n: int = 2000,
-                 device: str | torch.device = "cpu"):
+                 device: str | torch.device = "cpu", pools: dict | None = None):
         self.model = model.to(device).eval()
         self.task = task or Task()
         if self.task.vocab.size != model.cfg.d_vocab or self.task.vocab.modulus != model.cfg.d_vocab_out:
@@ -260,7 +261,9 @@ class Context:
         self.seed = seed
         self.n = n
         self.device = device
-        self._pools: dict = {}
+        # ``pools``: a cache to share with other contexts on the same task and seed (e.g. every
+        # checkpoint of a series); pools are keyed by (name, size) and drawn from the seed alone
+        self._pools: dict = {} if pools is None else pools
         self._memo: dict = {}
 
     def pool(self, name: str, size: int | None = None):

@@ -39,6 +39,10 @@ DEFAULT_CLAIMS = 8  # checkpoints on which every registered claim runs (see comp
 ROUTING_POOL = "2var_train"  # activation measures read 2-var sequences: both operands come through variables
 RESTRICTED_ROUTING_POOL = "2var_restricted_1"
 
+SCRUB_POOLS = ("0var_heldout_pair", "1var_heldout_pair", "2var_heldout_pair", "1var_restricted_slot",
+               "2var_restricted_1")  # whole_algorithm's pools
+SCRUB_PER_POOL = 200
+
 OURS = re.compile(r"^step_(\d+)\.pt$")
 AUTHORS = re.compile(r"^checkpoint_step_(\d+)\.pth$")
 FINAL_NAMES = ("final.pt", "model_state_dict.pth")
@@ -59,6 +63,13 @@ MEASURES = {
     "layer2_eq_to_operand_values": f"Layer-2 attention from `=` ({ROUTING_POOL}): fraction whose top-2 keys are the "
                                    "operands' value positions",
     "layer2_eq_to_operand_values_restricted": f"the same on {RESTRICTED_ROUTING_POOL} (a variable in a forbidden slot)",
+    "scrub_model_accuracy": f"the model's accuracy on the scrub set: the first {SCRUB_PER_POOL} sequences of each of "
+                            f"{', '.join(SCRUB_POOLS)}",
+    "scrub_routing_accuracy": "accuracy on the scrub set with Layer 1's output at positions 0-14 resampled from cells "
+                              "that agree on (position, variable before a value token | token elsewhere): the "
+                              "whole_algorithm claim's routing scrub (SPEC §6)",
+    "scrub_addition_accuracy": "accuracy on the scrub set with Layer 2's output at `=` patched from fresh sequences "
+                               "with the same operand values: the whole_algorithm claim's addition scrub",
     "variable_probe": f"held-out accuracy of a least-squares linear probe decoding the variable from "
                       f"blocks.0.hook_attn_out at value positions ({ROUTING_POOL}, 50/50 split by sequence; "
                       "chance 1/12)",
@@ -171,6 +182,9 @@ class SeriesMeasurer:
         in_train = torch.from_numpy(np.random.default_rng([POOL_SEED, 7]).random(len(tokens)) < 0.5)
         self._probe_train = in_train[b]
         self._claims_pools: dict = {}
+        per_pool = min(n, SCRUB_PER_POOL)
+        self._scrub = (torch.cat([self.pools[p][0][:per_pool] for p in SCRUB_POOLS]),
+                       torch.cat([self.pools[p][1][:per_pool] for p in SCRUB_POOLS]))
 
     @torch.no_grad()
     def measure(self, model) -> dict[str, float]:
@@ -200,6 +214,16 @@ class SeriesMeasurer:
             circuits.layer2_eq_to_operand_values(model, tokens, p2[:k]).double().mean())
         v["layer2_eq_to_operand_values_restricted"] = float(
             circuits.layer2_eq_to_operand_values(model, restricted, p2[k:]).double().mean())
+        # when does the paper's algorithm explain the model? the whole_algorithm claim's two scrubs
+        from ..hypotheses.measures.scrubbing import addition_scrub, routing_scrub
+
+        tokens, labels = self._scrub
+        v["scrub_model_accuracy"] = float((torch.cat([model.last_logits(x).argmax(-1) for x in tokens.split(1024)])
+                                           == labels).double().mean())
+        v["scrub_routing_accuracy"] = float(routing_scrub(model, tokens, labels, seed=POOL_SEED,
+                                                          features="hypothesis")["correct"].double().mean())
+        v["scrub_addition_accuracy"] = float(addition_scrub(model, tokens, labels, self.task, seed=POOL_SEED,
+                                                            features="hypothesis")["correct"].double().mean())
         b, t = self._probe_index
         v["variable_probe"] = least_squares_probe(acts[hooks.ATTN_OUT_1][b, t], self._probe_labels,
                                                   self._probe_train, self.task.vocab.n_vars)
@@ -209,8 +233,8 @@ class SeriesMeasurer:
         """Every registered per-checkpoint claim's verdict on this model (``run_all`` on a ``Context``)."""
         from .. import hypotheses
 
-        ctx = hypotheses.Context(model, self.task, n=self.claims_n)
-        ctx._pools = self._claims_pools  # pools are per (name, size, seed): share them across checkpoints
+        # pools are per (name, size, seed): one cache shared by every checkpoint's context
+        ctx = hypotheses.Context(model, self.task, n=self.claims_n, pools=self._claims_pools)
         return {r.claim: {"verdict": r.verdict, "reason": r.reason} for r in hypotheses.run_all(ctx)}
 
 

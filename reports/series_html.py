@@ -22,8 +22,10 @@ PROGRESS_PANELS = (
     ("Addition from weights (SPEC §4.3)", ("ov2_mlp2_accuracy",)),
     ("Layer 1 [blocks.0]: previous-token head (SPEC §4.1)",
      ("positional_prev_token", "prev_token_argmax", "prev_token_weight", "layer1_eq_to_operand_slots", "variable_probe")),
-    ("Layer 2 [blocks.1]: identity QK and routing (SPEC §4.2)",
+    ("Layer 2 [blocks.1]: identity QK (SPEC §4.2)",
      ("identity_qk_diagonal", "layer2_eq_to_operand_values", "layer2_eq_to_operand_values_restricted")),
+    ("Whole algorithm, scrubbed (SPEC §6)",
+     ("scrub_model_accuracy", "scrub_routing_accuracy", "scrub_addition_accuracy")),
 )
 PHASE_STYLES = {"addition": ":", "assignment": "--", "restricted_slots": "-."}  # black lines, told apart by style
 ONSETS_NOTE = "black lines: detected phase onsets (dotted addition, dashed assignment, dash-dot restricted slots)"

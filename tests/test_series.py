@@ -349,3 +349,17 @@ def test_the_shipped_series_thinned_is_inconclusive_not_judged(shipped_doc, ever
     thinned = records[::every] + ([records[-1]] if (len(records) - 1) % every else [])
     r = LearningPhases().run_series(thinned)
     assert r.verdict == "inconclusive" and "assignment_jumps_after_addition" in r.reason, r.reason
+
+
+@shipped
+def test_scrubbed_accuracy_tracks_when_the_papers_algorithm_explains_the_model(shipped_doc):
+    """The whole_algorithm scrubs along the shipped run: at chance at step 0; by the end the routing
+    scrub keeps nearly all of the model's accuracy; before the refinement it keeps clearly less."""
+    by_step = {c["step"]: c["values"] for c in shipped_doc["checkpoints"]}
+    first, last = by_step[min(by_step)], by_step[max(by_step)]
+    assert first["scrub_model_accuracy"] < 0.1 and first["scrub_routing_accuracy"] < 0.1
+    assert last["scrub_model_accuracy"] > 0.95
+    assert last["scrub_routing_accuracy"] > last["scrub_model_accuracy"] - 0.05
+    assert last["scrub_addition_accuracy"] > last["scrub_model_accuracy"] - 0.05
+    gaps = [v["scrub_model_accuracy"] - v["scrub_routing_accuracy"] for s, v in by_step.items() if 2000 <= s <= 10000]
+    assert max(gaps) > 0.15  # mid-training, the routing the paper describes does not yet explain the model
