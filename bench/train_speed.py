@@ -89,7 +89,73 @@ def main(argv=None) -> None:
     for name, (wall, cpu) in rate.items():
         print(f"  {name:<17} {wall:6.2f} steps/s wall (best)  {cpu:6.2f} steps/s CPU   "
               f"x{wall / base[0]:.2f} wall  x{cpu / base[1]:.2f} CPU vs {BASELINE}")
+    print_peak_fraction(args.batch_size, {name: cpu for name, (_, cpu) in rate.items()})
     print_auto_decision(args.batch_size)
+
+
+def step_gemms(batch: int, cfg) -> list[tuple[int, int, int, int]]:
+    """The matrix products of one ``last_logits`` training step, as (batch of products, m, k, n):
+    forward C = A (m x k) @ B (k x n), and for each its two backward products dA = dC @ B^T (m, n, k)
+    and dB = A^T @ dC (k, m, n), summed over the batch where the weight is shared. The embedding
+    gather, softmax, ReLU, masking and AdamW's element-wise update are not products."""
+    B, T, D, M, V = batch, cfg.n_ctx, cfg.d_model, cfg.d_mlp, cfg.d_vocab_out
+    forward = [
+        (1, B * T, D, 3 * D),  # Layer 1: q, k, v in one product
+        (B, T, D, T),          # scores q k^T
+        (B, T, T, D),          # pattern @ v
+        (1, B * T, D, D),      # W_O
+        (1, B, D, D),          # Layer 2: the last position's query
+        (1, B * T, D, 2 * D),  # keys and values at every position
+        (B, 1, D, T),          # the last query's scores
+        (B, 1, T, D),          # its pattern @ v
+        (1, B, D, D),          # W_O
+        (1, B, D, M),          # MLP in
+        (1, B, M, D),          # MLP out
+        (1, B, D, V),          # unembedding
+    ]
+    out = []
+    for b, m, k, n in forward:
+        out += [(b, m, k, n), (b, m, n, k), (b, k, m, n)]
+    return out
+
+
+def gemm_seconds(shapes, dtype, reps: int = 20) -> float:
+    """CPU seconds of the products ``shapes`` alone, each timed on its own (best of 3 x ``reps``)."""
+    total = 0.0
+    for b, m, k, n in shapes:
+        a = torch.randn(b, m, k).to(dtype) if b > 1 else torch.randn(m, k).to(dtype)
+        w = torch.randn(b, k, n).to(dtype) if b > 1 else torch.randn(k, n).to(dtype)
+        for _ in range(2):
+            a @ w
+        best = float("inf")
+        for _ in range(3):
+            c = time.process_time()
+            for _ in range(reps):
+                a @ w
+            best = min(best, (time.process_time() - c) / reps)
+        total += best
+    return total
+
+
+def print_peak_fraction(batch: int, cpu_rate: dict[str, float]) -> None:
+    """How close the step runs to the machine's matrix-product speed, measured now: the step's own
+    products timed alone (its floor), and a large square product (the machine's peak GFLOP/s)."""
+    from assignadd import ModelConfig
+
+    shapes = step_gemms(batch, ModelConfig())
+    flops = sum(2 * b * m * k * n for b, m, k, n in shapes)
+    for dtype, name in ((torch.float32, "last_logits fp32"), (torch.bfloat16, "last_logits bf16")):
+        floor = gemm_seconds(shapes, dtype)
+        big = torch.randn(1024, 1024).to(dtype)
+        c = time.process_time()
+        for _ in range(5):
+            big @ big
+        peak = 5 * 2 * 1024 ** 3 / (time.process_time() - c) / 1e9
+        step_s = 1 / cpu_rate[name]
+        print(f"  {name}: {flops / 1e9:.2f} GFLOP of products per step; step {step_s * 1e3:.1f} ms CPU = "
+              f"{flops / step_s / 1e9:.1f} GFLOP/s, {100 * flops / step_s / 1e9 / peak:.0f}% of the 1024^3 peak "
+              f"({peak:.1f} GFLOP/s); its products alone take {floor * 1e3:.1f} ms "
+              f"({100 * floor / step_s:.0f}% of the step)")
 
 
 def print_auto_decision(batch_size: int) -> None:
