@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..data import POOL_NAMES, POS_LHS, POS_RHS, Task, TaskConfig, value_positions
+from ..data import POOL_NAMES, POS_LHS, POS_RHS, SEQ_LEN, Task, TaskConfig, value_positions
 from ..fileio import sha256_file
 from ..hypotheses.learning_phases import SERIES_REGISTRY, detect_phases
 from ..hypotheses.measures import circuits
@@ -38,6 +38,7 @@ DEFAULT_N = 1000
 DEFAULT_CLAIMS = 8  # checkpoints on which every registered claim runs (see compute_series)
 ROUTING_POOL = "2var_train"  # activation measures read 2-var sequences: both operands come through variables
 RESTRICTED_ROUTING_POOL = "2var_restricted_1"
+RESTRICTED_CELLS_POOL = "1var_restricted_slot"
 
 SCRUB_POOLS = ("0var_heldout_pair", "1var_heldout_pair", "2var_heldout_pair", "1var_restricted_slot",
                "2var_restricted_1")  # whole_algorithm's pools
@@ -167,6 +168,27 @@ def least_squares_probe(X: torch.Tensor, y: torch.Tensor, train: torch.Tensor, n
     return float(((X[test] @ W).argmax(-1) == y[test]).double().mean())
 
 
+def restricted_cells(task: Task, tokens: torch.Tensor) -> dict[str, torch.Tensor]:
+    """{measure name: rows of ``tokens`` (a 1var_restricted_slot pool)} for each variable in the operand
+    slot that training never gave it: ``acc_restricted_<v>_in_lhs`` for the never-LHS variables,
+    ``..._in_rhs`` for the never-RHS ones (the paper's task: a, b in RHS; k, l in LHS)."""
+    V = task.vocab
+    names = [chr(ord("a") + i) for i in range(V.n_vars)]
+    out = {}
+    for slot, pos, variables in (("lhs", POS_LHS, task.never_lhs), ("rhs", POS_RHS, task.never_rhs)):
+        for var in variables.tolist():
+            out[f"acc_restricted_{names[var]}_in_{slot}"] = tokens[:, pos] == V.first_var + var
+    return dict(sorted(out.items()))
+
+
+def measure_definitions(task: Task) -> dict[str, str]:
+    """``MEASURES`` and the task's per-cell restricted-slot measures (their names depend on the task)."""
+    cells = restricted_cells(task, torch.zeros(0, SEQ_LEN, dtype=torch.long))
+    return {**MEASURES, **{m: f"accuracy on the {RESTRICTED_CELLS_POOL} sequences whose {m.rsplit('_', 1)[1].upper()} "
+                              f"operand is variable {m.split('_')[2]}, a slot training never gave it: the "
+                              "restricted-slot phase cell by cell" for m in cells}}
+
+
 class SeriesMeasurer:
     """Measures checkpoints on one task; builds the pools once and reuses them for every checkpoint."""
 
@@ -182,6 +204,7 @@ class SeriesMeasurer:
         in_train = torch.from_numpy(np.random.default_rng([POOL_SEED, 7]).random(len(tokens)) < 0.5)
         self._probe_train = in_train[b]
         self._claims_pools: dict = {}
+        self._restricted_cells = restricted_cells(task, self.pools[RESTRICTED_CELLS_POOL][0])
         per_pool = min(n, SCRUB_PER_POOL)
         self._scrub = (torch.cat([self.pools[p][0][:per_pool] for p in SCRUB_POOLS]),
                        torch.cat([self.pools[p][1][:per_pool] for p in SCRUB_POOLS]))
@@ -193,6 +216,11 @@ class SeriesMeasurer:
         correct = torch.cat([model.last_logits(x).argmax(-1) for x in self._all_tokens.split(1024)]) == self._all_labels
         for i, name in enumerate(POOL_NAMES):
             v[f"acc_{name}"] = float(correct[i * self.n:(i + 1) * self.n].double().mean())
+        # the restricted-slot phase cell by cell: each variable in the slot training never gave it
+        i = POOL_NAMES.index(RESTRICTED_CELLS_POOL)
+        ok = correct[i * self.n:(i + 1) * self.n]
+        for measure, rows in self._restricted_cells.items():
+            v[measure] = float(ok[rows].double().mean()) if rows.any() else math.nan
         v["ov2_mlp2_accuracy"] = circuits.ov2_mlp2_accuracy(model)[0]
         v["positional_prev_token"] = float(circuits.positional_prev_token_rows(model).double().mean())
         diag, margin = circuits.identity_qk_diagonal(model)
@@ -376,7 +404,7 @@ def compute_series(path, *, every: int = 1, jobs: int = 1, n: int = DEFAULT_N, c
         "task": task_cfg.to_dict(),
         "settings": {"n": n, "every": every, "pool_seed": POOL_SEED, "claims": claims,
                      "claims_n": claims_n, "routing_pool": ROUTING_POOL},
-        "measures": MEASURES,
+        "measures": measure_definitions(Task(**task_cfg.to_dict())),
         "checkpoints": checkpoints,
     }
     doc["phases"] = detect_phases(checkpoints)

@@ -8,6 +8,8 @@ or runs, whose intervals are what the checkpoints or the grid allow rather than 
 """
 from __future__ import annotations
 
+import fnmatch
+
 from . import html as H
 from .png import PAGE_DPI, png_bytes, pyplot
 from .render import fmt, fmt_interval, fmt_measurement, fmt_span, fmt_threshold
@@ -17,6 +19,7 @@ ACCURACY_PANELS = (
     ("1 variable", ("acc_1var_train", "acc_1var_heldout_pair", "acc_1var_restricted_slot", "acc_b_operand_1var")),
     ("2 variables", ("acc_2var_train", "acc_2var_heldout_pair", "acc_2var_restricted_1", "acc_2var_restricted_2",
                      "acc_b_operand_2var")),
+    ("1 variable in a slot it never had, by variable", ("acc_restricted_*",)),  # names depend on the task
 )
 PROGRESS_PANELS = (
     ("Addition from weights (SPEC §4.3)", ("ov2_mlp2_accuracy",)),
@@ -41,7 +44,8 @@ def _panels(doc, panels, title) -> bytes:
     plt = pyplot()
     steps = [c["step"] for c in doc["checkpoints"]]
     fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels), 3.8), sharey=False, squeeze=False)
-    for ax, (name, measures) in zip(axes[0], panels):
+    for ax, (name, patterns) in zip(axes[0], panels):
+        measures = [m for p in patterns for m in (sorted(fnmatch.filter(doc["measures"], p)) if "*" in p else [p])]
         for m in measures:
             ys = [c["values"].get(m) for c in doc["checkpoints"]]
             ys = [float("nan") if y is None else y for y in ys]

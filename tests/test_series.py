@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import assignadd
-from assignadd import hypotheses
+from assignadd import Task, hypotheses
 from assignadd.hypotheses.base import ClaimResult, Evidence, Hypothesis, Measurement, Threshold
 from assignadd.hypotheses.learning_phases import (
     COHERENCE_R2,
@@ -363,3 +363,26 @@ def test_scrubbed_accuracy_tracks_when_the_papers_algorithm_explains_the_model(s
     assert last["scrub_addition_accuracy"] > last["scrub_model_accuracy"] - 0.05
     gaps = [v["scrub_model_accuracy"] - v["scrub_routing_accuracy"] for s, v in by_step.items() if 2000 <= s <= 10000]
     assert max(gaps) > 0.15  # mid-training, the routing the paper describes does not yet explain the model
+
+
+def test_restricted_cells_name_each_variable_in_the_slot_training_never_gave_it():
+    from assignadd.reports.series import measure_definitions, restricted_cells
+
+    task = Task()
+    tokens, _ = task.pool("1var_restricted_slot", 400, seed=0)
+    cells = restricted_cells(task, tokens)
+    assert list(cells) == ["acc_restricted_a_in_rhs", "acc_restricted_b_in_rhs", "acc_restricted_k_in_lhs",
+                           "acc_restricted_l_in_lhs"]
+    # every sequence of the pool falls in exactly one cell: a restricted variable in its forbidden slot
+    assert torch.equal(torch.stack(list(cells.values())).sum(0), torch.ones(len(tokens), dtype=torch.long))
+    assert set(cells) <= set(measure_definitions(task))
+
+
+@shipped
+def test_the_restricted_slot_phase_comes_cell_by_cell_on_the_shipped_run(shipped_doc):
+    """Each restricted (variable, slot) cell generalizes at its own time: at some checkpoint one cell is
+    solved while another is near chance; by the end all are solved."""
+    cells = [m for m in shipped_doc["measures"] if m.startswith("acc_restricted_")]
+    values = [[c["values"][m] for m in cells] for c in shipped_doc["checkpoints"]]
+    assert len(cells) == 4 and min(values[-1]) > 0.95
+    assert max(max(v) - min(v) for v in values) > 0.8
