@@ -29,6 +29,7 @@ from .base import (
 from ..data import POS_LHS, POS_RHS, operand_sources
 from .measures import doubled as doubled_pairs
 from .measures import scrubbing
+from .measures.circuits import last_position_correct
 
 POOLS = ("0var_heldout_pair", "1var_heldout_pair", "2var_heldout_pair", "1var_restricted_slot", "2var_restricted_1")
 NOTHING_TO_EXPLAIN = 0.1  # model accuracy within this of the floor: recovered is 0, not a ratio of noise
@@ -161,7 +162,7 @@ class WholeAlgorithm(Hypothesis):
 
         def model_ok(model):
             return ctx.memo(("whole_algorithm", "clean", id(model)),
-                            lambda: model(tokens, last_only=True)[:, -1].argmax(-1) == labels)
+                            lambda: last_position_correct(model, tokens, labels))
 
         def nothing_to_explain(model):
             """A model at chance: the floor is chance too, so there is no accuracy to recover."""
@@ -201,7 +202,7 @@ class WholeAlgorithm(Hypothesis):
 
         def model_ok_sub(model):
             return ctx.memo(("whole_algorithm", "clean_parts", id(model)),
-                            lambda: model(t_sub, last_only=True)[:, -1].argmax(-1) == l_sub)
+                            lambda: last_position_correct(model, t_sub, l_sub))
 
         def parts(model):
             """Every run the part-by-part items share, once per model: the full hypothesis scrub C, its

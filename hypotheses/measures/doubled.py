@@ -24,7 +24,7 @@ from ...data.sequences import labels_for
 from ...data.tokens import POS_LHS, POS_RHS
 from ...interventions import Replace, Site, run
 from ...model.hooks import ATTN_OUT_1, ATTN_OUT_2, PATTERN_2
-from .circuits import ov2_mlp2_accuracy
+from .circuits import last_position_correct, ov2_mlp2_accuracy
 
 PER_PAIR_AND_FORM = 4  # sequences per held-out doubled pair and form (1-var LHS, 1-var RHS, 2-var)
 FORMS = (KIND_1VAR_LHS, KIND_1VAR_RHS, KIND_2VAR)
@@ -134,7 +134,7 @@ def heldout_constants_with_and_without_doubled(model, task, seed: int) -> dict:
     """The paper's 99.4% is accuracy on held-out pairs as constants: every held-out pair once (0-var),
     with and without its doubled pairs."""
     tokens, labels = task.exhaustive_0var_heldout(seed=seed)
-    ok = model(tokens, last_only=True)[:, -1].argmax(-1) == labels
+    ok = last_position_correct(model, tokens, labels)
     dbl = tokens[:, POS_LHS] == tokens[:, POS_RHS]
     return {"pairs": int(len(ok)), "doubled_pairs": int(dbl.sum()),
             "accuracy_all_heldout": float(ok.double().mean()),
