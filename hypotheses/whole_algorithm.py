@@ -171,10 +171,10 @@ class WholeAlgorithm(Hypothesis):
                 return Measurement.exact(0.0, n=len(tokens), model_accuracy=acc, note="model at chance: nothing to explain")
             return None
 
-        def routing(arm):
+        def routing(arm, claimed="hypothesis"):
             if (skip := nothing_to_explain(arm.model)) is not None:
                 return skip
-            features = "position_only" if arm.variant == "position_only" else "hypothesis"
+            features = "position_only" if arm.variant == "position_only" else claimed
             s = scrubbing.routing_scrub(arm.model, tokens, labels, seed=ctx.seed, features=features)
             f = ctx.memo(("whole_algorithm", "routing_floor", id(arm.model)), lambda: scrubbing.routing_scrub(
                 arm.model, tokens, labels, seed=ctx.seed, features="none"))
@@ -349,6 +349,12 @@ class WholeAlgorithm(Hypothesis):
                  "recovered accuracy with attn_out_1 at positions 0-14 resampled from positions with the same "
                  "position and (value token) variable before it / (elsewhere) token", "causal", RECOVERS, routing,
                  Arm(ctx.model), {"reinitialised": Arm(reinit), "position_only": Arm(ctx.model, "position_only")}),
+            item("routing_scrub_recovers[previous_token_everywhere]",
+                 "as routing_scrub_recovers, but every position 0-14 keyed by (position, token, the variable at "
+                 "t-1 if any): Layer 1's head read as copying t-1's identity wherever it is, not only onto value "
+                 "tokens (a refinement found on seeds 0 and 1; shown, not decided on)", "causal", RECOVERS,
+                 lambda arm: routing(arm, "previous_everywhere"), Arm(ctx.model),
+                 {"reinitialised": Arm(reinit), "position_only": Arm(ctx.model, "position_only")}, required=False),
             item("addition_scrub_recovers",
                  "recovered accuracy with attn_out_2[15] patched from a fresh sequence with the same two operand "
                  "values in a random form (constants or variables, any prefix)", "causal", RECOVERS, addition,

@@ -30,7 +30,9 @@ from ...interventions import Patch, Replace, Site, run
 from ...interventions.mutants import generator
 from ...model.hooks import ATTN_OUT_1, ATTN_OUT_2, VALUES_2, act_name
 
-ROUTING_FEATURES = ("hypothesis", "position_only", "none")
+# "previous_everywhere": every position keyed by (position, token, the variable at t-1 if any): the
+# previous-token head copies t-1's identity wherever it attends, not only onto value tokens
+ROUTING_FEATURES = ("hypothesis", "previous_everywhere", "position_only", "none")
 ADDITION_FEATURES = ("hypothesis", "first_operand_only", "none")
 
 
@@ -57,7 +59,8 @@ def _donors(keys: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
 
 def routing_scrub(model, tokens: torch.Tensor, labels: torch.Tensor, *, seed: int, features: str) -> dict:
     """Accuracy with Layer 1's output at positions 0..14 resampled (``features``: "hypothesis", the
-    paper's; "position_only", the wrong one; "none", the floor). Returns {"correct", "acted"}."""
+    paper's; "previous_everywhere", the paper's head read as positional everywhere (a refinement);
+    "position_only", the wrong one; "none", the floor). Returns {"correct", "acted"}."""
     if features not in ROUTING_FEATURES:
         raise ValueError(f"features must be one of {ROUTING_FEATURES}")
     B, T = tokens.shape
@@ -70,6 +73,8 @@ def routing_scrub(model, tokens: torch.Tensor, labels: torch.Tensor, *, seed: in
     vocab = model.cfg.d_vocab
     if features == "hypothesis":  # (position, variable before a value token | token elsewhere)
         key = pos * (2 * vocab) + torch.where(value_tok, vocab + prev, tokens)
+    elif features == "previous_everywhere":  # (position, token, variable at t-1 or none), at every position
+        key = (pos * vocab + tokens) * (vocab + 1) + torch.where(prev >= first_var, prev - first_var + 1, 0)
     elif features == "position_only":  # value tokens keep only their position; elsewhere as above
         key = pos * (2 * vocab) + torch.where(value_tok, torch.full_like(tokens, 2 * vocab - 1), tokens)
     else:
