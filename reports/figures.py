@@ -54,14 +54,14 @@ class Figure:
     png: bytes
 
 
-def _plt():
+def styled_pyplot():
     """``matplotlib.pyplot`` (``png.pyplot``) with this report's look (``RC``) set."""
     plt = pyplot()
     plt.rcParams.update(RC)
     return plt
 
 
-def _png(fig) -> bytes:
+def figure_png(fig) -> bytes:
     """A report figure as PNG bytes (``png.png_bytes`` at ``DPI``); the figure is closed."""
     return png_bytes(fig, dpi=DPI)
 
@@ -82,7 +82,7 @@ def _mark(ax, cells, color="#d62728"):
 def attention_figures(model, task, seed: int) -> list[Figure]:
     from ..data import operand_sources, render, value_positions
 
-    plt = _plt()
+    plt = styled_pyplot()
     vocab = task.vocab
     tokens = _example(task, seed)
     _, cache = model.run_with_cache(tokens[None].to(_device(model)),
@@ -116,7 +116,7 @@ def attention_figures(model, task, seed: int) -> list[Figure]:
             f"Layer {layer + 1} attention pattern on an example sequence",
             join(["Sequence: ", tag("code", " ".join(labels)),
                   f". Red outlines: the cells the claim predicts ({what[layer]})."]),
-            _png(fig)))
+            figure_png(fig)))
     return figs
 
 
@@ -134,7 +134,7 @@ def resid_mid_at_eq(model, tokens: torch.Tensor) -> torch.Tensor:
 
 
 def positional_qk_figure(model) -> Figure:
-    plt = _plt()
+    plt = styled_pyplot()
     a = model.blocks[0].attn
     W_pos = model.pos_embed.W_pos[:PREFIX_LEN]  # (PREFIX_LEN, D): the prefix positions
     S = (W_pos @ a.W_Q[0] @ a.W_K[0].T @ W_pos.T).float().cpu().numpy()  # (PREFIX_LEN, PREFIX_LEN) query x key
@@ -153,7 +153,7 @@ def positional_qk_figure(model) -> Figure:
     return Figure("positional_qk", CLAIM_OF["positional_qk"], "Layer 1 positional QK matrix",
                   f"Scores between prefix positions from the positional embeddings alone (future keys blank). "
                   f"Red outlines: the previous position q−1. With keys &gt; q, q and q−2 masked (SPEC §4.1), "
-                  f"the argmax is q−1 in {hits}/{PREFIX_LEN - 1} rows.", _png(fig))
+                  f"the argmax is q−1 in {hits}/{PREFIX_LEN - 1} rows.", figure_png(fig))
 
 
 def _prev_token_mask(q: int) -> np.ndarray:
@@ -167,7 +167,7 @@ def _prev_token_mask(q: int) -> np.ndarray:
 def identity_matrix_figure(model, task) -> Figure:
     from transformer_lens import FactoredMatrix
 
-    plt = _plt()
+    plt = styled_pyplot()
     vocab = task.vocab
     a1, a2 = model.blocks[0].attn, model.blocks[1].attn
     E_var = model.embed.W_E[vocab.first_var:vocab.size]  # (V, D)
@@ -194,7 +194,7 @@ def identity_matrix_figure(model, task) -> Figure:
     return Figure("identity_matrix", CLAIM_OF["identity_matrix"], "Layer 2 variable-identity matrix",
                   f"Black outlines: the diagonal (same variable); yellow dots: each row's argmax. "
                   f"Diagonal argmax in {diag}/{V} rows (chance {1}/{V}); mean diagonal margin {margin:.3g}.",
-                  _png(fig))
+                  figure_png(fig))
 
 
 def resid_mid_cosine_figure(model, task, seed: int, n: int = 400) -> Figure:
@@ -202,7 +202,7 @@ def resid_mid_cosine_figure(model, task, seed: int, n: int = 400) -> Figure:
     replaced by its value (prefix unchanged). Mismatched: the constant version of another sequence."""
     from ..data import operand_sources
 
-    plt = _plt()
+    plt = styled_pyplot()
     vocab = task.vocab
     t1, _ = task.pool("1var_train", n // 2, seed=seed)
     t2, _ = task.pool("2var_train", n - n // 2, seed=seed)
@@ -231,7 +231,7 @@ def resid_mid_cosine_figure(model, task, seed: int, n: int = 400) -> Figure:
     ax.set_title("Constant vs variable operands with the same values")
     return Figure("resid_mid_cosine", CLAIM_OF["resid_mid_cosine"], "Shared residual at the Layer-2 MLP input",
                   f"Median cosine: matched {np.median(matched):.3f}, mismatched {np.median(mismatched):.3f}. "
-                  f"Pairs from the 1- and 2-variable training pools (seed {seed}).", _png(fig))
+                  f"Pairs from the 1- and 2-variable training pools (seed {seed}).", figure_png(fig))
 
 
 def fourier_figures(model, task) -> list[Figure]:
@@ -241,7 +241,7 @@ def fourier_figures(model, task) -> list[Figure]:
     orthogonal, so the variance explained by frequency k is read off the 2-D DFT:
     FVE_k = 2(|F[k,0]|² + |F[0,k]|²) / (N² Σ A²) for the centred grid A (Parseval).
     """
-    plt = _plt()
+    plt = styled_pyplot()
     vocab = task.vocab
     N = vocab.modulus
     n_idx, m_idx = torch.meshgrid(torch.arange(N), torch.arange(N), indexing="ij")
@@ -284,7 +284,7 @@ def fourier_figures(model, task) -> list[Figure]:
                              f" for all {N}×{N} (n, m); pre-activation at '='. Neuron {neuron} (the best fitted) has "
                              f"{best_fve[neuron]:.1%} of its variance explained by frequency k = {k}. Across live "
                              "neurons, median best-single-frequency FVE "
-                             f"{np.median(best_fve[alive]) if alive.any() else float('nan'):.1%}."]), _png(fig)))
+                             f"{np.median(best_fve[alive]) if alive.any() else float('nan'):.1%}."]), figure_png(fig)))
 
     share = energy.sum(axis=1) / max(total.sum(), 1e-30)  # (K,)
     counts = np.bincount(best_k[alive & (best_fve >= 0.5)], minlength=K)
@@ -303,7 +303,7 @@ def fourier_figures(model, task) -> list[Figure]:
     figs.append(Figure("fourier_spectrum", CLAIM_OF["fourier_spectrum"], "Spectrum of key frequencies",
                        f"Share of all Layer-2 MLP pre-activation variance (grid above) carried by each frequency's "
                        f"cos/sin terms in n and m. Red: at least twice the uniform share (k = {keys}). Numbers over "
-                       f"bars: neurons whose best frequency is k and explains ≥ 50% of their variance.", _png(fig)))
+                       f"bars: neurons whose best frequency is k and explains ≥ 50% of their variance.", figure_png(fig)))
     return figs
 
 
@@ -348,7 +348,7 @@ def forest_figure(claim: dict) -> Figure | None:
     items = claim.get("evidence") or []
     if not items:
         return None
-    plt = _plt()
+    plt = styled_pyplot()
     markers = ["s", "^", "D", "v", "P", "X", "<", ">"]
     control_names = sorted({c for e in items for c in e.get("controls", {})})
     heights = [1 + len(e.get("controls") or {}) for e in items]
@@ -394,7 +394,7 @@ def forest_figure(claim: dict) -> Figure | None:
     return Figure(f"forest_{claim['claim']}", claim["claim"], "Evidence at a glance",
                   "One panel per evidence item: the model under test (filled, with its interval), each control "
                   "(hollow), the pre-registered threshold (dashed red; the shaded side fails). The verdict compares "
-                  "the conservative bound of the interval with the threshold.", _png(fig))
+                  "the conservative bound of the interval with the threshold.", figure_png(fig))
 
 
 def _evidence_item(claim: dict, name: str) -> dict | None:
@@ -424,7 +424,7 @@ def whole_algorithm_figure(claim: dict) -> Figure | None:
     doubled = _evidence_item(claim, "doubled_pair_errors_are_the_adders")
     per_pair = ((doubled or {}).get("measurement", {}).get("extra") or {}).get(
         "by_doubled_pair [model, ideal input, weights-only adder]") or {}
-    plt = _plt()
+    plt = styled_pyplot()
     ncols = 2 if per_pair else 1
     fig, axes = plt.subplots(1, ncols, figsize=(7.6, 0.3 + 0.24 * max(len(groups), len(per_pair), 8)), squeeze=False,
                              layout="constrained", gridspec_kw={"width_ratios": [1.25, 1][:ncols]})
@@ -454,7 +454,7 @@ def whole_algorithm_figure(claim: dict) -> Figure | None:
                   "operand slot, doubled pair and variable. Right: for each held-out doubled pair (n, n), the "
                   "model's accuracy, the addition module's given a perfectly routed input (its constant twin's "
                   "Layer-2 output), and the weights-only adder's (OV_2 then MLP_2). Where the model and the ideal "
-                  "input fail together, the fault is the adder's, not the routing's.", _png(fig))
+                  "input fail together, the fault is the adder's, not the routing's.", figure_png(fig))
 
 
 def claim_figures(claim: dict) -> list[Figure]:

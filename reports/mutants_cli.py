@@ -56,7 +56,8 @@ def _main(args) -> int:
     import assignadd
 
     from ..hypotheses import REGISTRY
-    from ..hypotheses.mutation import matrix_html, matrix_to_dict, mutation_matrix, render_matrix
+    from ..hypotheses.mutation import matrix_to_dict, mutation_matrix, render_matrix
+    from .mutation_page import matrix_html
     from ..interventions.mutants import MUTANTS
     from ..model import CheckpointError
     from ..hypotheses.session import load_context

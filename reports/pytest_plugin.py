@@ -207,13 +207,13 @@ class ClaimItem(pytest.Item):
 
     def repr_failure(self, excinfo, style=None):
         if isinstance(excinfo.value, ClaimFailed):
-            from .render import _evidence_lines
+            from .render import evidence_lines
 
             r = excinfo.value.result
             reason = (r["reason"] or "").splitlines()
             lines = [f"{r['claim']} ({r['spec']}): {r['verdict']}: {reason[0] if reason else ''}", *reason[1:]]
             for e in r.get("evidence") or []:
-                lines += _evidence_lines(e)
+                lines += evidence_lines(e)
             return ClaimFailureRepr(lines, self.path)
         if isinstance(excinfo.value, ValueError):
             return ClaimFailureRepr([f"cannot load the checkpoint: {excinfo.value}"], self.path)

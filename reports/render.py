@@ -23,16 +23,16 @@ VERDICTS = ("pass", "inconclusive", "fail", "error")  # the order a summary coun
 CSS = H.STYLESHEET  # the one stylesheet of every HTML report
 
 
-def _clean(x):
+def clean_json(x):
     """JSON-safe and deterministic: numpy/torch scalars to Python, NaN and ±inf to null."""
     if isinstance(x, dict):
-        return {str(k): _clean(v) for k, v in x.items()}
+        return {str(k): clean_json(v) for k, v in x.items()}
     if isinstance(x, (list, tuple)):
-        return [_clean(v) for v in x]
+        return [clean_json(v) for v in x]
     if hasattr(x, "item") and callable(x.item) and getattr(x, "ndim", 0) == 0:
         x = x.item()
     elif hasattr(x, "tolist") and callable(x.tolist):
-        return _clean(x.tolist())
+        return clean_json(x.tolist())
     if isinstance(x, float) and not math.isfinite(x):
         return None
     return x
@@ -46,7 +46,7 @@ def build_report(*, checkpoint: dict, model_config: dict, task: dict, task_sourc
     by_verdict = {v: [c["claim"] for c in claims if c["verdict"] == v] for v in VERDICTS}
     others = [c["claim"] for c in claims if c["verdict"] not in VERDICTS]  # a verdict this version does not know
     not_run = list(not_run or [])
-    return _clean({
+    return clean_json({
         "schema": SCHEMA,
         "tool": {"name": "assignadd-verify", "version": tool_version},
         "checkpoint": checkpoint,
@@ -275,7 +275,7 @@ def _md_cell(s: str) -> str:
     return s.replace("|", "\\|").replace("\n", " ")
 
 
-def _evidence_lines(e: dict) -> list[str]:
+def evidence_lines(e: dict) -> list[str]:
     status = item_status(e).upper()
     m = e["measurement"]
     n = f", n = {m['n']}" if m.get("n") is not None else ""
@@ -316,7 +316,7 @@ def markdown(report: dict) -> str:
         lines += ["", f"## {c['claim']} — {c['verdict'].upper()} ({c['spec']})", "", f"> {c['statement']}", "",
                   f"Verdict: **{c['verdict']}**: {c['reason']}", ""]
         for e in c.get("evidence") or []:
-            lines += _evidence_lines(e)
+            lines += evidence_lines(e)
         if c.get("controls"):
             lines += ["", "Controls: " + "; ".join(f"*{k}*: {v}" for k, v in sorted(c["controls"].items()))]
     for c in report.get("not_run") or []:
@@ -351,7 +351,7 @@ def junit_xml(report: dict, timings: dict | None = None) -> str:
             tag = "failure" if c["verdict"] in ("fail", "inconclusive") else "error"
             el = ET.SubElement(case, tag, {"message": c["reason"].splitlines()[0] if c["reason"] else c["verdict"],
                                            "type": c["verdict"]})
-            el.text = "\n".join(sum((_evidence_lines(e) for e in c.get("evidence") or []), [c["reason"]]))
+            el.text = "\n".join(sum((evidence_lines(e) for e in c.get("evidence") or []), [c["reason"]]))
     for c in not_run:
         case = ET.SubElement(suite, "testcase", {"classname": "assignadd.claims", "name": c["claim"], "time": "0.000"})
         ET.SubElement(case, "skipped", {"message": f"not run here: needs {c['needs']}; run: {c['command']}"})

@@ -261,7 +261,7 @@ def _run(args, path, shown_path, only, ids, json_path, junit_path, out, staging_
     if staging is not None:
         (staging / "junit.xml").write_text(junit, encoding="utf-8")
         timings["total_seconds"] = time.perf_counter() - t_start
-        (staging / "timings.json").write_text(render.dumps(render._clean(timings)), encoding="utf-8")
+        (staging / "timings.json").write_text(render.dumps(render.clean_json(timings)), encoding="utf-8")
         commit_folder(staging, out)
         if not args.quiet:
             print(f"report written to {out / 'report.html'} (and report.json, report.md, junit.xml, timings.json "

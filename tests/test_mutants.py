@@ -164,7 +164,8 @@ def test_golden_numbers_of_the_reference_are_unchanged(reference_results):
 
 
 def test_matrix_renders_as_text_markdown_and_an_html_page_with_a_figure():
-    from assignadd.hypotheses.mutation import Cell, matrix_html
+    from assignadd.hypotheses.mutation import Cell
+    from assignadd.reports.mutation_page import matrix_html
 
     cells = [Cell("previous_token_head", "layer2_keys_rotated", "pass", "pass", "ok"),
              Cell("identity_qk", "layer2_keys_rotated", "pass", "fail", "<script>x</script>"),
