@@ -10,7 +10,8 @@ judge the verdict by eye:
 - cosine similarity of ``blocks.1.hook_resid_mid`` at ``=`` for matched (same operand values, given
   as constants vs through variables) and mismatched pairs (§4.3);
 - one Layer-2 MLP neuron over the grid ``PAD×12 + n m =`` next to its best single-frequency fit
-  cos(2πkn/N + α) + cos(2πkm/N + β), and the share of MLP variance per frequency (§4.4);
+  cos(2πkn/N + α) + cos(2πkm/N + β), and the spectrum with the key frequencies, both from the
+  ``fourier_neurons`` claim's own analysis (§4.4);
 - per claim, a forest-style plot of every evidence item: value, interval, threshold, controls.
 
 Everything is deterministic for a (model, task, seed) and takes well under 5 s on a CPU.
@@ -23,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ..data.tokens import POS_EQ, POS_LHS, POS_PLUS, POS_RHS, PREFIX_LEN, SEQ_LEN
+from ..data.tokens import POS_LHS, POS_RHS, PREFIX_LEN
 from ..model import hooks
 from .html import join, tag
 from .png import REPORT_DPI, png_bytes, pyplot
@@ -235,45 +236,31 @@ def resid_mid_cosine_figure(model, task, seed: int, n: int = 400) -> Figure:
 
 
 def fourier_figures(model, task) -> list[Figure]:
-    """Layer-2 MLP pre-activations at '=' over every (n, m), and their best single-frequency fit.
+    """Layer-2 MLP pre-activations at '=' over every (n, m), the best-fitted neuron beside its single-
+    frequency fit, and the spectrum with the key frequencies: all from the ``fourier_neurons`` claim's
+    own analysis (``hypotheses/measures/fourier.py``: the same grid, live neurons, least-squares fits
+    and key-frequency rule), so the figure shows what the verdict was decided on."""
+    from ..hypotheses.measures import fourier
 
-    On the complete grid the functions cos(2πkn/N), sin(2πkn/N), cos(2πkm/N), sin(2πkm/N) are
-    orthogonal, so the variance explained by frequency k is read off the 2-D DFT:
-    FVE_k = 2(|F[k,0]|² + |F[0,k]|²) / (N² Σ A²) for the centred grid A (Parseval).
-    """
     plt = styled_pyplot()
     vocab = task.vocab
     N = vocab.modulus
-    n_idx, m_idx = torch.meshgrid(torch.arange(N), torch.arange(N), indexing="ij")
-    tokens = torch.full((N * N, SEQ_LEN), vocab.pad, dtype=torch.long)
-    tokens[:, POS_PLUS], tokens[:, POS_LHS], tokens[:, POS_RHS], tokens[:, POS_EQ] = (
-        vocab.plus, n_idx.flatten(), m_idx.flatten(), vocab.eq)
-    mlp = model.blocks[1].mlp
-    pre = resid_mid_at_eq(model, tokens) @ mlp.W_in.float().cpu() + mlp.b_in.float().cpu()  # hook_pre at '='
-    pre = pre.numpy().reshape(N, N, -1)  # (N, N, d_mlp)
-    A = pre - pre.mean(axis=(0, 1), keepdims=True)
-    F = np.fft.fft2(A, axes=(0, 1))
-    total = (A ** 2).sum(axis=(0, 1))  # (d_mlp,)
-    K = (N - 1) // 2
-    ks = np.arange(1, K + 1)
-    energy = 2 * (np.abs(F[ks, 0]) ** 2 + np.abs(F[0, ks]) ** 2) / (N * N)  # (K, d_mlp)
-    alive = total > 1e-9 * max(total.max(), 1e-30)
-    fve = np.where(alive, energy / np.where(alive, total, 1.0), 0.0)  # (K, d_mlp)
-    best_k = fve.argmax(axis=0)  # index into ks
-    best_fve = fve.max(axis=0)
-    neuron = int(np.argmax(best_fve))
-    k = int(ks[best_k[neuron]])
-    # The fit: A's projection on the 4 basis functions of frequency k.
-    keep = np.zeros((N, N), dtype=bool)
-    keep[[k, N - k], 0] = True
-    keep[0, [k, N - k]] = True
-    fit = np.real(np.fft.ifft2(np.where(keep, F[:, :, neuron], 0)))
+    grid = fourier.grids(model, vocab)
+    pre = grid[fourier.MLP2_PRE]  # (N, N, d_mlp) float64
+    r = fourier.neuron_fve(pre, fourier.mlp_input_scale(model, grid[fourier.RESID_MID2]))
+    if len(r["units"]) == 0:
+        raise ValueError("no live Layer-2 MLP neuron on the grid")
+    i = int(r["fve"].argmax())
+    neuron, k = int(r["units"][i]), int(r["best_k"][i])
+    fit = fourier.fitted_cos_form(pre[:, :, neuron], k)
+    A = (pre[:, :, neuron] - fit["mean"]).numpy()
+    fitted = (fit["fitted"] - fit["mean"]).numpy()
 
     figs = []
     fig, axes = plt.subplots(1, 2, figsize=(8.6, 3.8), layout="constrained")
-    lim = np.abs(A[:, :, neuron]).max()
-    for ax, data, title in ((axes[0], A[:, :, neuron], f"neuron {neuron}: pre-activation (centred)"),
-                            (axes[1], fit, f"fit: cos(2π·{k}n/{N}+α) + cos(2π·{k}m/{N}+β)")):
+    lim = np.abs(A).max()
+    for ax, data, title in ((axes[0], A, f"neuron {neuron}: pre-activation (centred)"),
+                            (axes[1], fitted, f"fit: cos(2π·{k}n/{N}+α) + cos(2π·{k}m/{N}+β)")):
         im = ax.imshow(data, cmap="RdBu_r", vmin=-lim, vmax=lim, origin="lower")
         ax.set_xlabel("m (RHS operand)")
         ax.set_ylabel("n (LHS operand)")
@@ -282,28 +269,32 @@ def fourier_figures(model, task) -> list[Figure]:
     figs.append(Figure("fourier_neuron", CLAIM_OF["fourier_neuron"], "A Layer-2 MLP neuron and its Fourier fit",
                        join(["Input ", tag("code", "PAD×12 + n m ="),
                              f" for all {N}×{N} (n, m); pre-activation at '='. Neuron {neuron} (the best fitted) has "
-                             f"{best_fve[neuron]:.1%} of its variance explained by frequency k = {k}. Across live "
-                             "neurons, median best-single-frequency FVE "
-                             f"{np.median(best_fve[alive]) if alive.any() else float('nan'):.1%}."]), figure_png(fig)))
+                             f"{float(r['fve'][i]):.1%} of its variance explained by frequency k = {k}. Across the "
+                             f"{len(r['units'])} live neurons, median best-single-frequency FVE "
+                             f"{float(r['fve'].median()):.1%}."]), figure_png(fig)))
 
-    share = energy.sum(axis=1) / max(total.sum(), 1e-30)  # (K,)
-    counts = np.bincount(best_k[alive & (best_fve >= 0.5)], minlength=K)
-    key = share >= 2.0 / K  # twice the uniform share marks a key frequency in this figure
+    share = fourier.frequency_share(r["power"][:, r["live"]]).numpy()  # (K,)
+    K = len(share)
+    ks = np.arange(1, K + 1)
+    key = set(fourier.key_frequencies(model, vocab, grid))
+    counts = np.bincount((r["best_k"][r["fve"] >= 0.5] - 1).numpy(), minlength=K)
     fig, ax = plt.subplots(figsize=(8.0, 2.8), layout="constrained")
-    colors = np.where(key, "#d62728", "#9ecae1")
-    ax.bar(ks, share, color=colors)
-    for kk, s, c in zip(ks, share, counts):
+    ax.bar(ks, share, color=["#d62728" if kk in key else "#9ecae1" for kk in ks])
+    ax.axhline(fourier.KEY_SHARE_FACTOR / K, color="#555555", ls="--", lw=0.8)
+    for kk, sh, c in zip(ks, share, counts):
         if c:
-            ax.text(kk, s, str(int(c)), ha="center", va="bottom", fontsize=7)
+            ax.text(kk, sh, str(int(c)), ha="center", va="bottom", fontsize=7)
     ax.set_xticks(ks)
     ax.set_xlabel("frequency k")
-    ax.set_ylabel("share of MLP variance")
-    ax.set_title("Layer 2 MLP pre-activations: variance by frequency")
-    keys = ", ".join(str(int(x)) for x in ks[key]) or "none"
+    ax.set_ylabel("share of single-frequency power")
+    ax.set_title("Layer 2 MLP pre-activations: power by frequency (live neurons)")
+    keys = ", ".join(str(kk) for kk in sorted(key)) or "none"
     figs.append(Figure("fourier_spectrum", CLAIM_OF["fourier_spectrum"], "Spectrum of key frequencies",
-                       f"Share of all Layer-2 MLP pre-activation variance (grid above) carried by each frequency's "
-                       f"cos/sin terms in n and m. Red: at least twice the uniform share (k = {keys}). Numbers over "
-                       f"bars: neurons whose best frequency is k and explains ≥ 50% of their variance.", figure_png(fig)))
+                       f"Each frequency's share of the single-frequency power of the live Layer-2 MLP neurons on the "
+                       f"grid above (the fourier_neurons claim's spectrum). Red: key frequencies by the claim's rule, "
+                       f"at least {fourier.KEY_SHARE_FACTOR:g} times the even share (dashed; k = {keys}). Numbers "
+                       f"over bars: neurons whose best frequency is k and explains ≥ 50% of their variance.",
+                       figure_png(fig)))
     return figs
 
 

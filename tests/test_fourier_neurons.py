@@ -187,3 +187,15 @@ def test_fourier_neurons_fails_when_key_frequencies_projected_out(task):
 def test_fourier_neurons_is_deterministic_given_the_context_seed(task, planted_result):
     again = verdict(planted_model(True), task)
     assert again.to_dict() == planted_result.to_dict()
+
+
+def test_report_figures_show_the_claims_own_key_frequencies(task):
+    """The spectrum figure is drawn from the claim's analysis: its key set is the claim's, on the planted
+    model (known frequencies) and on a re-initialised one (none)."""
+    from assignadd.hypotheses.measures.fourier import key_frequencies
+    from assignadd.reports.figures import fourier_figures
+
+    for model in (planted_model(True), AssignAddTransformer(seed=3)):
+        spectrum = [f for f in fourier_figures(model, task) if f.key == "fourier_spectrum"][0]
+        keys = ", ".join(str(k) for k in key_frequencies(model)) or "none"
+        assert f"(dashed; k = {keys})" in str(spectrum.caption)
