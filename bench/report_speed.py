@@ -21,7 +21,8 @@ import torch
 
 from assignadd import hypotheses
 from assignadd.model import load_checkpoint
-from assignadd.reports.series import SeriesMeasurer, _task_config, compute_series, find_checkpoints
+from assignadd.hypotheses.measures.progress import SeriesMeasurer
+from assignadd.reports.series import _task_config, compute_series, find_checkpoints
 from assignadd.data import Task
 
 

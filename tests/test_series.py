@@ -366,7 +366,7 @@ def test_scrubbed_accuracy_tracks_when_the_papers_algorithm_explains_the_model(s
 
 
 def test_restricted_cells_name_each_variable_in_the_slot_training_never_gave_it():
-    from assignadd.reports.series import measure_definitions, restricted_cells
+    from assignadd.hypotheses.measures.progress import measure_definitions, restricted_cells
 
     task = Task()
     tokens, _ = task.pool("1var_restricted_slot", 400, seed=0)
