@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+import warnings
 
 TASK_FLAGS = {"f": "--f", "r": "--r", "seed": "--split-seed"}
 
@@ -158,7 +159,12 @@ class ClaimRunner:
                 self._pool = ProcessPoolExecutor(max_workers=self.jobs, mp_context=mp.get_context("fork"),
                                                  initializer=_worker_init, initargs=(1,))
                 order = sorted(self.ids, key=lambda c: -COST_HINT.get(c, 1.0))
-                self._futures = [self._pool.submit(_worker_run, cid) for cid in order]
+                with warnings.catch_warnings():
+                    # Python >= 3.12 warns on any fork of a process with threads; torch's own (OpenMP)
+                    # threads are why, and a worker never uses them: it runs with one thread.
+                    warnings.filterwarnings("ignore", message=".*use of fork\\(\\) may lead to deadlocks",
+                                            category=DeprecationWarning)
+                    self._futures = [self._pool.submit(_worker_run, cid) for cid in order]
             finally:
                 _WORKER_CTX = None
         return self
