@@ -35,6 +35,7 @@ bench: setup
 	$(BIN)/python bench/train_speed.py
 	$(BIN)/python bench/intervention_speed.py
 	$(BIN)/python bench/verify_speed.py
+	$(BIN)/python bench/thread_scaling.py
 
 clean:
 	rm -rf $(VENV) out
