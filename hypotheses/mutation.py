@@ -4,7 +4,8 @@ A verdict is about one mechanism only if breaking *that* mechanism fails it and 
 downstream of it does not (SPEC §6). ``mutation_matrix`` runs the registered per-checkpoint claims on
 the model and on each mutant of ``interventions.mutants`` and marks each cell against the expected
 pattern: the broken component's claim fails, claims upstream of the break pass, behaviour claims
-fail, downstream claims are shown but not judged.
+fail, downstream claims are shown but not judged. A claim that does not pass on the unbroken
+checkpoint is shown but not judged on any mutant: a break cannot be seen in a claim already failing.
 """
 from __future__ import annotations
 
@@ -47,6 +48,11 @@ def mutation_matrix(model, task: Task | None = None, *, seed: int = 0, n: int = 
     unknown = [m for m in names if m not in MUTANTS]
     if unknown:
         raise KeyError(f"unknown mutant(s): {', '.join(unknown)}; known: {', '.join(MUTANTS)}")
+    # The unbroken checkpoint first: a claim that does not pass on it cannot show where a break is (every
+    # mutant would fail it too), so its cells are shown, not judged.
+    if progress:
+        progress("unbroken")
+    unbroken = {r.claim: r.verdict for r in run_all(Context(model, task, seed=seed, n=n), claims)}
     cells, changed, claim_ids = [], {}, None
     for name in names:
         if progress:
@@ -56,8 +62,11 @@ def mutation_matrix(model, task: Task | None = None, *, seed: int = 0, n: int = 
         changed[name] = changed_parameters(model, mutated)
         results = run_all(Context(mutated, task, seed=seed, n=n), claims)
         claim_ids = [r.claim for r in results]
-        cells += [Cell(r.claim, name, r.verdict, expected(r.claim, mutant), r.reason) for r in results]
-    return {"mutants": names, "claims": claim_ids or list(claims or []), "cells": cells, "changed": changed}
+        cells += [Cell(r.claim, name, r.verdict,
+                       expected(r.claim, mutant) if unbroken.get(r.claim) == "pass" else "not judged", r.reason)
+                  for r in results]
+    return {"mutants": names, "claims": claim_ids or list(claims or []), "cells": cells, "changed": changed,
+            "unbroken": unbroken}
 
 
 def matrix_to_dict(matrix: dict) -> dict:
@@ -70,8 +79,11 @@ def matrix_to_dict(matrix: dict) -> dict:
         "mutants": [{"name": m, "component": MUTANTS[m].component, "description": MUTANTS[m].description,
                      "changed_parameters": matrix["changed"][m]} for m in matrix["mutants"]],
         "claims": matrix["claims"],
+        "unbroken": matrix.get("unbroken", {}),
         "cells": cells,
         "summary": {"judged": len(judged), "right": sum(1 for c in judged if c.right),
+                    "not_judged_failing_unbroken": sorted(c for c, v in matrix.get("unbroken", {}).items()
+                                                          if v != "pass"),
                     "wrong": [f"{c.claim} on {c.mutant}: {c.verdict}, expected {c.expected}"
                               for c in judged if not c.right]},
     })
@@ -86,9 +98,14 @@ def render_matrix(doc: dict, markdown: bool = False) -> str:
         return "·" if c["right"] is None else ("✓" if c["right"] else "✗")
 
     rows = [[m] + [f"{cell[(c, m)]['verdict']} {mark(cell[(c, m)])}" for c in claims] for m in mutants]
+    if doc.get("unbroken"):  # the checkpoint itself, the row every other is read against
+        rows.insert(0, ["(unbroken)"] + [doc["unbroken"].get(c, "-") for c in claims])
     header = ["mutant"] + claims
     s = doc["summary"]
     foot = f"{s['right']}/{s['judged']} judged cells as expected"
+    if s.get("not_judged_failing_unbroken"):
+        foot += (f"; not judged: {', '.join(s['not_judged_failing_unbroken'])} (does not pass on the unbroken "
+                 "checkpoint, so no break can be seen in it)")
     if markdown:
         lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
         lines += ["| " + " | ".join(r) + " |" for r in rows]

@@ -179,3 +179,18 @@ def test_matrix_renders_as_text_markdown_and_an_html_page_with_a_figure():
     assert "| layer2_keys_rotated |" in render_matrix(doc, markdown=True)
     page = matrix_html(doc, "<x>.pt")
     assert "data:image/png;base64," in page and "<script>" not in page and "&lt;x&gt;.pt" in page
+
+
+def test_a_claim_failing_on_the_unbroken_checkpoint_is_shown_not_judged():
+    """A break cannot be seen in a claim that already fails: its cells are not judged, and the table
+    says why (a re-initialised model fails every claim)."""
+    from assignadd.model import AssignAddTransformer
+
+    doc = matrix_to_dict(mutation_matrix(AssignAddTransformer(seed=1), Task(), seed=0, n=100,
+                                         mutants=["mlp_input_rotated"], claims=["heldout_generalization"]))
+    assert doc["unbroken"] == {"heldout_generalization": "fail"}
+    assert [c["expected"] for c in doc["cells"]] == ["not judged"] and doc["summary"]["judged"] == 0
+    assert doc["summary"]["not_judged_failing_unbroken"] == ["heldout_generalization"]
+    table = render_matrix(doc)
+    assert table.splitlines()[2].split()[:2] == ["(unbroken)", "fail"]
+    assert "not judged: heldout_generalization" in table
