@@ -26,7 +26,8 @@ def _parser() -> argparse.ArgumentParser:
         prog="assignadd-mutants",
         description="Break one component of a checkpoint at a time and check that each claim's verdict "
                     "follows: the broken component's claim fails, every claim upstream of it passes.",
-        epilog="Exit status: 0 every judged cell as expected, 1 a judged cell is not, 2 bad input or usage.",
+        epilog="Exit status: 0 every judged cell as expected (and at least one judged), 1 a judged cell is not or "
+               "none could be judged, 2 bad input or usage.",
     )
     p.add_argument("checkpoint", nargs="?", default=None,
                    help="checkpoint file, either format (default: the bundled reference checkpoint)")
@@ -86,7 +87,8 @@ def _main(args) -> int:
     if args.html:
         atomic_write(args.html, matrix_html(doc, str(path)))
     print(render_matrix(doc))
-    return 0 if not doc["summary"]["wrong"] else 1
+    # Nothing judged (every claim already fails on the unbroken checkpoint) proves nothing: not a pass.
+    return 0 if doc["summary"]["judged"] and not doc["summary"]["wrong"] else 1
 
 
 if __name__ == "__main__":

@@ -194,3 +194,15 @@ def test_a_claim_failing_on_the_unbroken_checkpoint_is_shown_not_judged():
     table = render_matrix(doc)
     assert table.splitlines()[2].split()[:2] == ["(unbroken)", "fail"]
     assert "not judged: heldout_generalization" in table
+
+
+def test_mutants_command_exits_1_when_nothing_could_be_judged(tmp_path, capsys):
+    from assignadd.model import AssignAddTransformer, save_checkpoint
+    from assignadd.reports.mutants_cli import main
+
+    path = tmp_path / "step_000000.pt"
+    save_checkpoint(AssignAddTransformer(seed=1), path, step=0)
+    code = main([str(path), "--mutants", "mlp_input_rotated", "--only", "heldout_generalization", "--n", "20",
+                 "--quiet"])
+    out = capsys.readouterr().out
+    assert code == 1 and "0/0 judged cells as expected; not judged: heldout_generalization" in out
