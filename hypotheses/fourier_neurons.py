@@ -13,6 +13,15 @@ seeds 0 and 42 (before any addition is learned): 3,584 neurons, FVE median 0.13,
 most of its variance; no null neuron gets there). The key-frequency rule (``measures/fourier.py``:
 share of single-frequency power >= 2x even) finds no key frequency in any null model. Measured on
 0-var pools so that routing errors (SPEC §4.1-4.3) do not count against the addition module.
+
+Re-registration of the edits (2026-12-01; no threshold moved): the key frequencies' content φ_K(n, m)
+is read off the grid, where the operands follow twelve PADs; the pools put assignments before them, and
+there the operand content at `=` has a different scale β (0.80-1.07 along the shipped series). The
+edits were x - φ_K (β taken as 1); they are now x - β φ_K and μ + β φ_K, β the least-squares scale of
+the pool's clean activations on φ over all frequencies (``measures.fourier.operand_content_scale``).
+Why: at steps 2,500 and 10,000 (β = 0.80) the old "excluded" left (β - 1) φ_K in place and a fifth of
+the answers were read from it, even with every frequency removed; the claim flipped to fail there for
+that reason alone. Placebos get the same β.
 """
 from __future__ import annotations
 
@@ -83,7 +92,7 @@ class FourierNeurons(Hypothesis):
             arm = e["placebo_kept"] if placebo else e["kept"]
             return rate(arm & e["clean"], acted=e["norm_key"] if placebo else None,
                         clean_accuracy=float(e["clean"].double().mean()), edited_accuracy=float(arm.double().mean()),
-                        frequencies=e["placebo_frequencies"] if placebo else e["key"])
+                        frequencies=e["placebo_frequencies"] if placebo else e["key"], operand_scale=e["scale"])
 
         def excluded(arm):
             model, placebo = arm.model, arm.variant == "placebo_directions"
@@ -92,7 +101,7 @@ class FourierNeurons(Hypothesis):
             drop = e["clean"].double() - arm.double()
             return mean(drop, seed=ctx.seed, label="fourier_excluded" + ("_placebo" if placebo else ""), bounds=(-1, 1),
                         acted=e["norm_random"] if placebo else None, clean_accuracy=float(e["clean"].double().mean()),
-                        edited_accuracy=float(arm.double().mean()), frequencies=e["key"])
+                        edited_accuracy=float(arm.double().mean()), frequencies=e["key"], operand_scale=e["scale"])
 
         def specificity(model):
             e = edits(model)
@@ -108,15 +117,15 @@ class FourierNeurons(Hypothesis):
                  "pre_u(n, m) explained by {cos ω_k n, sin ω_k n, cos ω_k m, sin ω_k m}",
                  "observational", NEURONS, neurons, ctx.model, {"reinitialised": reinit}),
             item("key_frequencies_kept",
-                 "mean_i 1[correct_i and correct_i | resid_mid_2[15] -> μ + φ_K(n_i, m_i)] (only the key frequencies' "
-                 "part of the grid's resid_mid, at the sequence's operands), 0-var pools",
+                 "mean_i 1[correct_i and correct_i | resid_mid_2[15] -> μ + β φ_K(n_i, m_i)] (only the key frequencies' "
+                 "part of the grid's resid_mid, at the sequence's operands, at the pool's scale β), 0-var pools",
                  "causal", KEPT, kept, Arm(ctx.model),
                  {"reinitialised": Arm(reinit), "placebo_frequencies": Arm(ctx.model, "placebo_frequencies")}),
             item("key_frequencies_excluded",
-                 "mean_i (correct_i - correct_i | resid_mid_2[15] -> x - φ_K(n_i, m_i)), 0-var pools",
+                 "mean_i (correct_i - correct_i | resid_mid_2[15] -> x - β φ_K(n_i, m_i)), 0-var pools",
                  "causal", EXCLUDED, excluded, Arm(ctx.model),
                  {"reinitialised": Arm(reinit), "placebo_directions": Arm(ctx.model, "placebo_directions")}),
             item("key_frequencies_vs_placebo",
-                 "mean_i (correct_i | x - φ_P, P = |K| random non-key frequencies) - (correct_i | x - φ_K)",
+                 "mean_i (correct_i | x - β φ_P, P = |K| random non-key frequencies) - (correct_i | x - β φ_K)",
                  "causal", PLACEBO, specificity, ctx.model, {"reinitialised": reinit}, required=False),
         ]

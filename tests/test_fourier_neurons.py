@@ -199,3 +199,39 @@ def test_report_figures_show_the_claims_own_key_frequencies(task):
         spectrum = [f for f in fourier_figures(model, task) if f.key == "fourier_spectrum"][0]
         keys = ", ".join(str(k) for k in key_frequencies(model)) or "none"
         assert f"(dashed; k = {keys})" in str(spectrum.caption)
+
+
+def test_operand_content_scale_is_the_least_squares_scale():
+    phi = torch.randn(50, 8, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    assert fourier.operand_content_scale(0.8 * phi, phi) == pytest.approx(0.8, abs=1e-12)
+    noise = torch.randn(50, 8, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+    noise -= (noise * phi).sum() / (phi * phi).sum() * phi  # orthogonal to phi: no effect on the scale
+    assert fourier.operand_content_scale(1.3 * phi + noise, phi) == pytest.approx(1.3, abs=1e-12)
+    assert fourier.operand_content_scale(noise, torch.zeros_like(phi)) == 1.0  # no operand content: no rescaling
+
+
+def test_scale_of_a_planted_model_is_one():
+    tokens, labels = Task().pool("0var_train", 200, seed=1)
+    e = fourier.key_frequency_edits(planted_model(True), tokens, labels, seed=0)
+    assert e["scale"] == pytest.approx(1.0, abs=1e-6)
+
+
+@pytest.mark.parametrize("step", [2500, 10000])
+def test_steps_where_the_pools_operand_content_is_smaller_than_the_grids_pass(task, step):
+    """The two shipped checkpoints at which the claim used to flip (docs/hypotheses.md, "Along training"):
+    there the pools carry the operands at 0.8 of the grid's scale, and removing φ_K unscaled left a fifth
+    of the answers readable. With the scale fitted, removing the key frequencies takes the answer away."""
+    from pathlib import Path
+
+    from assignadd.model import load_checkpoint
+
+    path = Path(__file__).resolve().parent.parent / "checkpoints" / "series" / f"step_{step:06d}.pt"
+    model = load_checkpoint(path)
+    tokens, labels = task.pool("0var_train", 400, seed=3)
+    e = fourier.key_frequency_edits(model, tokens, labels, seed=0)
+    assert 0.75 < e["scale"] < 0.85
+    assert float(e["clean"].double().mean()) > 0.95
+    assert float(e["excluded"].double().mean()) < 0.15  # unscaled, about 0.2 survived
+    assert float(e["placebo"].double().mean()) > 0.9
+    result = FourierNeurons().run(Context(model, task, seed=0, n=600))
+    assert result.verdict == "pass", result.reason

@@ -187,7 +187,7 @@ def frequency_directions(grid: torch.Tensor, freqs: list[int]) -> torch.Tensor:
 
 def non_key_frequencies(key: list[int], count: int, modulus: int, seed: int) -> list[int]:
     """``count`` frequencies drawn (seeded) from the non-key ones: the placebo of the same size."""
-    pool = [k for k in range(1, n_frequencies(modulus) + 1) if k not in set(key)]
+    pool = [k for k in all_frequencies(modulus) if k not in set(key)]
     if count > len(pool):
         raise ValueError(f"cannot draw {count} non-key frequencies: only {len(pool)} are not key")
     rng = np.random.default_rng([int(seed), 44])
@@ -228,6 +228,28 @@ def frequency_component(grid: torch.Tensor, freqs: list[int], n: torch.Tensor, m
     return torch.einsum("fjd,fjb->bd", C, basis)
 
 
+def all_frequencies(modulus: int) -> list[int]:
+    """1, ..., ⌊N/2⌋: every frequency of the operand grid."""
+    return list(range(1, n_frequencies(modulus) + 1))
+
+
+def operand_content_scale(deviation: torch.Tensor, phi_all: torch.Tensor) -> float:
+    """β = <x - ḡ, φ_all> / <φ_all, φ_all> over the sequences: the least-squares scale of the operand content
+    that sequences carry at `=` relative to the grid's. ``deviation``: x - ḡ (B, d), each sequence's
+    activation about the grid's mean ḡ, the centre φ is measured from; ``phi_all``: φ over every frequency
+    at the same operands (B, d). 1.0 when the grid carries no operand content.
+
+    Why (re-registered 2026-12-01; before, β = 1): the grid puts the operands after twelve PADs, the pools
+    after assignments, and `=`'s attention to the operands is diluted differently by that context. Along
+    the shipped series β is 0.80-1.07; where it is 0.80 (steps 2,500 and 10,000), x - φ_K over-subtracts
+    and leaves (β - 1) φ_K, an operand-dependent signal from which about a fifth of the answers are still
+    read (0.23 and 0.20 right; 0.23-0.25 even with all 29 frequencies "removed"); with β fitted, removing
+    the key frequencies leaves 0.08 and 0.07. β is fitted on clean activations only, over all
+    frequencies (never on an edit's outcome or on K)."""
+    den = float((phi_all * phi_all).sum())
+    return float((deviation * phi_all).sum()) / den if den > 0 else 1.0
+
+
 def key_frequency_edits(model: AssignAddTransformer, tokens: torch.Tensor, labels: torch.Tensor, *, seed: int,
                         vocab: Vocab = VOCAB, grid: dict | None = None) -> dict:
     """Restricted / excluded / placebo runs of the Layer-2 MLP input (``blocks.1.hook_resid_mid`` at `=`),
@@ -235,15 +257,17 @@ def key_frequency_edits(model: AssignAddTransformer, tokens: torch.Tensor, label
 
     The key frequencies K come from the model's own grid (``key_frequencies``); φ_F(n, m) is the part of
     the grid's resid_mid that frequencies F carry (``frequency_component``), evaluated at each
-    sequence's operands (n, m); μ is the pool's mean resid_mid at `=`. Per sequence, is the answer right
+    sequence's operands (n, m); μ is the pool's mean resid_mid at `=`; β is the scale of the operand
+    content in these sequences relative to the grid (``operand_content_scale``). Per sequence, is the
+    answer right
         clean     : no edit
-        kept      : x -> μ + φ_K(n, m)        (restricted: nothing but the key frequencies' content)
-        excluded  : x -> x - φ_K(n, m)        (excluded: the key frequencies' content removed)
-        placebo   : x -> x - φ_P(n, m)        (|K| non-key frequencies P, drawn with ``seed``, removed)
-        placebo_kept : x -> μ + φ_P(n, m)     (only those non-key frequencies kept)
+        kept      : x -> μ + β φ_K(n, m)      (restricted: nothing but the key frequencies' content)
+        excluded  : x -> x - β φ_K(n, m)      (excluded: the key frequencies' content removed)
+        placebo   : x -> x - β φ_P(n, m)      (|K| non-key frequencies P, drawn with ``seed``, removed)
+        placebo_kept : x -> μ + β φ_P(n, m)   (only those non-key frequencies kept)
         random_removed : x -> x - (x - μ) Q^T Q  (Q: as many random directions as the key frequencies
                                                   span; ``norm_random``: the size of what it removed)
-    Returns those six bool (B,) tensors and {"key", "placebo_frequencies", "norm_key", "norm_placebo"}
+    Returns those six bool (B,) tensors and {"key", "placebo_frequencies", "scale", "norm_key", "norm_placebo"}
     (the mean norms of φ_K and φ_P, to show how much each edit moves the input). ``grid``: the model's
     ``grids`` if already computed.
     """
@@ -259,14 +283,17 @@ def key_frequency_edits(model: AssignAddTransformer, tokens: torch.Tensor, label
         raise ValueError("key_frequency_edits: a sequence uses an unassigned variable")
     rows = torch.arange(len(tokens))
     n, m = tokens[rows, src[:, 0]], tokens[rows, src[:, 1]]
-    phi_key = frequency_component(resid_grid, key, n, m)
-    phi_placebo = frequency_component(resid_grid, placebo, n, m)
-    # One clean forward gives both the clean answers and μ.
+    # One clean forward gives the clean answers, μ and the scale β.
     seen = {}
     with torch.no_grad():
         logits = model.run_with_hooks(tokens, fwd_hooks=[(RESID_MID2, lambda act, hook: seen.__setitem__(
             "x", act[:, POS_EQ].detach().double()))], last_only=True)
     mu = seen["x"].mean(0)
+    grid_mean = resid_grid.double().mean(dim=(0, 1))
+    beta = operand_content_scale(seen["x"] - grid_mean,
+                                 frequency_component(resid_grid, all_frequencies(vocab.modulus), n, m))
+    phi_key = beta * frequency_component(resid_grid, key, n, m)
+    phi_placebo = beta * frequency_component(resid_grid, placebo, n, m)
     site = Site(RESID_MID2, positions=POS_EQ)
 
     # A placebo that acts on any model: as many random directions as the key frequencies occupy, removed
@@ -295,7 +322,7 @@ def key_frequency_edits(model: AssignAddTransformer, tokens: torch.Tensor, label
         "placebo_kept": correct(lambda x: (mu + phi_placebo)[:, None, :].expand_as(x)),
         "random_removed": correct(remove_random),
         "norm_random": moved.get("random", 0.0),
-        "key": key, "placebo_frequencies": placebo,
+        "key": key, "placebo_frequencies": placebo, "scale": beta,
         "norm_key": float(phi_key.norm(dim=-1).mean()), "norm_placebo": float(phi_placebo.norm(dim=-1).mean()),
     }
 
