@@ -26,6 +26,7 @@ import torch.nn.functional as F
 def plain_rate(batch_size: int, steps: int, seed: int = 0, device: str = "cpu") -> tuple[float, float]:
     """(steps/s wall, steps/s CPU) of train()'s step on one model, one thread."""
     from assignadd import AssignAddTransformer, Task
+    from assignadd.training.fast_forward import last_logits
 
     torch.set_num_threads(1)
     model = AssignAddTransformer(seed=seed).to(device)
@@ -34,7 +35,7 @@ def plain_rate(batch_size: int, steps: int, seed: int = 0, device: str = "cpu") 
 
     def step(i):
         tokens, labels = task.training_batch(seed, i, batch_size)
-        loss = F.cross_entropy(model.last_logits(tokens.to(device), biases=False).float(), labels.to(device))
+        loss = F.cross_entropy(last_logits(model, tokens.to(device), biases=False).float(), labels.to(device))
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()

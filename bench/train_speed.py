@@ -26,6 +26,7 @@ import torch.nn.functional as F
 
 from assignadd import AssignAddTransformer, Task
 from assignadd.training.precision import cpu_name
+from assignadd.training.fast_forward import last_logits
 
 torch.set_num_threads(1)
 
@@ -50,7 +51,7 @@ def make_step(fast: bool, bf16: bool, batch_size: int):
         state["step"] += 1
         autocast = torch.autocast("cpu", dtype=torch.bfloat16) if bf16 else contextlib.nullcontext()
         with autocast:
-            logits = model.last_logits(tokens, biases=False) if fast else model(tokens)[:, -1]
+            logits = last_logits(model, tokens, biases=False) if fast else model(tokens)[:, -1]
         loss = F.cross_entropy(logits.float(), labels)
         opt.zero_grad(set_to_none=True)
         loss.backward()

@@ -49,10 +49,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
-import torch
 
 from ..data import Task
 from ..fileio import atomic_write, sha256_file
+from .measures.circuits import last_position_correct
 from ..model import load_checkpoint
 from ..training.grid import SweepError
 from ..training.sweep_folder import config_from_grid_file, points_dir, read_grid_file
@@ -123,15 +123,6 @@ class PointResult:
 
 
 # ----- the metric -------------------------------------------------------------------------------------
-@torch.no_grad()
-def correct_at_last_position(model, tokens: torch.Tensor, labels: torch.Tensor, batch: int = 4096) -> torch.Tensor:
-    """Per sequence: argmax of the last-position logits == label (bool, fp32 fast path)."""
-    dev = next(model.parameters()).device
-    out = [model.last_logits(tokens[i:i + batch].to(dev)).argmax(-1).cpu() == labels[i:i + batch]
-           for i in range(0, len(tokens), batch)]
-    return torch.cat(out)
-
-
 def generalization_accuracy(model, task: Task, param: str, union_sample: int | None = UNION_SAMPLE) -> Measurement:
     """The point's metric: f -> acc on ``task.exhaustive_0var_heldout()`` (exact);
     r -> acc on ``task.exhaustive_2var_union()`` (or a fixed subsample of it), with a 95% CI."""
@@ -146,7 +137,7 @@ def generalization_accuracy(model, task: Task, param: str, union_sample: int | N
         if sample is not None:
             rows = np.sort(np.random.default_rng(0).choice(len(tokens), size=sample, replace=False))
             tokens, labels = tokens[rows], labels[rows]
-    correct = correct_at_last_position(model, tokens, labels)
+    correct = last_position_correct(model, tokens, labels)
     v, lo, hi = rate_ci(correct)
     exact = param == "f" or sample is None
     return Measurement(v, v if exact else lo, v if exact else hi, len(correct), {"sample": sample})

@@ -9,9 +9,8 @@ InterventionError instead of returning logits that were never intervened on.
 The two backends do the same thing by different means: "tl" adds temporary TransformerLens hook
 functions (``run_with_hooks``); "nnsight" writes the edited value through an ``nnsight.NNsight``
 trace. Reference activations (means, resample pools, patch sources) are read by the same backend
-from clean forwards, so the two agree to the last bit on the same intervention (tested); with
-``last_only=True`` to about 1e-4 in the logits (the "tl" backend then computes the last block at the
-last position alone, a different summation order).
+from clean forwards, so the two agree to the last bit on the same intervention, ``last_only=True``
+included (tested).
 
 ``knockout(model, interventions)`` returns a deep copy with the interventions installed as
 permanent hooks: a control model ("mechanism ablated") that any later code runs as usual.
@@ -20,7 +19,6 @@ from __future__ import annotations
 
 import copy
 import difflib
-import types
 import weakref
 from collections import Counter
 from contextlib import contextmanager
@@ -247,8 +245,8 @@ def run(model, tokens: torch.Tensor, interventions=(), backend: str = "tl", last
     its own cells. Reference activations come from clean forwards of this model, one per distinct
     reference token tensor, each stopped after the last block it needs. No gradients are kept. The
     nnsight backend instruments the model's modules the way nnsight does (plain calls are unaffected).
-    ``last_only=True`` (TransformerLens backend, a model whose forward takes ``last_only``): only the
-    last position's logits are computed, (B, 1, V); every hook still fires as in the full forward.
+    ``last_only=True``: only the last position's logits are returned, (B, 1, V), equal to the full
+    forward's; every hook fires as in the full forward.
     ``read``: hook names whose (post-edit) activations to return in ``Result.activations``, measured
     in the same forward: for claims measured where the next component reads, not at the answer.
     ``stop_at_layer`` (TransformerLens backend): run blocks 0..L-1 only; ``Result.logits`` is then the
@@ -331,10 +329,6 @@ def knockout(model, interventions, probe_tokens: torch.Tensor | None = None):
         batch["tokens"] = tokens
         return tokens
     ablated.add_perma_hook("hook_tokens", remember_tokens)
-    # Non-AssignAdd models' hook-free fast paths would skip the knockout silently: route them through
-    # the hooked forward (ours does so itself whenever a hook is attached).
-    if not _takes_last_only(ablated) and hasattr(ablated, "last_logits"):
-        ablated.last_logits = types.MethodType(_last_logits_through_hooks, ablated)
     for hook, edits in by_hook.items():
         ablated.add_perma_hook(hook, _hook_fn(edits, batch, allow_empty=True))
     if probe_tokens is None:
@@ -344,11 +338,6 @@ def knockout(model, interventions, probe_tokens: torch.Tensor | None = None):
     _check_fired(counts, by_hook, 1, "knockout")
     ablated.knockout_interventions = interventions
     return ablated
-
-
-def _last_logits_through_hooks(self, tokens: torch.Tensor, biases: bool = True) -> torch.Tensor:
-    """``last_logits`` of a knockout model: the hooked forward, read at the last position."""
-    return (self(tokens, last_only=True) if _takes_last_only(self) else self(tokens))[:, -1]
 
 
 def _probe_batch(interventions) -> int:

@@ -251,11 +251,6 @@ class Unembed(nn.Module):
         return x @ self.W_U + self.b_U
 
 
-# The last block's modules whose hooks fire before its MLP (named relative to the block).
-_UP_TO_RESID_MID = frozenset({"hook_resid_pre", "hook_attn_out", "hook_resid_mid", "attn", "attn.hook_q", "attn.hook_k",
-                              "attn.hook_v", "attn.hook_attn_scores", "attn.hook_pattern", "attn.hook_z"})
-
-
 class AssignAddTransformer(HookedRootModule):
     """The 2-layer, 1-head, attention-only-Layer-1 transformer of the paper."""
 
@@ -306,120 +301,28 @@ class AssignAddTransformer(HookedRootModule):
 
     def forward(self, tokens: torch.Tensor, stop_at_layer: int | None = None, *,
                 last_only: bool = False) -> torch.Tensor:
-        """Logits at every position: (B, T) -> (B, T, d_vocab_out), fp32.
+        """Logits at every position: (B, T) -> (B, T, d_vocab_out), fp32. The one hooked forward: every
+        hook point fires here, in order, with the same shapes whatever the arguments.
 
         ``stop_at_layer=L`` (as TransformerLens) runs blocks 0..L-1 only and returns the residual
         stream (B, T, d_model): for measurements that read Layer 1 alone.
 
-        ``last_only=True``: the caller reads the last position only; returns (B, 1, d_vocab_out).
-        Every hook fires exactly as in the full forward, with the same shapes; what no hook and no
-        output reads is skipped. With no hook in the last block, that block runs as in
-        ``last_logits`` (query, attention output, MLP and unembedding at the last position only);
-        with hooks no later than its ``hook_resid_mid``, its attention runs in full and only the MLP
-        and unembedding are cut to the last position; any later hook gets the full forward.
+        ``last_only=True``: the caller reads the last position only; the result is (B, 1, d_vocab_out),
+        bit-identical to the full forward's last position (the same products in the same shapes: the
+        unembedding is ~2% of the forward, so slicing before it would save little and could change the
+        last bits). The hook-free path that cuts the last block to one position is
+        ``assignadd.training.fast_forward``, used by training alone.
         """
         if tokens.dim() == 1:  # one sequence, e.g. ``model(assignadd.parse(text))``
             tokens = tokens[None]
         tokens = self.hook_tokens(tokens)
         x = self.hook_embed(self.embed(tokens)) + self.hook_pos_embed(self.pos_embed(tokens))
-        if last_only and stop_at_layer is None:
-            for block in self.blocks[:-1]:
-                x = block(x)
-            return self._last_block(x)[:, None]
         for block in self.blocks[:stop_at_layer]:
             x = block(x)
         if stop_at_layer is not None:
             return x
-        return self.unembed(x).float()
-
-    def _last_block(self, x: torch.Tensor) -> torch.Tensor:
-        """The last block and the unembedding, for the last position's logits (B, d_vocab_out), doing
-        no more work than the hooks attached to the last block need (see ``forward``)."""
-        last = self.blocks[-1]
-        if last.attn.split_qkv_input:
-            return self.unembed(last(x)[:, -1]).float()
-        hooked = {name for name, m in last.named_modules() if m._forward_hooks or m._forward_pre_hooks}
-        if self.unembed._forward_hooks or self.unembed._forward_pre_hooks:
-            hooked.add("unembed")
-        if not hooked:
-            return self._last_block_fast(x, biases=True)
-        if hooked <= _UP_TO_RESID_MID:
-            x = last.hook_resid_pre(x)
-            resid = last.hook_resid_mid(x + last.hook_attn_out(last.attn(x)))[:, -1]
-            if last.has_mlp:
-                resid = resid + self._mlp_fast(last.mlp, resid, True)
-            return (resid @ self.unembed.W_U + self.unembed.b_U).float()
-        return self.unembed(last(x)[:, -1]).float()
-
-    def has_hooks(self) -> bool:
-        """True when any hook function (temporary, permanent or a forward pre-hook) is attached:
-        then only the hooked ``forward`` computes what the caller expects, not ``last_logits``."""
-        return bool(self._forward_pre_hooks or self._forward_hooks) or any(
-            hp._forward_hooks or hp._backward_hooks for hp in self.hook_dict.values())
-
-    def last_logits(self, tokens: torch.Tensor, biases: bool = True) -> torch.Tensor:
-        """Logits at the last position only, computing the last layer for that position alone.
-
-        The training fast path: the loss reads only position T-1, so the last layer needs keys and
-        values at every position but query, attention output, MLP and unembedding at one. No hooks
-        fire here. ``biases=False`` skips the bias terms, for callers that know they are zero (the
-        trainer: they are frozen at zero), which saves mixed-dtype additions under autocast.
-        (B, T) -> (B, d_vocab_out), fp32. A model with hooks attached (a knock-out copy, a caller's
-        temporary hooks) is run through the hooked ``forward`` instead, so no hook is ever skipped.
-        """
-        if self.has_hooks():
-            return self(tokens, last_only=True)[:, -1]
-        B, T = tokens.shape
-        x = F.embedding(tokens, self.embed.W_E) + self.pos_embed.W_pos[:T]  # (B, T, D)
-        for block in self.blocks[:-1]:
-            a = block.attn
-            H, D, Dh = a.W_Q.shape
-            # Three products rather than one fused one: each output is contiguous, so neither the
-            # forward (per-head views) nor the backward (re-assembling a fused gradient) copies; about
-            # an eighth faster for this block's forward and backward together (bench/RESULTS.md).
-            q, k, v = (x @ W.permute(1, 0, 2).reshape(D, H * Dh) for W in (a.W_Q, a.W_K, a.W_V))
-            if biases:
-                q, k, v = q + a.b_Q.reshape(H * Dh), k + a.b_K.reshape(H * Dh), v + a.b_V.reshape(H * Dh)
-            q, k, v = (t.view(B, T, H, Dh).transpose(1, 2) for t in (q, k, v))  # each (B, H, T, Dh)
-            scores = (q @ k.transpose(-1, -2)).float() / a.scale
-            scores = scores.masked_fill(~a.mask[:T, :T], float("-inf"))
-            z = scores.softmax(dim=-1).to(v.dtype) @ v  # (B, H, T, Dh)
-            x = x + z.transpose(1, 2).reshape(B, T, H * Dh) @ a.W_O.reshape(H * Dh, D)
-            if biases:
-                x = x + a.b_O
-            if block.has_mlp:
-                x = x + self._mlp_fast(block.mlp, x, biases)
-        return self._last_block_fast(x, biases)
-
-    def _last_block_fast(self, x: torch.Tensor, biases: bool) -> torch.Tensor:
-        """The last block for the last position only, from the residual stream entering it, no hooks."""
-        B, T, _ = x.shape
-        last = self.blocks[-1]
-        a = last.attn
-        H, D, Dh = a.W_Q.shape
-        x_last = x[:, -1]  # (B, D)
-        q = x_last @ a.W_Q.permute(1, 0, 2).reshape(D, H * Dh)
-        k, v = (x @ W.permute(1, 0, 2).reshape(D, H * Dh) for W in (a.W_K, a.W_V))  # as in last_logits
-        if biases:
-            q, k, v = q + a.b_Q.reshape(H * Dh), k + a.b_K.reshape(H * Dh), v + a.b_V.reshape(H * Dh)
-        k, v = (t.view(B, T, H, Dh).transpose(1, 2) for t in (k, v))  # each (B, H, T, Dh)
-        scores = (q.view(B, H, 1, Dh) @ k.transpose(-1, -2)).float() / a.scale  # the last query sees all keys
-        z = (scores.softmax(dim=-1).to(v.dtype) @ v).reshape(B, H * Dh)
-        resid = x_last + z @ a.W_O.reshape(H * Dh, D)
-        if biases:
-            resid = resid + a.b_O
-        if last.has_mlp:
-            resid = resid + self._mlp_fast(last.mlp, resid, biases)
-        logits = resid @ self.unembed.W_U
-        if biases:
-            logits = logits + self.unembed.b_U
-        return logits.float()
-
-    @staticmethod
-    def _mlp_fast(mlp: MLP, x: torch.Tensor, biases: bool) -> torch.Tensor:
-        if biases:
-            return F.relu(x @ mlp.W_in + mlp.b_in) @ mlp.W_out + mlp.b_out
-        return F.relu(x @ mlp.W_in) @ mlp.W_out
+        logits = self.unembed(x).float()
+        return logits[:, -1:] if last_only else logits
 
     def biases_are_zero(self) -> bool:
         return all(not p.any() for n, p in self.named_parameters() if n.rsplit(".", 1)[-1].startswith("b_"))

@@ -1,5 +1,6 @@
 """One knock-out mechanism: a knock-out copy acts through every
-entry point (``__call__``, ``run_with_hooks``, ``run``, ``capture``, ``last_logits``), on any batch."""
+entry point (``__call__``, ``run_with_hooks``, ``run``, ``capture``, ``last_only``), on any batch; the hook-free
+training path refuses it."""
 from __future__ import annotations
 
 import pytest
@@ -9,6 +10,7 @@ from assignadd.data import Task, value_positions
 from assignadd.hypotheses.measures.knockouts import uniform_value_attention
 from assignadd.interventions import InterventionError, Replace, Resample, Site, Zero, capture, knockout, run
 from assignadd.model import AssignAddTransformer
+from assignadd.training.fast_forward import HookedModelError, last_logits
 
 HOOK = "blocks.0.hook_attn_out"
 
@@ -34,7 +36,7 @@ def test_knockout_with_callable_positions_acts_through_every_entry_point_on_each
         assert torch.equal(ko(tokens), want)
         assert torch.equal(ko.run_with_hooks(tokens), want)
         assert torch.equal(run(ko, tokens).logits, want)
-        assert torch.allclose(ko.last_logits(tokens), want[:, -1], atol=1e-5)  # last-position path: same sums, other order
+        assert torch.equal(ko(tokens, last_only=True)[:, -1], want[:, -1])  # last position only: the same sums
         acts = capture(ko, tokens, [HOOK])[HOOK]
         assert (acts[value_positions(tokens)] == 0).all()
         assert not torch.equal(acts, capture(model, tokens, [HOOK])[HOOK])
@@ -55,23 +57,26 @@ def test_matched_resample_cannot_be_made_permanent(setup):
         knockout(model, [Resample(Site(HOOK, 3), b, match=(feature, torch.zeros(len(b), dtype=torch.long)))])
 
 
-def test_uniform_value_attention_knockout_agrees_between_forward_and_last_logits(setup):
+def test_uniform_value_attention_knockout_agrees_between_full_and_last_only_forward(setup):
     model, a, _ = setup
     ko = uniform_value_attention(model)
-    assert torch.equal(ko(a, last_only=True)[:, -1], ko.last_logits(a))
-    assert not torch.equal(ko.last_logits(a), model.last_logits(a))
+    assert torch.equal(ko(a, last_only=True)[:, -1], ko(a)[:, -1])
+    assert not torch.equal(ko(a, last_only=True), model(a, last_only=True))
 
 
-def test_last_logits_of_a_model_with_temporary_hooks_runs_them(setup):
+def test_the_hook_free_training_path_refuses_a_knockout_and_temporary_hooks(setup):
     model, a, _ = setup
-    clean = model.last_logits(a)
+    with pytest.raises(HookedModelError, match="hooks attached"):
+        last_logits(uniform_value_attention(model), a)
+    clean = last_logits(model, a)
     model.add_hook(HOOK, lambda act, hook: torch.zeros_like(act))
     try:
-        hooked = model.last_logits(a)
+        with pytest.raises(HookedModelError):
+            last_logits(model, a)
+        assert not torch.equal(model(a, last_only=True)[:, -1], clean)  # the hooked forward runs the hook
     finally:
         model.reset_hooks()
-    assert not torch.equal(hooked, clean)
-    assert torch.equal(model.last_logits(a), clean)
+    assert torch.equal(last_logits(model, a), clean)
 
 
 # ----- the engine's silent paths -----------------------------------

@@ -15,6 +15,7 @@ from transformer_lens import ActivationCache
 
 import assignadd
 from assignadd import AssignAddTransformer, ModelConfig
+from assignadd.training.fast_forward import last_logits
 
 D_MODEL = 128
 SPEC_SHAPES = {  # SPEC §2.4, the bare TransformerLens 2.x layout
@@ -159,13 +160,13 @@ def test_last_logits_equals_full_forward_with_nonzero_biases_and_layer1_mlp(tl_c
     labels = torch.randint(0, 59, (len(tokens),), generator=torch.Generator().manual_seed(2))
     weights = torch.randn(len(tokens), 59, generator=torch.Generator().manual_seed(3))
     with torch.no_grad():
-        _close(model.last_logits(tokens), model(tokens)[:, -1], atol=1e-5)
+        _close(last_logits(model, tokens), model(tokens)[:, -1], atol=1e-5)
 
     def loss(logits):
         return F.cross_entropy(logits, labels) + (logits * weights).mean()
 
     full = _grads(model, lambda: loss(model(tokens)[:, -1]))
-    fast = _grads(model, lambda: loss(model.last_logits(tokens)))
+    fast = _grads(model, lambda: loss(last_logits(model, tokens)))
     assert set(full) == set(fast) == {n for n, _ in model.named_parameters()}
     for name in full:
         if not name.endswith("attn.b_K"):  # b_K shifts every score of a query alike: zero gradient
@@ -179,16 +180,16 @@ def test_last_logits_equals_full_forward_on_fresh_init(tokens, biases):
     assert model.biases_are_zero()
     labels = torch.randint(0, 59, (len(tokens),), generator=torch.Generator().manual_seed(4))
     with torch.no_grad():
-        _close(model.last_logits(tokens, biases=biases), model(tokens)[:, -1], atol=1e-6)
+        _close(last_logits(model, tokens, biases=biases), model(tokens)[:, -1], atol=1e-6)
     full = _grads(model, lambda: F.cross_entropy(model(tokens)[:, -1], labels))
-    fast = _grads(model, lambda: F.cross_entropy(model.last_logits(tokens, biases=biases), labels))
+    fast = _grads(model, lambda: F.cross_entropy(last_logits(model, tokens, biases=biases), labels))
     trainable = {n for n, p in model.named_parameters() if p.requires_grad}
     assert set(full) == set(fast) == trainable
     for name in full:
         _close(fast[name], full[name], atol=1e-7, rtol=1e-4)
 
 
-# Where a hook sits decides how much of the last block ``forward(last_only=True)`` may skip.
+# Hooks anywhere: ``forward(last_only=True)`` must fire each as the full forward does.
 _LAST_ONLY_HOOKS = {
     "none": [],
     "layer 1 only": ["blocks.0.attn.hook_pattern"],
@@ -228,9 +229,9 @@ def test_last_only_forward_fires_every_hook_as_the_full_forward(tl_checkpoint, t
 def test_last_logits_under_bf16_autocast_tracks_fp32(tokens):
     model = AssignAddTransformer(seed=0)
     with torch.no_grad():
-        fp32 = model.last_logits(tokens)
+        fp32 = last_logits(model, tokens)
         with torch.autocast("cpu", dtype=torch.bfloat16):
-            bf16 = model.last_logits(tokens, biases=False)
+            bf16 = last_logits(model, tokens, biases=False)
             full_bf16 = model(tokens)[:, -1]
     assert bf16.dtype == torch.float32
     scale = fp32.abs().max().item()

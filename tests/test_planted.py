@@ -18,6 +18,7 @@ import torch
 from assignadd.data import POOL_NAMES, Task
 from assignadd.hypotheses import REGISTRY, Context
 from assignadd.hypotheses.measures.circuits import (
+    last_position_correct,
     layer1_eq_to_operand_slots,
     positional_prev_token_rows,
     prev_token_attention,
@@ -61,7 +62,7 @@ def verdict(contexts):
 def accuracy(ctx: Context, pool: str) -> float:
     tokens, labels = ctx.pool(pool)
     with torch.no_grad():
-        return float((ctx.model.last_logits(tokens).argmax(-1) == labels).double().mean())
+        return float(last_position_correct(ctx.model, tokens, labels).double().mean())
 
 
 def evidence(result, name: str):
@@ -84,7 +85,7 @@ def test_planted_solver_answers_every_pool(contexts, pool):
 def test_planted_solver_adds_every_heldout_pair_as_constants(contexts, paper_task):
     tokens, labels = paper_task.exhaustive_0var_heldout()
     with torch.no_grad():
-        assert bool((contexts["solver"].model.last_logits(tokens).argmax(-1) == labels).all())
+        assert bool(last_position_correct(contexts["solver"].model, tokens, labels).all())
 
 
 @pytest.mark.parametrize("claim", ["previous_token_head", "identity_qk", "shared_residual", "heldout_generalization",

@@ -11,6 +11,7 @@ import torch
 
 import assignadd
 from assignadd import Task, hypotheses
+from assignadd.hypotheses.measures.circuits import last_position_correct
 from assignadd.hypotheses.base import ClaimResult, Evidence, Hypothesis, Measurement, Threshold
 from assignadd.hypotheses.learning_phases import (
     COHERENCE_R2,
@@ -197,7 +198,7 @@ class _AlwaysLate(Hypothesis):
     id, spec, statement = "stand_in", "test", "0-var training accuracy above twice chance"
 
     def evidence(self, ctx):
-        acc = float((ctx.model.last_logits(ctx.pool("0var_train")[0]).argmax(-1) == ctx.pool("0var_train")[1])
+        acc = float(last_position_correct(ctx.model, *ctx.pool("0var_train"))
                     .double().mean())
         return [Evidence("acc", "mean correct", "causal", Threshold(2 / 59, ">=", "test"), Measurement.exact(acc))]
 

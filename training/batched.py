@@ -38,6 +38,7 @@ from torch.func import functional_call, vmap
 
 from ..data import Task
 from ..model.transformer import AssignAddTransformer, ModelConfig
+from .fast_forward import last_logits
 from .precision import SCOUT_BATCH, PrecisionChoice, StepProbe, choose_precision
 from .train import (RunFiles, TrainConfig, TrainError, _autocast, adamw, eval_pools, log_stderr, open_run,
                     prepare_run_folder, recorded_precision)
@@ -48,14 +49,14 @@ SHARED = ("steps", "batch_size", "lr", "weight_decay", "betas", "device", "preci
 
 
 class _LastLogits(nn.Module):
-    """``functional_call`` calls ``forward``; the trainer's path is ``last_logits`` without biases."""
+    """``functional_call`` calls ``forward``; the trainer's path is ``fast_forward.last_logits`` without biases."""
 
     def __init__(self, model: AssignAddTransformer):
         super().__init__()
         self.model = model
 
     def forward(self, tokens):  # (B, T) -> (B, d_vocab_out)
-        return self.model.last_logits(tokens, biases=False)
+        return last_logits(self.model, tokens, biases=False)
 
 
 @dataclass

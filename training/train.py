@@ -31,6 +31,7 @@ from ..data import POOL_NAMES, Task
 from ..fileio import atomic_write
 from ..model.checkpoint import atomic_save, save_checkpoint
 from ..model.transformer import AssignAddTransformer, ModelConfig
+from .fast_forward import last_logits
 from .precision import SCOUT_BATCH, PrecisionChoice, StepProbe, choose_precision
 
 RUN_FORMAT = "assignadd.run/1"
@@ -119,7 +120,7 @@ def accuracy(model: AssignAddTransformer, tokens: torch.Tensor, labels: torch.Te
     correct = 0
     dev = next(model.parameters()).device
     for i in range(0, len(tokens), batch):
-        logits = model.last_logits(tokens[i:i + batch].to(dev))
+        logits = last_logits(model, tokens[i:i + batch].to(dev))
         correct += (logits.argmax(-1).cpu() == labels[i:i + batch]).sum().item()
     return correct / len(tokens)
 
@@ -141,7 +142,7 @@ def training_step(model: AssignAddTransformer, opt: torch.optim.Optimizer, token
     Returns the loss; the step's gradients stay on the parameters. The step ``train`` runs, and the
     one ``training.precision`` times."""
     with _autocast(device, bf16):
-        logits = model.last_logits(tokens, biases=biases)  # (B, d_vocab_out)
+        logits = last_logits(model, tokens, biases=biases)  # (B, d_vocab_out)
     loss = F.cross_entropy(logits.float(), labels)
     opt.zero_grad(set_to_none=True)
     loss.backward()

@@ -141,8 +141,11 @@ def last_position_correct(model: AssignAddTransformer, tokens: torch.Tensor, lab
                           batch: int = 2048) -> torch.Tensor:
     """Per-sequence correctness of the answer at the last position, through the one hooked forward
     (``last_only=True``: every hook, a knock-out's included, fires; only the last position's answer is
-    computed). Bool (B,)."""
+    computed). Bool (B,), on ``labels``' device; the tokens are moved to the model's device batch by batch."""
+    dev = next(model.parameters()).device
     out = []
-    for i in range(0, len(tokens), batch):
-        out.append(model(tokens[i:i + batch], last_only=True)[:, -1].argmax(-1) == labels[i:i + batch])
+    with torch.no_grad():
+        for i in range(0, len(tokens), batch):
+            answer = model(tokens[i:i + batch].to(dev), last_only=True)[:, -1].argmax(-1)
+            out.append(answer.to(labels.device) == labels[i:i + batch])
     return torch.cat(out)

@@ -118,7 +118,7 @@ class SeriesMeasurer:
     def measure(self, model) -> dict[str, float]:
         v: dict[str, float] = {}
         # Batches of ~1000 sequences: larger ones fall out of cache and run slower on a CPU.
-        correct = torch.cat([model.last_logits(x).argmax(-1) for x in self._all_tokens.split(1024)]) == self._all_labels
+        correct = circuits.last_position_correct(model, self._all_tokens, self._all_labels, batch=1024)
         for i, name in enumerate(POOL_NAMES):
             v[f"acc_{name}"] = float(correct[i * self.n:(i + 1) * self.n].double().mean())
         # the restricted-slot phase cell by cell: each variable in the slot training never gave it
@@ -151,8 +151,7 @@ class SeriesMeasurer:
         from .scrubbing import addition_scrub, routing_scrub
 
         tokens, labels = self._scrub
-        v["scrub_model_accuracy"] = float((torch.cat([model.last_logits(x).argmax(-1) for x in tokens.split(1024)])
-                                           == labels).double().mean())
+        v["scrub_model_accuracy"] = float(circuits.last_position_correct(model, tokens, labels, batch=1024).double().mean())
         v["scrub_routing_accuracy"] = float(routing_scrub(model, tokens, labels, seed=POOL_SEED,
                                                           features="hypothesis")["correct"].double().mean())
         v["scrub_addition_accuracy"] = float(addition_scrub(model, tokens, labels, self.task, seed=POOL_SEED,
