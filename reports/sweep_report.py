@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 from ..cli_util import exit_bad_input
-from ..fileio import atomic_write_files
+from ..fileio import atomic_write_files, sha256_file
 from . import html as H
 from . import series_html
 from .png import PAGE_DPI, png_bytes, pyplot
@@ -32,7 +32,7 @@ from .render import fmt, fmt_measurement
 
 SCHEMA = "assignadd.sweep/1"
 CSV_FIELDS = ("param", "point", "value", "seed", "f", "r", "metric", "accuracy", "ci_low", "ci_high", "n", "sample",
-              "generalizes", "status", "steps_trained", "stopped_early")
+              "generalizes", "status", "steps_trained", "stopped_early", "final_sha256")
 
 
 class SweepReportError(ValueError):
@@ -68,7 +68,9 @@ def _training_summary(point_dir: Path, steps: int) -> dict:
     step = last["step"] if last else None
     return {"steps_trained": step, "finished": done,
             "stopped_early": bool(done and step is not None and step < steps),
-            "final_pools": last["accuracy"] if last else None}
+            "final_pools": last["accuracy"] if last else None,
+            # what re-scores the verdict: the exact weights the point's metric was measured on
+            "final_sha256": sha256_file(point_dir / "final.pt") if done else None}
 
 
 def compute_sweep_report(path, *, union_sample=None, device: str = "cpu", progress: bool = False) -> dict:
@@ -156,7 +158,8 @@ def to_csv(doc: dict) -> str:
                         "r": p["r"], "metric": p["metric"], "accuracy": p["accuracy"], "ci_low": p["low"],
                         "ci_high": p["high"], "n": p["n"], "sample": p["sample"], "generalizes": p["generalizes"],
                         "status": p.get("status"),
-                        "steps_trained": p["steps_trained"], "stopped_early": p["stopped_early"]})
+                        "steps_trained": p["steps_trained"], "stopped_early": p["stopped_early"],
+                        "final_sha256": p.get("final_sha256")})
     return buf.getvalue()
 
 

@@ -311,6 +311,23 @@ def test_sweep_report_writes_json_csv_and_html_with_the_threshold(tmp_path, caps
     assert (tmp_path / "rep" / "sweep.json").read_bytes() == first
 
 
+def test_sweep_report_records_the_hash_of_each_finished_points_weights(tmp_path):
+    """What re-scores a verdict: each point's metric with the SHA-256 of the final.pt it was measured on."""
+    import hashlib
+
+    out = synthetic_sweep(tmp_path, "f", F_GRID, 0.25)
+    doc = sweep_report.compute_sweep_report(out)
+    assert all(p["final_sha256"] is None for p in doc["sweeps"][0]["points"])  # no weights, no hash
+    weights = b"not a real checkpoint, only bytes to hash"
+    finished = points_dir(out) / "f=0.25_seed=0"
+    (finished / "final.pt").write_bytes(weights)
+    summary = sweep_report._training_summary(finished, steps=100)
+    assert summary["finished"] and summary["final_sha256"] == hashlib.sha256(weights).hexdigest()
+    doc["sweeps"][0]["points"][0].update(summary)
+    row = sweep_report.to_csv(doc).splitlines()[1]
+    assert row.endswith("," + hashlib.sha256(weights).hexdigest())
+
+
 def test_sweep_report_exits_1_when_the_claim_does_not_pass_and_still_writes_why(tmp_path):
     synthetic_sweep(tmp_path / "both", "f", F_GRID, 0.4)
     synthetic_sweep(tmp_path / "both", "r", R_GRID, 0.2)
