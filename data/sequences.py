@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .tokens import PREFIX_LEN, SEQ_LEN, VOCAB, Vocab
+from .tokens import POS_EQ, POS_LHS, POS_PLUS, POS_RHS, PREFIX_LEN, SEQ_LEN, VOCAB, Vocab
 
 # Kinds of sequence (SPEC §1.2). The var columns hold variable *indices* (0 = a), -1 where unused.
 KIND_0VAR, KIND_1VAR_LHS, KIND_1VAR_RHS, KIND_2VAR = 0, 1, 2, 3
@@ -82,10 +82,10 @@ def build_sequences(
 
     lhs_is_var = (kind == KIND_1VAR_LHS) | two
     rhs_is_var = (kind == KIND_1VAR_RHS) | two
-    tokens[:, 12] = vocab.plus
-    tokens[:, 13] = np.where(lhs_is_var, vocab.first_var + var1, num1)
-    tokens[:, 14] = np.where(rhs_is_var, vocab.first_var + var2, num2)
-    tokens[:, 15] = vocab.eq
+    tokens[:, POS_PLUS] = vocab.plus
+    tokens[:, POS_LHS] = np.where(lhs_is_var, vocab.first_var + var1, num1)
+    tokens[:, POS_RHS] = np.where(rhs_is_var, vocab.first_var + var2, num2)
+    tokens[:, POS_EQ] = vocab.eq
     return tokens
 
 
@@ -100,13 +100,13 @@ def to_tensors(tokens: np.ndarray, labels: np.ndarray) -> tuple[torch.Tensor, to
 def operand_sources(tokens: torch.Tensor, vocab: Vocab = VOCAB) -> torch.Tensor:
     """Where each operand's value sits: [B, 2] positions for (LHS, RHS).
 
-    A constant operand is its own slot (13 or 14); a variable operand points at the value token right
+    A constant operand is its own slot (``POS_LHS`` 13 or ``POS_RHS`` 14); a variable operand points at the value token right
     after that variable's assignment in the prefix. A variable with no assignment gives -1.
     """
     tokens = torch.as_tensor(tokens)
     prefix = tokens[:, :PREFIX_LEN]
     out = []
-    for slot in (13, 14):
+    for slot in (POS_LHS, POS_RHS):
         op = tokens[:, slot]
         match = prefix[:, :-1] == op[:, None]  # var token positions 0..10; the value follows
         has = match.any(dim=1)

@@ -22,6 +22,7 @@ from typing import Callable
 
 import torch
 
+from ..random_streams import torch_generator
 from .site import InterventionError, Site, as_site
 
 Edit = Callable[[torch.Tensor, object], torch.Tensor]  # (activation, hook) -> replacement, same shape
@@ -98,7 +99,8 @@ class Resample(Intervention):
     whose feature equals the base sequence's (causal scrubbing: a hypothesis that says the site
     carries only that feature predicts no change). A base sequence with no matching reference raises.
     Without ``match`` the draw depends only on (seed, batch size), so interventions sharing a seed
-    read the same reference sequence for a given base sequence.
+    read the same reference sequence for a given base sequence. The draws come from the streams
+    ``(seed, "resample draws")`` and, with ``match``, ``(seed, "resample matches")``.
     """
 
     def __init__(self, site: Site | str, reference_tokens: torch.Tensor, seed: int = 0,
@@ -117,7 +119,7 @@ class Resample(Intervention):
 
     @staticmethod
     def _matched_indices(base_f: torch.Tensor, ref_f: torch.Tensor, seed: int) -> torch.Tensor:
-        gen = torch.Generator().manual_seed(seed)
+        gen = torch_generator(seed, "resample matches")
         idx = torch.empty(base_f.shape[0], dtype=torch.long)
         for value in torch.unique(base_f):
             want = (base_f == value).nonzero().flatten()
@@ -135,7 +137,7 @@ class Resample(Intervention):
                 raise InterventionError(f"Resample({self.site.hook!r}) was matched for a batch of {len(self.indices)}, "
                                         f"run on a batch of {batch}")
             return self.indices
-        gen = torch.Generator().manual_seed(self.seed)
+        gen = torch_generator(self.seed, "resample draws")
         return torch.randint(len(self.reference_tokens), (batch,), generator=gen)
 
     def reference_requests(self):
@@ -289,11 +291,13 @@ class Project(Intervention):
         return f"Project({self.site!r}, rank {self.basis.shape[0]}, mode={self.mode!r})"
 
 
-def random_subspace(d: int, k: int, seed: int, exclude: torch.Tensor | None = None) -> torch.Tensor:
-    """A random k-dimensional subspace of R^d as orthonormal rows [k, d], seeded: the placebo for a
-    projection of the same rank. ``exclude`` [m, d]: the subspace is drawn orthogonal to these rows
-    (e.g. a random set of directions disjoint from the key-frequency ones)."""
-    gen = torch.Generator().manual_seed(seed)
+def random_subspace(d: int, k: int, seed: int, exclude: torch.Tensor | None = None, *,
+                    label: str = "random subspace") -> torch.Tensor:
+    """A random k-dimensional subspace of R^d as orthonormal rows [k, d], drawn from the stream
+    ``(seed, label)``: the placebo for a projection of the same rank. ``exclude`` [m, d]: the subspace
+    is drawn orthogonal to these rows (e.g. a random set of directions disjoint from the key-frequency
+    ones)."""
+    gen = torch_generator(seed, label)
     m = torch.randn(d, k, generator=gen, dtype=torch.float64)
     if exclude is not None:
         e = orthonormal_rows(exclude, what="random_subspace exclude")  # (m, d)

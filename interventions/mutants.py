@@ -14,17 +14,18 @@ about a component upstream of it passes (nothing it reads has changed); claims d
 but not judged (they read a broken input); behaviour claims fail when the mutant breaks behaviour.
 
 Every mutant is a pure function ``(model, seed) -> model``; random choices (rotations, permutations)
-come from a generator derived from ``(seed, mutant name)``. ``MUTANTS`` lists them with the
-component each breaks, and ``COMPONENT_OF_CLAIM`` / ``UPSTREAM`` give the expected pattern.
+come from the stream ``random_streams.torch_generator(seed, mutant name)``. ``MUTANTS`` lists them
+with the component each breaks, and ``COMPONENT_OF_CLAIM`` / ``UPSTREAM`` give the expected pattern.
 """
 from __future__ import annotations
 
 import copy
-import zlib
 from dataclasses import dataclass
 from typing import Callable
 
 import torch
+
+from ..random_streams import torch_generator
 
 # The circuit's components in order, upstream first, and the claim that owns each (SPEC §6).
 COMPONENTS = ("layer1_previous_token", "layer2_identity_qk", "layer2_ov", "layer2_mlp")
@@ -38,10 +39,9 @@ COMPONENT_OF_CLAIM = {
 BEHAVIOUR_CLAIMS = ("heldout_generalization", "restricted_slot_generalization", "whole_algorithm")
 
 
-def generator(seed: int, label: str) -> torch.Generator:
-    """A torch generator for one named purpose: the same (seed, label) always gives the same stream,
-    and two labels never share one."""
-    return torch.Generator().manual_seed((int(seed) * 1_000_003 + zlib.crc32(label.encode())) % (2**63))
+# A torch generator for one named purpose, ``(seed, label)``: the one derivation is
+# ``random_streams``'s; the name stays here for the modules that import it from this one.
+generator = torch_generator
 
 
 def random_rotation(d: int, gen: torch.Generator) -> torch.Tensor:

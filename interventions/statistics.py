@@ -1,13 +1,14 @@
 """Confidence intervals and effect sizes, model-free and seeded.
 
 Exact Clopper-Pearson intervals for rates; for means, a seeded bootstrap that keeps its coverage near
-the bounds of the values and at small n (see ``mean_ci``); TransformerLens' ``derive_generator`` names
-the random streams. Plain floats, so results serialize to JSON.
+the bounds of the values and at small n (see ``mean_ci``), its resamples drawn from the stream
+``random_streams.torch_generator(seed, label)``. Plain floats, so results serialize to JSON.
 """
 from __future__ import annotations
 
 import torch
-from transformer_lens.utilities.statistics import derive_generator
+
+from ..random_streams import torch_generator
 
 CONFIDENCE = 0.95
 N_BOOTSTRAP = 1000
@@ -52,7 +53,7 @@ def mean_ci(values, *, seed: int = 0, label: str = "", confidence: float = CONFI
         raise ValueError(f"mean_ci needs at least 2 values to estimate an interval, got {n}")
     sample = v if bounds is None else torch.cat([v, torch.tensor([float(bounds[0]), float(bounds[1])],
                                                                  dtype=torch.float64)])
-    gen = derive_generator(seed, label)
+    gen = torch_generator(seed, label)
     idx = torch.randint(len(sample), (N_BOOTSTRAP, len(sample)), generator=gen)
     means = sample[idx].mean(dim=1)
     alpha = 1.0 - confidence

@@ -26,6 +26,7 @@ import torch
 
 from ..data.tokens import POS_LHS, POS_RHS, PREFIX_LEN
 from ..model import hooks
+from ..random_streams import torch_generator
 from .html import join, tag
 from .png import REPORT_DPI, png_bytes, pyplot
 
@@ -216,8 +217,7 @@ def resid_mid_cosine_figure(model, task, seed: int, n: int = 400) -> Figure:
     acts = {"var": resid_mid_at_eq(model, var_tokens), "const": resid_mid_at_eq(model, const_tokens)}  # (n, D)
     cos = torch.nn.functional.cosine_similarity
     matched = cos(acts["var"], acts["const"]).numpy()
-    gen = torch.Generator().manual_seed(seed)
-    perm = torch.randperm(len(var_tokens), generator=gen)
+    perm = torch.randperm(len(var_tokens), generator=torch_generator(seed, "resid_mid cosine figure mismatched partners"))
     sums = (const_tokens[:, POS_LHS] + const_tokens[:, POS_RHS]) % vocab.modulus
     keep = sums != sums[perm]  # a mismatched partner must have another sum
     mismatched = cos(acts["var"][keep], acts["const"][perm][keep]).numpy()

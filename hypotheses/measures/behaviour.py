@@ -2,12 +2,12 @@
 and token-aware knock-outs used as "mechanism ablated" controls."""
 from __future__ import annotations
 
-import numpy as np
 import torch
 
 from ...data import operand_sources, value_positions
 from ...interventions import Patch, Site, run
 from ...model import AssignAddTransformer, hooks
+from ...random_streams import numpy_rng
 from .circuits import last_position_correct
 
 RESID_AFTER_LAYER1 = hooks.RESID_POST_1
@@ -41,7 +41,7 @@ def operand_value_interchange(model: AssignAddTransformer, tokens: torch.Tensor,
     Returns per-example ``moved`` (bool) with counts; sequences with no valid x' are dropped.
     """
     N = model.cfg.d_vocab_out
-    rng = np.random.default_rng([seed, 31])
+    rng = numpy_rng(seed, "operand value interchange")  # one stream for every arm: the same x' per sequence
     src = operand_sources(tokens)  # (B, 2)
     B = len(tokens)
     drawn = torch.from_numpy(rng.integers(0, 2, size=B))

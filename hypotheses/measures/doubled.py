@@ -24,6 +24,7 @@ from ...data.sequences import labels_for
 from ...data.tokens import POS_LHS, POS_RHS
 from ...interventions import Replace, Site, run
 from ...model.hooks import ATTN_OUT_1, ATTN_OUT_2, PATTERN_2
+from ...random_streams import numpy_rng
 from .circuits import last_position_correct, ov2_mlp2_accuracy
 
 PER_PAIR_AND_FORM = 4  # sequences per held-out doubled pair and form (1-var LHS, 1-var RHS, 2-var)
@@ -39,7 +40,7 @@ def doubled_sets(task, seed: int, per_pair_and_form: int = PER_PAIR_AND_FORM) ->
     other = held[held[:, 0] != held[:, 1]]
     if len(dbl) == 0 or len(other) == 0:
         return None
-    rng = np.random.default_rng([int(seed), 59, 59])
+    rng = numpy_rng(seed, "doubled pair sets")
     k = per_pair_and_form
     kind = np.tile(np.repeat(np.array(FORMS), k), len(dbl))  # (P * 3k,)
     n = len(kind)

@@ -19,11 +19,11 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 import torch
 
 from ...data.tokens import POS_EQ, POS_LHS, POS_PLUS, POS_RHS, SEQ_LEN, VOCAB, Vocab
 from ...model import AssignAddTransformer, hooks
+from ...random_streams import numpy_rng
 
 MLP2_PRE, RESID_MID2 = hooks.MLP_PRE_2, hooks.RESID_MID_2
 
@@ -190,7 +190,7 @@ def non_key_frequencies(key: list[int], count: int, modulus: int, seed: int) -> 
     pool = [k for k in all_frequencies(modulus) if k not in set(key)]
     if count > len(pool):
         raise ValueError(f"cannot draw {count} non-key frequencies: only {len(pool)} are not key")
-    rng = np.random.default_rng([int(seed), 44])
+    rng = numpy_rng(seed, "placebo frequencies")
     return sorted(int(k) for k in rng.choice(pool, size=count, replace=False))
 
 
@@ -305,7 +305,7 @@ def key_frequency_edits(model: AssignAddTransformer, tokens: torch.Tensor, label
 
     def remove_random(x):
         rank = max(int(key_dirs.shape[0]), 1)
-        Q = random_subspace(x.shape[-1], rank, seed).to(x.dtype)
+        Q = random_subspace(x.shape[-1], rank, seed, label="placebo directions").to(x.dtype)
         inside = ((x - mu.to(x.dtype)) @ Q.T) @ Q
         moved["random"] = float(inside[:, POS_EQ].norm(dim=-1).mean()) if inside.dim() == 3 else float(inside.norm(dim=-1).mean())
         return x - inside

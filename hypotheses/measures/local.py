@@ -12,15 +12,13 @@ did nothing is seen as such instead of counting for the claim.
 """
 from __future__ import annotations
 
-import numpy as np
 import torch
 
 from ...data import POS_EQ, POS_LHS, POS_RHS, operand_sources, value_positions
 from ...interventions import Patch, Replace, Site, run
-from ...interventions.mutants import generator
 from ...model import AssignAddTransformer
-
 from ...model.hooks import ATTN_OUT_1, PATTERN_1, PATTERN_2, RESID_MID_2, VALUES_2
+from ...random_streams import numpy_rng, torch_generator
 
 
 def _first_var(model) -> int:
@@ -94,7 +92,7 @@ def identity_edits(model: AssignAddTransformer, tokens: torch.Tensor, *, seed: i
     b, t = vals.nonzero(as_tuple=True)
     var_id = (tokens[b, t - 1] - _first_var(model)).numpy()
     attn_out, pattern = _layer1_out(model, tokens)
-    in_train = np.random.default_rng(np.random.SeedSequence([seed, 1])).random(B) < 0.5
+    in_train = numpy_rng(seed, "identity probe split").random(B) < 0.5
     train = in_train[b.numpy()]
     probe = RidgeProbe(attn_out[b, t][torch.from_numpy(train)], torch.from_numpy(var_id[train]))
 
@@ -111,7 +109,7 @@ def identity_edits(model: AssignAddTransformer, tokens: torch.Tensor, *, seed: i
 
     # the redirect arms: in each held-out sequence with two or more assignments, one value token t0
     # and another assignment's value token d (variable w at d - 1)
-    g = generator(seed, "identity_edits.redirect")
+    g = torch_generator(seed, "identity_edits.redirect")
     scores = torch.rand(B, T, generator=g) * vals * torch.from_numpy(~in_train)[:, None]
     top = scores.topk(2, dim=-1)
     has_other = top.values[:, 1] > 0
@@ -168,7 +166,7 @@ def identity_swap_attention(model: AssignAddTransformer, tokens: torch.Tensor, *
     """
     N = model.cfg.d_vocab_out
     B = len(tokens)
-    g = generator(seed, "identity_swap")
+    g = torch_generator(seed, "identity_swap")
     src = operand_sources(tokens)
     is_var = tokens[:, [POS_LHS, POS_RHS]] >= _first_var(model)
     pick = torch.randint(0, 2, (B,), generator=g)
@@ -216,7 +214,7 @@ def value_route_patch(model: AssignAddTransformer, tokens: torch.Tensor, *, seed
     (``acted``: mean |r(same) - r(x)|, how much the tested edit moved the MLP input).
     """
     B = len(tokens)
-    g = generator(seed, "value_route_patch")
+    g = torch_generator(seed, "value_route_patch")
     src = operand_sources(tokens)
     slots = torch.tensor([POS_LHS, POS_RHS])
     is_var = tokens[:, slots] >= _first_var(model)

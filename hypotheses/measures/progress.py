@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 import torch
 
 from ...data import POOL_NAMES, POS_LHS, POS_RHS, SEQ_LEN, Task, value_positions
 from ...model import hooks
+from ...random_streams import numpy_rng
 from . import circuits
 
 ROUND = 6  # decimals of a stored value
@@ -106,7 +106,7 @@ class SeriesMeasurer:
         b, t = value_positions(tokens).nonzero(as_tuple=True)
         self._probe_index = (b, t)
         self._probe_labels = tokens[b, t - 1] - task.vocab.first_var
-        in_train = torch.from_numpy(np.random.default_rng([POOL_SEED, 7]).random(len(tokens)) < 0.5)
+        in_train = torch.from_numpy(numpy_rng(POOL_SEED, "series identity probe split").random(len(tokens)) < 0.5)
         self._probe_train = in_train[b]
         self._claims_pools: dict = {}
         self._restricted_cells = restricted_cells(task, self.pools[RESTRICTED_CELLS_POOL][0])

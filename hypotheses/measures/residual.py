@@ -12,13 +12,13 @@ Everything here is a plain function of a model and tokens; verdicts live in
 """
 from __future__ import annotations
 
-import numpy as np
 import torch
 
 from ...data import POS_EQ, operand_sources
 from ...data.tokens import POS_LHS, POS_RHS, VOCAB, Vocab
 from ...interventions import Replace, Site, run
 from ...model import AssignAddTransformer, hooks
+from ...random_streams import numpy_rng
 from .fourier import activations_at
 
 RESID_MID2, ATTN_OUT2 = hooks.RESID_MID_2, hooks.ATTN_OUT_2
@@ -44,13 +44,15 @@ def operand_values(tokens: torch.Tensor, vocab: Vocab = VOCAB) -> torch.Tensor:
     return c[:, [POS_LHS, POS_RHS]]
 
 
-def other_values_rewrite(tokens: torch.Tensor, seed: int, vocab: Vocab = VOCAB) -> tuple[torch.Tensor, torch.Tensor]:
-    """c'(x): the same prefix, constant operands (n', m') drawn uniformly (seeded) among pairs whose sum
-    differs from x's. Returns (tokens, the new sums)."""
+def other_values_rewrite(tokens: torch.Tensor, seed: int, vocab: Vocab = VOCAB, *,
+                         label: str = "other values rewrite") -> tuple[torch.Tensor, torch.Tensor]:
+    """c'(x): the same prefix, constant operands (n', m') drawn uniformly among pairs whose sum differs
+    from x's, from the stream ``(seed, label)`` (a caller that needs several rewrites names each).
+    Returns (tokens, the new sums)."""
     N = vocab.modulus
     vals = operand_values(tokens, vocab)
     s = (vals[:, 0] + vals[:, 1]) % N
-    rng = np.random.default_rng([int(seed), 43])
+    rng = numpy_rng(seed, label)
     n2 = torch.from_numpy(rng.integers(0, N, size=len(tokens)))
     # m' = (s + shift - n') mod N with shift in 1..N-1 gives any other sum, uniformly.
     shift = torch.from_numpy(rng.integers(1, N, size=len(tokens)))
@@ -89,7 +91,8 @@ def matched_vs_mismatched(model: AssignAddTransformer, tokens: torch.Tensor, see
     """
     B = len(tokens)
     const = constant_rewrite(tokens)
-    rewrites = [other_values_rewrite(tokens, seed * 1000 + j)[0] for j in range(n_reference + 1)]
+    rewrites = [other_values_rewrite(tokens, seed, label=f"matched vs mismatched rewrite {j}")[0]
+                for j in range(n_reference + 1)]
     r = activations_at(model, torch.cat([tokens, const, *rewrites]), [RESID_MID2])[RESID_MID2]
     r = r.reshape(n_reference + 3, B, -1)
     if basis is not None:  # compare only in these directions (orthonormal rows)
@@ -117,7 +120,7 @@ def ov2_additivity(model: AssignAddTransformer, tokens: torch.Tensor, seed: int)
     ov = ov2_number_images(model)
     s = ov[vals[:, 0]] + ov[vals[:, 1]]
     a = activations_at(model, tokens, [ATTN_OUT2])[ATTN_OUT2]
-    perm = torch.from_numpy(np.random.default_rng([int(seed), 45]).permutation(len(tokens)))
+    perm = torch.from_numpy(numpy_rng(seed, "ov2 additivity shuffle").permutation(len(tokens)))
     mu_a, mu_s = a.mean(0), s.mean(0)
     matched = torch.nn.functional.cosine_similarity(a - mu_a, s - mu_s, dim=-1, eps=1e-12)
     shuffled = torch.nn.functional.cosine_similarity(a - mu_a, s[perm] - mu_s, dim=-1, eps=1e-12)
@@ -141,10 +144,11 @@ def constant_difference_interchange(model: AssignAddTransformer, tokens: torch.T
     """
     N = model.cfg.d_vocab_out
     const = constant_rewrite(tokens)
-    other, other_sum = other_values_rewrite(tokens, seed)
+    # one c'(x) for every arm (the claim, the other position, the mismatched constant run)
+    other, other_sum = other_values_rewrite(tokens, seed, label="constant difference interchange rewrite")
     vals = operand_values(tokens)
     if not matched:
-        perm = torch.from_numpy(np.random.default_rng([int(seed), 46]).permutation(len(tokens)))
+        perm = torch.from_numpy(numpy_rng(seed, "constant difference interchange mismatch").permutation(len(tokens)))
         const = const.clone()
         const[:, [POS_LHS, POS_RHS]] = vals[perm]
     r_const = activations_at(model, const, [RESID_MID2], pos=position)[RESID_MID2]

@@ -27,8 +27,8 @@ import torch
 from ...data import KIND_0VAR, KIND_1VAR_LHS, KIND_1VAR_RHS, KIND_2VAR, POS_EQ, build_sequences, operand_sources
 from ...data.tokens import POS_LHS, POS_PLUS, POS_RHS
 from ...interventions import Patch, Replace, Site, run
-from ...interventions.mutants import generator
 from ...model.hooks import ATTN_OUT_1, ATTN_OUT_2, VALUES_2, act_name
+from ...random_streams import numpy_rng, torch_generator
 
 # "previous_everywhere": every position keyed by (position, token, the variable at t-1 if any): the
 # previous-token head copies t-1's identity wherever it attends, not only onto value tokens
@@ -82,7 +82,7 @@ def routing_scrub(model, tokens: torch.Tensor, labels: torch.Tensor, *, seed: in
     scrubbed = torch.zeros(B, T, dtype=torch.bool)
     scrubbed[:, :POS_RHS + 1] = True
     flat = torch.arange(B * T).reshape(B, T)[scrubbed]
-    donor = _donors(key[scrubbed], generator(seed, f"routing_scrub.{features}"))
+    donor = _donors(key[scrubbed], torch_generator(seed, f"routing_scrub.{features}"))
     clean = run(model, tokens, [], read=[ATTN_OUT_1], stop_at_layer=1).activations[ATTN_OUT_1]
     source = clean.reshape(B * T, -1)[flat[donor]]  # (n, D)
     new = clean.clone()
@@ -123,7 +123,7 @@ def addition_scrub(model, tokens: torch.Tensor, labels: torch.Tensor, task, *, s
     floor). Returns {"correct", "acted"}."""
     if features not in ADDITION_FEATURES:
         raise ValueError(f"features must be one of {ADDITION_FEATURES}")
-    rng = np.random.default_rng(np.random.SeedSequence([int(seed), 7, ADDITION_FEATURES.index(features)]))
+    rng = numpy_rng(seed, f"addition scrub donors: {features}")
     src = operand_sources(tokens)
     rows = torch.arange(len(tokens))
     values = torch.stack([tokens[rows, src[:, 0]], tokens[rows, src[:, 1]]], 1)
@@ -253,11 +253,11 @@ def scrub_plans(model, tokens: torch.Tensor, labels: torch.Tensor, *, seed: int)
     mlp_cells = flat[:, POS_EQ]
 
     def same(label: str, redraw: bool) -> dict:
-        g = generator(seed, f"scrub_plan.{label}{'.redrawn' if redraw else ''}")
+        g = torch_generator(seed, f"scrub_plan.{label}{'.redrawn' if redraw else ''}")
         l1 = ident.clone()
         cells = flat[prefix]
         # Layer 1 at positions 0-14: exactly the routing scrub's draw ("hypothesis" features)
-        gen1 = generator(seed, "routing_scrub.hypothesis") if not redraw else g
+        gen1 = torch_generator(seed, "routing_scrub.hypothesis") if not redraw else g
         l1[cells] = cells[_donors(routing_key[prefix], gen1)]
         d, _ = _pick(eq_key, torch.arange(B), eq_key, g)
         l1[eq_cells] = eq_cells[d]
@@ -275,7 +275,7 @@ def scrub_plans(model, tokens: torch.Tensor, labels: torch.Tensor, *, seed: int)
             plan[MLP_OUT_2] = mlp
         return plan
 
-    g = generator(seed, "scrub_plan.removed")
+    g = torch_generator(seed, "scrub_plan.removed")
     removed, targets, share = {}, {}, {}
 
     def differ(cells, key, carry, cand_cells, cand_key, cand_carry, self_index):
@@ -362,7 +362,7 @@ def identity_removed(model, tokens: torch.Tensor, *, seed: int, label: str) -> t
     vt = c["value_tok"]
     cells = c["flat"][vt]
     carry = c["prev"][vt][:, None]
-    d, ok = _pick(c["pos"][vt], torch.arange(len(cells)), c["pos"][vt], generator(seed, label),
+    d, ok = _pick(c["pos"][vt], torch.arange(len(cells)), c["pos"][vt], torch_generator(seed, label),
                   target_carry=carry, candidate_carry=carry)
     m = torch.arange(c["B"] * c["T"])
     m[cells[ok]] = cells[d[ok]]
