@@ -12,7 +12,7 @@ What is measured, per grid point, on the run's final weights (``final.pt``), eac
 - sweeping r: 2-var union accuracy (``Task.exhaustive_2var_union``: held-out pairs x valid variable
   pairs plus training pairs x restricted variable pairs, 193,580 sequences at f = 0.7). That costs
   minutes per point on a CPU, so a deterministic subsample of ``UNION_SAMPLE`` of its sequences is
-  scored (rows drawn by ``numpy.random.default_rng(0)``, without replacement), with a Clopper-Pearson
+  scored (rows drawn by ``random_streams.numpy_rng(0, "2-var union sample rows")``, without replacement), with a Clopper-Pearson
   interval; ``union_sample=None`` scores them all.
 Each value is cached in the point folder as ``generalization.json``, tied to final.pt by its SHA-256
 (when final.pt is absent, e.g. a sweep copied without weights, the cached value stands for it).
@@ -52,6 +52,7 @@ import numpy as np
 
 from ..data import Task
 from ..fileio import atomic_write, sha256_file
+from ..random_streams import numpy_rng
 from .measures.circuits import last_position_correct
 from ..model import load_checkpoint
 from ..training.grid import SweepError
@@ -78,7 +79,7 @@ PREREGISTERED_SEEDS = (0, 1, 2)
 UNION_SAMPLE = 10_000  # 2-var union sequences scored per point: 95% CI about +-0.6 points at 0.9
 METRICS = {"f": "exhaustive_0var_heldout", "r": "exhaustive_2var_union"}
 CACHE_NAME = "generalization.json"
-CACHE_SCHEMA = "assignadd.point-generalization/1"
+CACHE_SCHEMA = "assignadd.point-generalization/2"  # /2: the union's sample rows from a labelled stream
 
 SKIP_NOTE = ("needs a sweep: run `assignadd-sweep` and then `assignadd-report SWEEP_DIR` (a claim about how much "
              "training data is needed cannot be tested on one checkpoint)")
@@ -135,7 +136,7 @@ def generalization_accuracy(model, task: Task, param: str, union_sample: int | N
         tokens, labels = task.exhaustive_2var_union()
         sample = union_sample if union_sample is not None and union_sample < len(tokens) else None
         if sample is not None:
-            rows = np.sort(np.random.default_rng(0).choice(len(tokens), size=sample, replace=False))
+            rows = np.sort(numpy_rng(0, "2-var union sample rows").choice(len(tokens), size=sample, replace=False))
             tokens, labels = tokens[rows], labels[rows]
     correct = last_position_correct(model, tokens, labels)
     v, lo, hi = rate_ci(correct)

@@ -50,6 +50,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..random_streams import numpy_rng
 from .base import ClaimResult, Context, Evidence, Hypothesis, Measurement, Threshold
 
 RULE_VERSION = 3
@@ -354,7 +355,7 @@ def detect_phases(records: list[dict]) -> dict:
 # ----- the time-axis controls ---------------------------------------------------------------------
 def permuted(records: list[dict], seed: int = PERMUTATION_SEED) -> list[dict]:
     """Control: the same checkpoints with their steps permuted (values move, step labels stay)."""
-    order = np.random.default_rng(seed).permutation(len(records))
+    order = numpy_rng(seed, "permuted series control").permutation(len(records))
     return [{"step": r["step"], "values": records[int(k)]["values"]} for r, k in zip(records, order)]
 
 

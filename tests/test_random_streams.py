@@ -114,8 +114,6 @@ ALLOWED = {
     # Not converted here (owned elsewhere): each still keys a stream without a label. Remove an entry when
     # its file moves to random_streams.
     "hypotheses/session.py": "seeds the global numpy/torch generators for an interactive session",
-    "hypotheses/learning_phases.py": "default_rng(seed): a permutation of the records, no label",
-    "hypotheses/data_requirements.py": "default_rng(0): the scored rows, a bare integer key",
 }
 
 
