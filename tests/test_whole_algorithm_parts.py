@@ -181,3 +181,24 @@ def test_with_the_mlp_broken_its_part_cannot_be_shown_needed():
     items = {e.name: e for e in r.evidence}
     assert not items["minimality[mlp_adds]"].passed
     assert not items["doubled_pair_errors_are_the_adders"].passed
+
+
+def test_correspondence_version_2_adds_the_variable_at_t_minus_1_outside_value_tokens():
+    """Version 2 (registered 2026-12-01) differs from the paper's only at non-value positions whose
+    predecessor is a variable: there it also keys by that variable; value tokens keep the paper's features."""
+    from assignadd import parse
+    from assignadd.data.tokens import POS_RHS
+    from assignadd.hypotheses.measures.scrubbing import routing_keys
+    from assignadd.model import ModelConfig
+
+    cfg = ModelConfig()
+    t = torch.stack([parse("a=3 b=4 + a 5 ="), parse("b=3 a=4 + b 5 ="), parse("a=9 b=4 + a 5 =")])
+    paper, v2 = routing_keys(t, cfg, "paper"), routing_keys(t, cfg, "hypothesis")
+    # the constant 5 in the RHS slot after variable a (rows 0 and 2) or b (row 1)
+    assert paper[0, POS_RHS] == paper[1, POS_RHS]  # the paper: the token and its position only
+    assert v2[0, POS_RHS] != v2[1, POS_RHS] and v2[0, POS_RHS] == v2[2, POS_RHS]
+    # a value token (position 9: 3 after a; 9 after a in row 2): the variable before it, not the number
+    assert v2[0, 9] == v2[2, 9] == paper[0, 9] == paper[2, 9] and v2[0, 9] != v2[1, 9]
+    # the wrong correspondence drops the variable at value tokens
+    wrong = routing_keys(t, cfg, "position_only")
+    assert wrong[0, 9] == wrong[1, 9]

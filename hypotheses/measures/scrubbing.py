@@ -9,8 +9,10 @@ activation is resampled with no feature kept.
 The two parts of the paper's algorithm, each scrubbed where its output is read:
 
     routing   Layer 1's output at each prefix position (and the operand slots) depends only on the
-              position and, at a value token, on the variable right before it (elsewhere on the token
-              there): resample ``blocks.0.hook_attn_out`` from same-batch positions with equal features.
+              position and, at a value token, on the variable right before it; elsewhere on the token
+              there and the variable at t-1 if any (correspondence version 2; the paper's, version 1,
+              has the token alone there: ``ROUTING_FEATURES``): resample ``blocks.0.hook_attn_out``
+              from same-batch positions with equal features.
     addition  Layer 2's output at `=` depends only on the two operand values, however they arrived
               (constants, variables, any prefix): patch ``blocks.1.hook_attn_out`` at `=` from a
               freshly built sequence with the same operand values and a random form.
@@ -30,9 +32,17 @@ from ...interventions import Patch, Replace, Site, run
 from ...model.hooks import ATTN_OUT_1, ATTN_OUT_2, VALUES_2, act_name
 from ...random_streams import numpy_rng, torch_generator
 
-# "previous_everywhere": every position keyed by (position, token, the variable at t-1 if any): the
-# previous-token head copies t-1's identity wherever it attends, not only onto value tokens
-ROUTING_FEATURES = ("hypothesis", "previous_everywhere", "position_only", "none")
+# Layer 1's output at positions 0-14, what each correspondence says it carries (and so what a donor cell
+# must share):
+#   "hypothesis" (registered correspondence, version 2, 2026-12-01): at a value token, its position and
+#       the variable before it; at every other position, its position, its token and the variable at t-1
+#       if there is one (the previous-token head copies t-1's identity wherever it attends);
+#   "paper" (version 1, the paper's): at a value token, its position and the variable before it;
+#       elsewhere its position and token;
+#   "position_only" (a wrong correspondence): value tokens carry only their position; elsewhere as the
+#       hypothesis;
+#   "none": position only, everywhere (the floor).
+ROUTING_FEATURES = ("hypothesis", "paper", "position_only", "none")
 ADDITION_FEATURES = ("hypothesis", "first_operand_only", "none")
 
 
@@ -57,28 +67,35 @@ def _donors(keys: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
     return out
 
 
-def routing_scrub(model, tokens: torch.Tensor, labels: torch.Tensor, *, seed: int, features: str) -> dict:
-    """Accuracy with Layer 1's output at positions 0..14 resampled (``features``: "hypothesis", the
-    paper's; "previous_everywhere", the paper's head read as positional everywhere (a refinement);
-    "position_only", the wrong one; "none", the floor). Returns {"correct", "acted"}."""
-    if features not in ROUTING_FEATURES:
-        raise ValueError(f"features must be one of {ROUTING_FEATURES}")
+def routing_keys(tokens: torch.Tensor, cfg, features: str) -> torch.Tensor:
+    """(B, T) integer keys: two cells may stand in for each other under ``features`` exactly when their
+    keys are equal (``ROUTING_FEATURES``). Meaningful at positions 0-14."""
     B, T = tokens.shape
-    first_var = model.cfg.first_var
+    first_var, vocab = cfg.first_var, cfg.d_vocab
     is_var = tokens >= first_var
     value_tok = torch.zeros_like(is_var)
     value_tok[:, 1:] = is_var[:, :-1] & ~is_var[:, 1:] & (torch.arange(1, T) < POS_PLUS)
     pos = torch.arange(T).expand(B, T)
     prev = torch.cat([torch.zeros(B, 1, dtype=torch.long), tokens[:, :-1]], 1)
-    vocab = model.cfg.d_vocab
-    if features == "hypothesis":  # (position, variable before a value token | token elsewhere)
-        key = pos * (2 * vocab) + torch.where(value_tok, vocab + prev, tokens)
-    elif features == "previous_everywhere":  # (position, token, variable at t-1 or none), at every position
-        key = (pos * vocab + tokens) * (vocab + 1) + torch.where(prev >= first_var, prev - first_var + 1, 0)
-    elif features == "position_only":  # value tokens keep only their position; elsewhere as above
-        key = pos * (2 * vocab) + torch.where(value_tok, torch.full_like(tokens, 2 * vocab - 1), tokens)
-    else:
-        key = pos.clone()
+    prev_var = torch.where(prev >= first_var, prev - first_var + 1, 0)  # 0: no variable at t-1
+    # value tokens and other cells get disjoint key ranges: negative for value tokens
+    at_value = -(pos * (vocab + 1) + prev_var) - 1  # (position, variable before it)
+    if features == "hypothesis":
+        return torch.where(value_tok, at_value, (pos * vocab + tokens) * (vocab + 1) + prev_var)
+    if features == "paper":
+        return torch.where(value_tok, at_value, pos * vocab + tokens)
+    if features == "position_only":
+        return torch.where(value_tok, -pos - 1, (pos * vocab + tokens) * (vocab + 1) + prev_var)
+    return pos.clone()
+
+
+def routing_scrub(model, tokens: torch.Tensor, labels: torch.Tensor, *, seed: int, features: str) -> dict:
+    """Accuracy with Layer 1's output at positions 0..14 resampled from cells that share what
+    ``features`` says they carry (``ROUTING_FEATURES``). Returns {"correct", "acted"}."""
+    if features not in ROUTING_FEATURES:
+        raise ValueError(f"features must be one of {ROUTING_FEATURES}")
+    B, T = tokens.shape
+    key = routing_keys(tokens, model.cfg, features)
     scrubbed = torch.zeros(B, T, dtype=torch.bool)
     scrubbed[:, :POS_RHS + 1] = True
     flat = torch.arange(B * T).reshape(B, T)[scrubbed]
@@ -240,7 +257,7 @@ def scrub_plans(model, tokens: torch.Tensor, labels: torch.Tensor, *, seed: int)
     ident = torch.arange(B * T)
     prefix = torch.zeros(B, T, dtype=torch.bool)
     prefix[:, :POS_RHS + 1] = True
-    routing_key = pos * V2 + torch.where(c["value_tok"], cfg.d_vocab + c["prev"], tok)
+    routing_key = routing_keys(tokens, cfg, "hypothesis")
     eq_cells = flat[:, POS_EQ]
     eq_key = c["form"] * (V2 * V2) + (c["slot_var"][:, 0] + 1) * V2 + (c["slot_var"][:, 1] + 1)
     num_cells = flat[c["number_cell"]]
@@ -286,8 +303,10 @@ def scrub_plans(model, tokens: torch.Tensor, labels: torch.Tensor, *, seed: int)
 
     nv = prefix & ~c["value_tok"]
     cells = flat[nv]
-    m, share["non_value_tokens"] = differ(cells, pos[nv], tok[nv][:, None], cells, pos[nv], tok[nv][:, None],
-                                          torch.arange(len(cells)))
+    # what a non-value cell carries (hypothesis version 2): its token and the variable at t-1 (-1: none)
+    prev_var = torch.where(c["prev"] >= cfg.first_var, c["prev"], torch.full_like(c["prev"], -1))
+    carry = torch.stack([tok[nv], prev_var[nv]], -1)
+    m, share["non_value_tokens"] = differ(cells, pos[nv], carry, cells, pos[nv], carry, torch.arange(len(cells)))
     removed["non_value_tokens"], targets["non_value_tokens"] = {ATTN_OUT_1: m}, cells
     vt = c["value_tok"]
     cells = flat[vt]
