@@ -9,8 +9,9 @@ InterventionError instead of returning logits that were never intervened on.
 The two backends do the same thing by different means: "tl" adds temporary TransformerLens hook
 functions (``run_with_hooks``); "nnsight" writes the edited value through an ``nnsight.NNsight``
 trace. Reference activations (means, resample pools, patch sources) are read by the same backend
-from clean forwards, so the two agree to the last bit on the same intervention, ``last_only=True``
-included (tested).
+from clean forwards, so the two agree to the last bit on the same intervention (tested); with
+``last_only=True`` to float rounding (the "tl" backend then computes what no hook reads of the last
+block at the last position alone, another summation order).
 
 ``knockout(model, interventions)`` returns a deep copy with the interventions installed as
 permanent hooks: a control model ("mechanism ablated") that any later code runs as usual.
@@ -245,8 +246,9 @@ def run(model, tokens: torch.Tensor, interventions=(), backend: str = "tl", last
     its own cells. Reference activations come from clean forwards of this model, one per distinct
     reference token tensor, each stopped after the last block it needs. No gradients are kept. The
     nnsight backend instruments the model's modules the way nnsight does (plain calls are unaffected).
-    ``last_only=True``: only the last position's logits are returned, (B, 1, V), equal to the full
-    forward's; every hook fires as in the full forward.
+    ``last_only=True`` (TransformerLens backend): only the last position's logits are computed, (B, 1, V);
+    every hook still fires as in the full forward. The nnsight backend runs the full forward and returns
+    its last position.
     ``read``: hook names whose (post-edit) activations to return in ``Result.activations``, measured
     in the same forward: for claims measured where the next component reads, not at the answer.
     ``stop_at_layer`` (TransformerLens backend): run blocks 0..L-1 only; ``Result.logits`` is then the

@@ -251,6 +251,48 @@ class Unembed(nn.Module):
         return x @ self.W_U + self.b_U
 
 
+# The last block's hook points that fire before its MLP (named relative to the block): hooks there
+# still let the MLP and the unembedding run at the last position only.
+_UP_TO_RESID_MID = frozenset({"hook_resid_pre", "hook_attn_out", "hook_resid_mid", "attn.hook_q", "attn.hook_k",
+                              "attn.hook_v", "attn.hook_z", "attn.hook_attn_scores", "attn.hook_pattern"})
+
+
+def mlp_unhooked(mlp: "MLP", x: torch.Tensor, biases: bool = True) -> torch.Tensor:
+    """The MLP's output with no hook point on the way (``biases=False``: the bias terms skipped)."""
+    if biases:
+        return F.relu(x @ mlp.W_in + mlp.b_in) @ mlp.W_out + mlp.b_out
+    return F.relu(x @ mlp.W_in) @ mlp.W_out
+
+
+def last_block_at_last_position(model: "AssignAddTransformer", x: torch.Tensor, biases: bool = True) -> torch.Tensor:
+    """The last block and the unembedding at the last position only, from the residual stream entering
+    the block (B, T, D) -> logits (B, d_vocab_out), fp32; no hook point fires. Its keys and values need
+    every position; its query, attention output, MLP and unembedding need one. Used by the hooked
+    forward when no hook sits in the last block, and by the training path (``training.fast_forward``).
+    ``biases=False`` skips the bias terms, for a caller that knows they are zero."""
+    B, T, _ = x.shape
+    last = model.blocks[-1]
+    a = last.attn
+    H, D, Dh = a.W_Q.shape
+    x_last = x[:, -1]  # (B, D)
+    q = x_last @ a.W_Q.permute(1, 0, 2).reshape(D, H * Dh)
+    k, v = (x @ W.permute(1, 0, 2).reshape(D, H * Dh) for W in (a.W_K, a.W_V))
+    if biases:
+        q, k, v = q + a.b_Q.reshape(H * Dh), k + a.b_K.reshape(H * Dh), v + a.b_V.reshape(H * Dh)
+    k, v = (t.view(B, T, H, Dh).transpose(1, 2) for t in (k, v))  # each (B, H, T, Dh)
+    scores = (q.view(B, H, 1, Dh) @ k.transpose(-1, -2)).float() / a.scale  # the last query sees all keys
+    z = (scores.softmax(dim=-1).to(v.dtype) @ v).reshape(B, H * Dh)
+    resid = x_last + z @ a.W_O.reshape(H * Dh, D)
+    if biases:
+        resid = resid + a.b_O
+    if last.has_mlp:
+        resid = resid + mlp_unhooked(last.mlp, resid, biases)
+    logits = resid @ model.unembed.W_U
+    if biases:
+        logits = logits + model.unembed.b_U
+    return logits.float()
+
+
 class AssignAddTransformer(HookedRootModule):
     """The 2-layer, 1-head, attention-only-Layer-1 transformer of the paper."""
 
@@ -301,28 +343,50 @@ class AssignAddTransformer(HookedRootModule):
 
     def forward(self, tokens: torch.Tensor, stop_at_layer: int | None = None, *,
                 last_only: bool = False) -> torch.Tensor:
-        """Logits at every position: (B, T) -> (B, T, d_vocab_out), fp32. The one hooked forward: every
-        hook point fires here, in order, with the same shapes whatever the arguments.
+        """Logits at every position: (B, T) -> (B, T, d_vocab_out), fp32. The one hooked forward.
 
         ``stop_at_layer=L`` (as TransformerLens) runs blocks 0..L-1 only and returns the residual
         stream (B, T, d_model): for measurements that read Layer 1 alone.
 
-        ``last_only=True``: the caller reads the last position only; the result is (B, 1, d_vocab_out),
-        bit-identical to the full forward's last position (the same products in the same shapes: the
-        unembedding is ~2% of the forward, so slicing before it would save little and could change the
-        last bits). The hook-free path that cuts the last block to one position is
-        ``assignadd.training.fast_forward``, used by training alone.
+        ``last_only=True``: the caller reads the last position only; returns (B, 1, d_vocab_out). Every
+        TransformerLens hook fires as in the full forward, with the same shapes; what no hook and no
+        output reads is skipped. With no hook in the last block (``HookPoint.has_hooks``, TransformerLens'
+        public check), that block runs its query, attention output, MLP and unembedding at the last
+        position only (``last_block_at_last_position``); with hooks no later than its
+        ``hook_resid_mid``, its attention runs in full and only the MLP and unembedding are cut; any
+        later hook gets the full forward. The logits then equal the full forward's to float rounding
+        (other matrix shapes), not to the bit. Hooks attached by other means (torch's own
+        ``register_forward_hook``, an nnsight trace) are not seen by that check: with them, leave
+        ``last_only`` off (the interventions engine's nnsight backend does).
         """
         if tokens.dim() == 1:  # one sequence, e.g. ``model(assignadd.parse(text))``
             tokens = tokens[None]
         tokens = self.hook_tokens(tokens)
         x = self.hook_embed(self.embed(tokens)) + self.hook_pos_embed(self.pos_embed(tokens))
+        if last_only and stop_at_layer is None:
+            for block in self.blocks[:-1]:
+                x = block(x)
+            return self._last_block(x)[:, None]
         for block in self.blocks[:stop_at_layer]:
             x = block(x)
         if stop_at_layer is not None:
             return x
-        logits = self.unembed(x).float()
-        return logits[:, -1:] if last_only else logits
+        return self.unembed(x).float()
+
+    def _last_block(self, x: torch.Tensor) -> torch.Tensor:
+        """The last block and the unembedding for the last position's logits (B, d_vocab_out), doing no
+        more work than the TransformerLens hooks attached to the last block need (see ``forward``)."""
+        last = self.blocks[-1]
+        hooked = {name for name, m in last.named_modules() if isinstance(m, HookPoint) and m.has_hooks()}
+        if last.attn.split_qkv_input or not hooked <= _UP_TO_RESID_MID:
+            return self.unembed(last(x)[:, -1]).float()
+        if not hooked:
+            return last_block_at_last_position(self, x)
+        x = last.hook_resid_pre(x)
+        resid = last.hook_resid_mid(x + last.hook_attn_out(last.attn(x)))[:, -1]
+        if last.has_mlp:
+            resid = resid + mlp_unhooked(last.mlp, resid)
+        return (resid @ self.unembed.W_U + self.unembed.b_U).float()
 
     def biases_are_zero(self) -> bool:
         return all(not p.any() for n, p in self.named_parameters() if n.rsplit(".", 1)[-1].startswith("b_"))

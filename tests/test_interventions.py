@@ -164,8 +164,8 @@ def test_patching_the_last_residual_from_clean_reproduces_clean_logits(model, po
 @pytest.mark.parametrize("hook", ["blocks.0.attn.hook_pattern", "blocks.0.hook_attn_out", "blocks.1.attn.hook_k",
                                   "blocks.1.hook_resid_mid", "blocks.1.mlp.hook_post"])
 def test_last_only_runs_give_the_full_runs_last_logits_and_fire_the_same_hooks(model, pools, hook):
-    """``run(..., last_only=True)`` returns the full run's last position to the bit, on both backends, with the
-    same hook calls, for a patch
+    """``run(..., last_only=True)`` is an optimisation only: same answers (to float rounding), same hook calls,
+    for a patch
     (whose source is read by an early-stopped clean forward) and for an ablation, wherever they sit."""
     clean, _, corrupted, _, _ = pools
     for iv in (Patch(Site(hook, positions=3), corrupted), Zero(Site(hook, positions=15))):
@@ -173,8 +173,9 @@ def test_last_only_runs_give_the_full_runs_last_logits_and_fire_the_same_hooks(m
         last = run(model, clean, [iv], last_only=True)
         assert last.logits.shape == (len(clean), 1, 59)
         assert last.hook_calls == full.hook_calls == {hook: 1}
-        assert torch.equal(last.last_logits, full.last_logits)
-        assert torch.equal(run(model, clean, [iv], last_only=True, backend="nnsight").last_logits, last.last_logits)
+        torch.testing.assert_close(last.last_logits, full.last_logits, atol=1e-5, rtol=1e-5)
+        nnsight_last = run(model, clean, [iv], last_only=True, backend="nnsight").last_logits
+        assert torch.equal(nnsight_last, full.last_logits)  # nnsight runs the full forward and reads its last position
     moved = run(model, clean, [Replace(Site(hook), lambda a, hook: 30 * a.roll(1, dims=0))], last_only=True).last_logits
     assert (moved - model(clean)[:, -1]).abs().max() > 1e-3  # the ablation acted on the last-only path
 

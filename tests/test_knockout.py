@@ -36,7 +36,7 @@ def test_knockout_with_callable_positions_acts_through_every_entry_point_on_each
         assert torch.equal(ko(tokens), want)
         assert torch.equal(ko.run_with_hooks(tokens), want)
         assert torch.equal(run(ko, tokens).logits, want)
-        assert torch.equal(ko(tokens, last_only=True)[:, -1], want[:, -1])  # last position only: the same sums
+        assert torch.allclose(ko(tokens, last_only=True)[:, -1], want[:, -1], atol=1e-5)  # same sums, other order
         acts = capture(ko, tokens, [HOOK])[HOOK]
         assert (acts[value_positions(tokens)] == 0).all()
         assert not torch.equal(acts, capture(model, tokens, [HOOK])[HOOK])
@@ -60,7 +60,7 @@ def test_matched_resample_cannot_be_made_permanent(setup):
 def test_uniform_value_attention_knockout_agrees_between_full_and_last_only_forward(setup):
     model, a, _ = setup
     ko = uniform_value_attention(model)
-    assert torch.equal(ko(a, last_only=True)[:, -1], ko(a)[:, -1])
+    assert torch.allclose(ko(a, last_only=True)[:, -1], ko(a)[:, -1], atol=1e-5)
     assert not torch.equal(ko(a, last_only=True), model(a, last_only=True))
 
 

@@ -189,7 +189,7 @@ def test_last_logits_equals_full_forward_on_fresh_init(tokens, biases):
         _close(fast[name], full[name], atol=1e-7, rtol=1e-4)
 
 
-# Hooks anywhere: ``forward(last_only=True)`` must fire each as the full forward does.
+# Where a hook sits decides how much of the last block ``forward(last_only=True)`` may skip.
 _LAST_ONLY_HOOKS = {
     "none": [],
     "layer 1 only": ["blocks.0.attn.hook_pattern"],
@@ -280,3 +280,15 @@ def test_model_config_reads_modulus_and_variables_from_the_vocabulary():
     cfg = ModelConfig()
     assert (cfg.modulus, cfg.n_vars, cfg.n_ctx, cfg.d_model, cfg.d_mlp, cfg.n_layers) == (59, 12, 16, 128, 512, 2)
     assert ModelConfig.from_dict(cfg.to_dict()) == cfg
+
+
+def test_no_module_reads_torchs_private_hook_tables():
+    """Which hooks are attached is asked through TransformerLens' public ``HookPoint.has_hooks``, never by
+    reading torch's private ``_forward_hooks`` / ``_forward_pre_hooks``."""
+    from pathlib import Path
+
+    root = Path(assignadd.__file__).resolve().parent
+    offenders = [str(p.relative_to(root)) for p in root.rglob("*.py")
+                 if ".venv" not in p.parts and p.name != "test_model.py"
+                 and any(n in p.read_text(encoding="utf-8") for n in ("._forward_hooks", "._forward_pre_hooks"))]
+    assert not offenders, offenders

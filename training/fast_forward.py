@@ -1,18 +1,19 @@
 """The training step's forward: the last position's logits, with no hooks, for training alone.
 
 The loss reads position T-1 only, so the last block needs keys and values at every position but its
-query, attention output, MLP and unembedding at one (about half the last block's work), and the
-three q/k/v products are kept separate so that neither the forward nor the backward copies
-(bench/RESULTS.md). Everything that measures a model goes through its one hooked ``forward``
-(``model(tokens, last_only=True)``); this path fires no hook, so it refuses a model with hooks attached
-rather than silently skipping them. Tests hold it equal to the hooked forward (values and gradients).
+query, attention output, MLP and unembedding at one (``model.transformer.last_block_at_last_position``,
+which the hooked forward uses too when no hook sits in the last block), and Layer 1's q/k/v products are
+kept separate so that neither the forward nor the backward copies (bench/RESULTS.md). Everything that
+measures a model goes through its one hooked ``forward`` (``model(tokens, last_only=True)``); this path
+fires no hook, so it refuses a model with hooks attached rather than silently skipping them. Tests hold
+it equal to the hooked forward (values and gradients).
 """
 from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
 
-from ..model.transformer import MLP, AssignAddTransformer
+from ..model.transformer import AssignAddTransformer, last_block_at_last_position, mlp_unhooked
 
 
 class HookedModelError(ValueError):
@@ -52,36 +53,5 @@ def last_logits(model: AssignAddTransformer, tokens: torch.Tensor, biases: bool 
         if biases:
             x = x + a.b_O
         if block.has_mlp:
-            x = x + _mlp(block.mlp, x, biases)
-    return _last_block(model, x, biases)
-
-
-def _last_block(model: AssignAddTransformer, x: torch.Tensor, biases: bool) -> torch.Tensor:
-    """The last block and the unembedding for the last position only, from the residual stream entering it."""
-    B, T, _ = x.shape
-    last = model.blocks[-1]
-    a = last.attn
-    H, D, Dh = a.W_Q.shape
-    x_last = x[:, -1]  # (B, D)
-    q = x_last @ a.W_Q.permute(1, 0, 2).reshape(D, H * Dh)
-    k, v = (x @ W.permute(1, 0, 2).reshape(D, H * Dh) for W in (a.W_K, a.W_V))
-    if biases:
-        q, k, v = q + a.b_Q.reshape(H * Dh), k + a.b_K.reshape(H * Dh), v + a.b_V.reshape(H * Dh)
-    k, v = (t.view(B, T, H, Dh).transpose(1, 2) for t in (k, v))  # each (B, H, T, Dh)
-    scores = (q.view(B, H, 1, Dh) @ k.transpose(-1, -2)).float() / a.scale  # the last query sees all keys
-    z = (scores.softmax(dim=-1).to(v.dtype) @ v).reshape(B, H * Dh)
-    resid = x_last + z @ a.W_O.reshape(H * Dh, D)
-    if biases:
-        resid = resid + a.b_O
-    if last.has_mlp:
-        resid = resid + _mlp(last.mlp, resid, biases)
-    logits = resid @ model.unembed.W_U
-    if biases:
-        logits = logits + model.unembed.b_U
-    return logits.float()
-
-
-def _mlp(mlp: MLP, x: torch.Tensor, biases: bool) -> torch.Tensor:
-    if biases:
-        return F.relu(x @ mlp.W_in + mlp.b_in) @ mlp.W_out + mlp.b_out
-    return F.relu(x @ mlp.W_in) @ mlp.W_out
+            x = x + mlp_unhooked(block.mlp, x, biases)
+    return last_block_at_last_position(model, x, biases)
