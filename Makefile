@@ -23,6 +23,7 @@ verify: setup
 # The suite, then every claim on the bundled checkpoint through the shipped pytest plugin.
 test: setup
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 	$(BIN)/python -m pytest -q
 	$(BIN)/python -m pytest -q -m assignadd_claim --assignadd-checkpoint reference
 

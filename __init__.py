@@ -3,6 +3,7 @@
 Names are imported lazily (PEP 562), so ``import assignadd`` (e.g. by the pytest plugin) costs
 nothing until a model or task is used.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -12,8 +13,14 @@ __version__ = "0.1.0"
 _HERE = Path(__file__).resolve().parent
 
 _LAZY = {
-    "Task": "data", "parse": "data", "render": "data", "to_tokens": "data",
-    "AssignAddTransformer": "model", "CheckpointError": "model", "ModelConfig": "model", "load_checkpoint": "model",
+    "Task": "data",
+    "parse": "data",
+    "render": "data",
+    "to_tokens": "data",
+    "AssignAddTransformer": "model",
+    "CheckpointError": "model",
+    "ModelConfig": "model",
+    "load_checkpoint": "model",
 }
 
 

@@ -1,4 +1,5 @@
 """Small helpers shared by the command-line tools."""
+
 from __future__ import annotations
 
 import sys

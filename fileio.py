@@ -18,6 +18,7 @@ private 0600 of ``tempfile.mkstemp``: colleagues on a shared machine can read a 
 reports. (They are created with mode 0666 / 0777 and the kernel applies the umask; the umask is never
 changed, not even for a moment, so this is safe with other threads running.)
 """
+
 from __future__ import annotations
 
 import hashlib

@@ -16,6 +16,7 @@ task's own streams (the split, the training batches, the evaluation pools: ``dat
 model's initialisation (``model/transformer.py``) keep their integer keys: they define what shipped
 checkpoints were trained and evaluated on.
 """
+
 from __future__ import annotations
 
 import hashlib

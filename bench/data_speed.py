@@ -7,6 +7,7 @@ Prints sequences/s for each and the ratio. Wall-clock figures on a shared machin
 load, so each builder is also timed in CPU seconds of this process (``time.process_time``), and the
 two builders alternate within each round so that both see the same load.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -38,8 +39,9 @@ class PythonBuilder:
         self.plus, self.eq, self.pad, self.first_var = v.plus, v.eq, v.pad, v.first_var
         never_lhs = {v.var_names.index(x) for x in task.config.never_lhs}
         never_rhs = {v.var_names.index(x) for x in task.config.never_rhs}
-        self.valid_pairs = [(i, j) for i in range(self.V) for j in range(self.V)
-                            if i != j and i not in never_lhs and j not in never_rhs]
+        self.valid_pairs = [
+            (i, j) for i in range(self.V) for j in range(self.V) if i != j and i not in never_lhs and j not in never_rhs
+        ]
         self.table = []
         for a, b in sorted(task.training_pairs):
             self.table += [("0var", x, a, b) for x in range(self.V)]
@@ -109,8 +111,10 @@ def main(argv=None) -> None:
         results["vectorized"].append(timed(lambda: task.sample_batch(B, rng), args.vector_batches))
     n_batches = {"python": args.python_batches, "vectorized": args.vector_batches}
 
-    print(f"data_speed: batch {B}, {args.rounds} rounds, torch threads {torch.get_num_threads()}, "
-          f"{platform.processor() or platform.machine()}, python {platform.python_version()}")
+    print(
+        f"data_speed: batch {B}, {args.rounds} rounds, torch threads {torch.get_num_threads()}, "
+        f"{platform.processor() or platform.machine()}, python {platform.python_version()}"
+    )
     rate = {}
     for name, runs in results.items():
         seqs = n_batches[name] * B
@@ -118,8 +122,10 @@ def main(argv=None) -> None:
         cpu = max(seqs / c for _, c in runs if c > 0)
         rate[name] = (wall, cpu)
         print(f"  {name:<11} {wall:>12,.0f} seq/s (wall, best round)   {cpu:>12,.0f} seq/s (CPU time)")
-    print(f"  ratio vectorized / python: {rate['vectorized'][0] / rate['python'][0]:.1f}x (wall), "
-          f"{rate['vectorized'][1] / rate['python'][1]:.1f}x (CPU time)")
+    print(
+        f"  ratio vectorized / python: {rate['vectorized'][0] / rate['python'][0]:.1f}x (wall), "
+        f"{rate['vectorized'][1] / rate['python'][1]:.1f}x (CPU time)"
+    )
 
 
 if __name__ == "__main__":

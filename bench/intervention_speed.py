@@ -9,6 +9,7 @@ docs/interventions.md.
 
     python bench/intervention_speed.py [--n 2000] [--repeats 3]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -57,14 +58,20 @@ def main() -> None:
             model(corrupted)
 
     plain_s = timed(plain, args.repeats)
-    print(f"{args.n} sequences, 1 thread; sweep = {len(hooks)} hooks x {len(positions)} positions "
-          f"= {n_forwards - 1} patched forwards + 1 source forward")
+    print(
+        f"{args.n} sequences, 1 thread; sweep = {len(hooks)} hooks x {len(positions)} positions "
+        f"= {n_forwards - 1} patched forwards + 1 source forward"
+    )
     print(f"plain forward: {plain_s * 1e3:.1f} ms")
     for backend in ("tl", "nnsight"):
-        sweep_s = timed(lambda: patch_sweep(model, clean, corrupted, hooks, positions, metric, backend=backend),
-                        max(1, args.repeats - 1))
-        print(f"{backend:8s} sweep: {sweep_s:.2f} s = {sweep_s / plain_s:.1f} plain forwards; "
-              f"overhead per forward {sweep_s / (n_forwards * plain_s):.2f}x")
+        sweep_s = timed(
+            lambda: patch_sweep(model, clean, corrupted, hooks, positions, metric, backend=backend),
+            max(1, args.repeats - 1),
+        )
+        print(
+            f"{backend:8s} sweep: {sweep_s:.2f} s = {sweep_s / plain_s:.1f} plain forwards; "
+            f"overhead per forward {sweep_s / (n_forwards * plain_s):.2f}x"
+        )
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ the whole report on PATH with --jobs and prints its wall time. Record results in
 
     python bench/report_speed.py [PATH] [--checkpoints 20] [--jobs 2] [--n 1000] [--claims 8] [--full]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -51,25 +52,33 @@ def main() -> None:
         cpus.append(time.process_time() - c0)
     curve_cpu = statistics.median(cpus)
     print(f"setup (task, pools): {setup_cpu:.2f} s CPU, {setup_wall:.2f} s wall")
-    print(f"curves, per checkpoint (median of {len(chosen)}): {curve_cpu:.3f} s CPU, "
-          f"{statistics.median(walls):.3f} s wall")
+    print(
+        f"curves, per checkpoint (median of {len(chosen)}): {curve_cpu:.3f} s CPU, "
+        f"{statistics.median(walls):.3f} s wall"
+    )
     claim_cpu = 0.0
     if not a.skip_claims and hypotheses.REGISTRY:
         model = load_checkpoint(entries[-1].path)
         t0, c0 = time.perf_counter(), time.process_time()
         verdicts = m.claims(model)
         claim_cpu = time.process_time() - c0
-        print(f"claims ({len(verdicts)} registered) on one checkpoint: {claim_cpu:.1f} s CPU, "
-              f"{time.perf_counter() - t0:.1f} s wall")
+        print(
+            f"claims ({len(verdicts)} registered) on one checkpoint: {claim_cpu:.1f} s CPU, "
+            f"{time.perf_counter() - t0:.1f} s wall"
+        )
     start_cpu = 4.0  # a spawned worker importing torch + transformer_lens, measured ~3-4 s
     total = 400 * curve_cpu + a.claims * claim_cpu
-    print(f"projection, 400 checkpoints, --claims {a.claims}: {total:.0f} CPU-s; "
-          f"on {a.jobs} free cores ~{total / a.jobs + start_cpu + setup_cpu:.0f} s wall")
+    print(
+        f"projection, 400 checkpoints, --claims {a.claims}: {total:.0f} CPU-s; "
+        f"on {a.jobs} free cores ~{total / a.jobs + start_cpu + setup_cpu:.0f} s wall"
+    )
     if a.full:
         t0 = time.perf_counter()
         doc = compute_series(a.path, jobs=a.jobs, n=a.n, claims=a.claims, progress=True)
-        print(f"full report: {len(doc['checkpoints'])} checkpoints, --jobs {a.jobs}, --claims {a.claims}: "
-              f"{time.perf_counter() - t0:.0f} s wall")
+        print(
+            f"full report: {len(doc['checkpoints'])} checkpoints, --jobs {a.jobs}, --claims {a.claims}: "
+            f"{time.perf_counter() - t0:.0f} s wall"
+        )
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ evaluation and checkpoints. "plain" is ``train``'s loop on one model (the refere
 loop in two spawned processes at once (1 torch thread each) and reports each one's rate and their sum.
 Wall seconds move with other load on the machine; CPU seconds of the process move less.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -55,7 +56,9 @@ def batched_rate(k: int, batch_size: int, steps: int, device: str = "cpu") -> tu
 
     torch.set_num_threads(1)
     with tempfile.TemporaryDirectory() as tmp:
-        cfgs = [TrainConfig(seed=s, steps=steps + 1, batch_size=batch_size, eval_size=1, device=device) for s in range(k)]
+        cfgs = [
+            TrainConfig(seed=s, steps=steps + 1, batch_size=batch_size, eval_size=1, device=device) for s in range(k)
+        ]
         members = [_open_member(Path(tmp) / f"m{s}", c, None)[0] for s, c in enumerate(cfgs)]
         stack = _Stack(members)
 
@@ -97,11 +100,14 @@ def main(argv=None) -> None:
             rates = [f.result() for f in futs]
         rows.append(("jobs=2 processes", 2, sum(r[0] for r in rates) / 2, sum(r[1] for r in rates) / 2))
 
-    print(f"sweep_speed: batch {args.batch_size}, {args.steps} timed steps, torch {torch.__version__}, "
-          f"1 thread per process, device {args.device}, {platform.processor() or platform.machine()}")
+    print(
+        f"sweep_speed: batch {args.batch_size}, {args.steps} timed steps, torch {torch.__version__}, "
+        f"1 thread per process, device {args.device}, {platform.processor() or platform.machine()}"
+    )
     print(f"{'variant':<22} {'models':>6} {'steps/s per model':>18} {'total steps/s':>14} {'per model per CPU-s':>20}")
     for name, n, w, c in rows:
         print(f"{name:<22} {n:>6} {w:>18.2f} {n * w:>14.2f} {c:>20.2f}")
+
 
 if __name__ == "__main__":
     main()

@@ -8,6 +8,7 @@ that threads can split); then starts two one-thread processes at once and adds t
 ``assignadd-sweep --jobs 2`` or two ``assignadd-train`` runs get). Prints steps/s and the ratios, with the
 machine named. CPU-bound work on a shared machine: run it with nothing else busy.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -62,12 +63,18 @@ def main(argv=None) -> None:
     side = [json.loads(p.communicate()[0])["rate"] for p in procs]
     print(f"thread_scaling: {cpu_name()}, {args.precision}, last_logits batch 512, torch {torch.__version__}")
     print(f"  one process, 1 thread      {one:7.2f} steps/s   products alone {prod1 * 1e3:6.1f} ms/step")
-    print(f"  one process, 2 threads     {two:7.2f} steps/s   products alone {prod2 * 1e3:6.1f} ms/step   "
-          f"x{two / one:.2f} (products x{prod1 / prod2:.2f})")
-    print(f"  two 1-thread processes     {side[0]:7.2f} + {side[1]:.2f} = {sum(side):.2f} steps/s   x{sum(side) / one:.2f}")
+    print(
+        f"  one process, 2 threads     {two:7.2f} steps/s   products alone {prod2 * 1e3:6.1f} ms/step   "
+        f"x{two / one:.2f} (products x{prod1 / prod2:.2f})"
+    )
+    print(
+        f"  two 1-thread processes     {side[0]:7.2f} + {side[1]:.2f} = {sum(side):.2f} steps/s   x{sum(side) / one:.2f}"
+    )
     rest1, rest2 = 1 / one - prod1, 1 / two - prod2
-    print(f"  outside the products: {rest1 * 1e3:.1f} ms/step with 1 thread, {rest2 * 1e3:.1f} ms with 2 "
-          f"(x{rest1 / rest2:.2f})")
+    print(
+        f"  outside the products: {rest1 * 1e3:.1f} ms/step with 1 thread, {rest2 * 1e3:.1f} ms with 2 "
+        f"(x{rest1 / rest2:.2f})"
+    )
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ wall time and steps until generalization and the ratio to the baseline, with the
 run folders are temporary. Wall times depend on what else the machine is doing: the load average
 before each run is printed beside it.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -32,8 +33,15 @@ def time_one(threads: int, seed: int, max_steps: int, precision: str) -> dict:
             return True
         return False
 
-    cfg = TrainConfig(seed=seed, steps=max_steps, threads=threads, precision=precision, eval_every=250,
-                      checkpoint_every=max_steps, eval_size=500)
+    cfg = TrainConfig(
+        seed=seed,
+        steps=max_steps,
+        threads=threads,
+        precision=precision,
+        eval_every=250,
+        checkpoint_every=max_steps,
+        eval_size=500,
+    )
     load = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as tmp:
         t0 = time.perf_counter()
@@ -49,14 +57,18 @@ def main() -> None:
     p.add_argument("--max-steps", type=int, default=20_000)
     p.add_argument("--precision", default="auto", choices=("auto", "fp32", "bf16"))
     args = p.parse_args()
-    print(f"machine: {cpu_name()}, {os.cpu_count()} cores, {platform.python_implementation()} "
-          f"{platform.python_version()}; precision {args.precision}; bar {BAR} on {', '.join(POOLS)}")
+    print(
+        f"machine: {cpu_name()}, {os.cpu_count()} cores, {platform.python_implementation()} "
+        f"{platform.python_version()}; precision {args.precision}; bar {BAR} on {', '.join(POOLS)}"
+    )
     rows = [time_one(int(t), args.seed, args.max_steps, args.precision) for t in args.threads.split(",")]
     base = rows[0]["wall_s"]
     print(f"{'threads':>7}  {'steps':>6}  {'wall s':>8}  {'vs first':>8}  load before")
     for r in rows:
         steps = r["step"] if r["step"] is not None else f">{args.max_steps}"
-        print(f"{r['threads']:>7}  {steps!s:>6}  {r['wall_s']:8.1f}  {base / r['wall_s']:7.2f}x  {r['load_before']:.2f}")
+        print(
+            f"{r['threads']:>7}  {steps!s:>6}  {r['wall_s']:8.1f}  {base / r['wall_s']:7.2f}x  {r['load_before']:.2f}"
+        )
 
 
 if __name__ == "__main__":

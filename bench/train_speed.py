@@ -13,6 +13,7 @@ Whether bf16 pays depends on the CPU: with native bf16 (AVX512-BF16, AMX) ``last
 about twice as fast as fp32; where bf16 is emulated (AVX2 only) about ten times slower. The last line
 is ``training.precision.choose_precision`` measured afresh (a throw-away cache), as a run would.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -81,15 +82,21 @@ def main(argv=None) -> None:
                 step()
             runs[name].append((time.perf_counter() - w, time.process_time() - c))
 
-    print(f"train_speed: batch {args.batch_size}, {args.steps} steps x {args.rounds} rounds per variant, "
-          f"torch {torch.__version__}, threads {torch.get_num_threads()}, "
-          f"{cpu_name()}")
-    rate = {name: (max(args.steps / w for w, _ in r), max(args.steps / c for _, c in r if c > 0))
-            for name, r in runs.items()}
+    print(
+        f"train_speed: batch {args.batch_size}, {args.steps} steps x {args.rounds} rounds per variant, "
+        f"torch {torch.__version__}, threads {torch.get_num_threads()}, "
+        f"{cpu_name()}"
+    )
+    rate = {
+        name: (max(args.steps / w for w, _ in r), max(args.steps / c for _, c in r if c > 0))
+        for name, r in runs.items()
+    }
     base = rate[BASELINE]
     for name, (wall, cpu) in rate.items():
-        print(f"  {name:<17} {wall:6.2f} steps/s wall (best)  {cpu:6.2f} steps/s CPU   "
-              f"x{wall / base[0]:.2f} wall  x{cpu / base[1]:.2f} CPU vs {BASELINE}")
+        print(
+            f"  {name:<17} {wall:6.2f} steps/s wall (best)  {cpu:6.2f} steps/s CPU   "
+            f"x{wall / base[0]:.2f} wall  x{cpu / base[1]:.2f} CPU vs {BASELINE}"
+        )
     print_peak_fraction(args.batch_size, {name: cpu for name, (_, cpu) in rate.items()})
     print_auto_decision(args.batch_size)
 
@@ -102,17 +109,17 @@ def step_gemms(batch: int, cfg) -> list[tuple[int, int, int, int]]:
     B, T, D, M, V = batch, cfg.n_ctx, cfg.d_model, cfg.d_mlp, cfg.d_vocab_out
     forward = [
         (1, B * T, D, 3 * D),  # Layer 1: q, k, v in one product
-        (B, T, D, T),          # scores q k^T
-        (B, T, T, D),          # pattern @ v
-        (1, B * T, D, D),      # W_O
-        (1, B, D, D),          # Layer 2: the last position's query
+        (B, T, D, T),  # scores q k^T
+        (B, T, T, D),  # pattern @ v
+        (1, B * T, D, D),  # W_O
+        (1, B, D, D),  # Layer 2: the last position's query
         (1, B * T, D, 2 * D),  # keys and values at every position
-        (B, 1, D, T),          # the last query's scores
-        (B, 1, T, D),          # its pattern @ v
-        (1, B, D, D),          # W_O
-        (1, B, D, M),          # MLP in
-        (1, B, M, D),          # MLP out
-        (1, B, D, V),          # unembedding
+        (B, 1, D, T),  # the last query's scores
+        (B, 1, T, D),  # its pattern @ v
+        (1, B, D, D),  # W_O
+        (1, B, D, M),  # MLP in
+        (1, B, M, D),  # MLP out
+        (1, B, D, V),  # unembedding
     ]
     out = []
     for b, m, k, n in forward:
@@ -153,12 +160,14 @@ def print_peak_fraction(batch: int, cpu_rate: dict[str, float]) -> None:
         c = time.process_time()
         for _ in range(5):
             big @ big
-        peak = 5 * 2 * 1024 ** 3 / (time.process_time() - c) / 1e9
+        peak = 5 * 2 * 1024**3 / (time.process_time() - c) / 1e9
         step_s = 1 / cpu_rate[name]
-        print(f"  {name}: {flops / 1e9:.2f} GFLOP of products per step; step {step_s * 1e3:.1f} ms CPU = "
-              f"{flops / step_s / 1e9:.1f} GFLOP/s, {100 * flops / step_s / 1e9 / peak:.0f}% of the 1024^3 peak "
-              f"({peak:.1f} GFLOP/s); its products alone take {floor * 1e3:.1f} ms "
-              f"({100 * floor / step_s:.0f}% of the step)")
+        print(
+            f"  {name}: {flops / 1e9:.2f} GFLOP of products per step; step {step_s * 1e3:.1f} ms CPU = "
+            f"{flops / step_s / 1e9:.1f} GFLOP/s, {100 * flops / step_s / 1e9 / peak:.0f}% of the 1024^3 peak "
+            f"({peak:.1f} GFLOP/s); its products alone take {floor * 1e3:.1f} ms "
+            f"({100 * floor / step_s:.0f}% of the step)"
+        )
 
 
 def print_auto_decision(batch_size: int) -> None:
@@ -171,8 +180,10 @@ def print_auto_decision(batch_size: int) -> None:
         w, c = time.perf_counter(), time.process_time()
         choice = choose_precision("cpu", step_probe(TrainConfig(batch_size=batch_size), Task()), cache=Path(tmp))
         wall, cpu = time.perf_counter() - w, time.process_time() - c
-    print(f"  --precision auto: {choice.chosen}; deciding took {wall:.2f} s wall, {cpu:.2f} s CPU "
-          f"(steps {choice.measure_s:.2f} s); {choice.log_line()}")
+    print(
+        f"  --precision auto: {choice.chosen}; deciding took {wall:.2f} s wall, {cpu:.2f} s CPU "
+        f"(steps {choice.measure_s:.2f} s); {choice.log_line()}"
+    )
 
 
 if __name__ == "__main__":

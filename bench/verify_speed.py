@@ -10,6 +10,7 @@ figures and report writing. The issue's budget: all claims + reports under 30 s 
 Wall time on a shared machine depends on what else runs; the CPU time of the command and the load
 average are printed beside it so a slow figure can be read for what it is.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -31,8 +32,9 @@ def command() -> list[str]:
 
 def run_once(args) -> dict:
     out = Path(tempfile.mkdtemp(prefix="verify-speed-")) / "report"
-    argv = command() + ([args.checkpoint] if args.checkpoint else []) + ["--out", str(out), "--quiet",
-                                                                        "--n", str(args.n)]
+    argv = (
+        command() + ([args.checkpoint] if args.checkpoint else []) + ["--out", str(out), "--quiet", "--n", str(args.n)]
+    )
     if args.only:
         argv += ["--only", args.only]
     if args.jobs is not None:
@@ -68,8 +70,10 @@ def main(argv=None) -> int:
     best = min(results, key=lambda r: r["wall"])
     t = best["timings"]
     total_inside = t["total_seconds"]
-    rows = [("start-up (interpreter, imports)", best["wall"] - total_inside),
-            ("load checkpoint + task", t["load_seconds"])]
+    rows = [
+        ("start-up (interpreter, imports)", best["wall"] - total_inside),
+        ("load checkpoint + task", t["load_seconds"]),
+    ]
     jobs = t.get("jobs", 1)
     if jobs > 1:  # claims overlap in workers: the phase's wall time is the row; each claim's is shown inside it
         rows.append((f"claims, {jobs} workers side by side (wall)", t["claims_wall_seconds"]))
@@ -81,8 +85,10 @@ def main(argv=None) -> int:
     accounted = sum(s for _, s in rows if s is not None)
     rows.append(("reports, other", best["wall"] - accounted))
     width = max(len(name) for name, _ in rows)
-    print(f"assignadd-verify {args.checkpoint or '(bundled reference)'} --n {args.n}"
-          f"{' --only ' + args.only if args.only else ''}: {best['passed']}")
+    print(
+        f"assignadd-verify {args.checkpoint or '(bundled reference)'} --n {args.n}"
+        f"{' --only ' + args.only if args.only else ''}: {best['passed']}"
+    )
     print(f"{'part'.ljust(width)}  seconds   share")
     for name, s in rows:
         if s is None:  # a claim inside the side-by-side phase: its own seconds, not a share of the total
@@ -90,11 +96,15 @@ def main(argv=None) -> int:
         else:
             print(f"{name.ljust(width)}  {s:7.2f}  {100 * s / best['wall']:5.1f}%")
     print(f"{'total (wall, end to end)'.ljust(width)}  {best['wall']:7.2f}  100.0%")
-    print(f"CPU time of the command: {best['cpu']:.2f} s on {os.cpu_count()} cores; "
-          f"load average before the run: {load:.2f}")
+    print(
+        f"CPU time of the command: {best['cpu']:.2f} s on {os.cpu_count()} cores; "
+        f"load average before the run: {load:.2f}"
+    )
     ok = best["wall"] <= args.budget
-    print(f"{'within' if ok else 'OVER'} the {args.budget:g} s budget"
-          + ("" if ok or load < (os.cpu_count() or 1) else " (the machine was busy: see the load average)"))
+    print(
+        f"{'within' if ok else 'OVER'} the {args.budget:g} s budget"
+        + ("" if ok or load < (os.cpu_count() or 1) else " (the machine was busy: see the load average)")
+    )
     return 0 if ok else 1
 
 

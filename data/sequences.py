@@ -4,6 +4,7 @@ A sequence is an assignment prefix of 12 tokens, then the core ``+ LHS RHS =``. 
 builds a whole batch with array operations; the random draws come from one ``numpy.random.Generator``
 in a fixed order, so a seed gives the same tokens on every machine.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -45,9 +46,7 @@ def build_sequences(
 
     # The required assignments come first in `chosen`; distractors follow in random order.
     req0_var = np.where(kind == KIND_1VAR_RHS, var2, var1)
-    req0_val = np.select(
-        [kind == KIND_0VAR, kind == KIND_1VAR_RHS], [rng.integers(0, N, size=B), num2], default=num1
-    )
+    req0_val = np.select([kind == KIND_0VAR, kind == KIND_1VAR_RHS], [rng.integers(0, N, size=B), num2], default=num1)
     var_keys = rng.random((B, V))
     var_keys[rows, req0_var] = -2.0
     two = kind == KIND_2VAR

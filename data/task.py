@@ -1,4 +1,5 @@
 """The task's split, its training table and its evaluation pools (SPEC §1.3, §1.4)."""
+
 from __future__ import annotations
 
 import math
@@ -55,8 +56,13 @@ class TaskConfig:
 
     def to_dict(self) -> dict:
         return {
-            "f": self.f, "r": self.r, "seed": self.seed, "modulus": self.modulus, "n_vars": self.n_vars,
-            "never_rhs": list(self.never_rhs), "never_lhs": list(self.never_lhs),
+            "f": self.f,
+            "r": self.r,
+            "seed": self.seed,
+            "modulus": self.modulus,
+            "n_vars": self.n_vars,
+            "never_rhs": list(self.never_rhs),
+            "never_lhs": list(self.never_lhs),
         }
 
     @classmethod
@@ -75,8 +81,17 @@ class Task:
     list); a training run's own seed (initialisation, batch order) is separate.
     """
 
-    def __init__(self, f: float = 0.7, r: float = 1.0, seed: int = 42, *, modulus: int = 59, n_vars: int = 12,
-                 never_rhs: tuple[str, ...] = ("a", "b"), never_lhs: tuple[str, ...] = ("k", "l")):
+    def __init__(
+        self,
+        f: float = 0.7,
+        r: float = 1.0,
+        seed: int = 42,
+        *,
+        modulus: int = 59,
+        n_vars: int = 12,
+        never_rhs: tuple[str, ...] = ("a", "b"),
+        never_lhs: tuple[str, ...] = ("k", "l"),
+    ):
         if not (0.0 < f <= 1.0) or not math.isfinite(f):
             raise TaskError(f"f must be in (0, 1], got {f}")
         if not (0.0 <= r <= 1.0) or not math.isfinite(r):
@@ -205,8 +220,10 @@ class Task:
                 var1, var2 = np.where(lhs, b, other), np.where(lhs, other, b)
             else:
                 var_pairs = {
-                    "train": self.valid_var_pairs, "heldout_pair": self.valid_var_pairs,
-                    "restricted_1": self.restricted_1_var_pairs, "restricted_2": self.restricted_2_var_pairs,
+                    "train": self.valid_var_pairs,
+                    "heldout_pair": self.valid_var_pairs,
+                    "restricted_1": self.restricted_1_var_pairs,
+                    "restricted_2": self.restricted_2_var_pairs,
                 }[kind_name]
                 vp = var_pairs[rng.integers(0, len(var_pairs), size=size)]
                 var1, var2 = vp[:, 0], vp[:, 1]
@@ -218,8 +235,9 @@ class Task:
         rng = np.random.default_rng([int(seed), 100])
         p = self._heldout_arr
         var = rng.integers(0, self.vocab.n_vars, size=len(p))
-        tokens = build_sequences(np.full(len(p), KIND_0VAR), var, np.full(len(p), -1), p[:, 0], p[:, 1], rng,
-                                 self.vocab)
+        tokens = build_sequences(
+            np.full(len(p), KIND_0VAR), var, np.full(len(p), -1), p[:, 0], p[:, 1], rng, self.vocab
+        )
         return to_tensors(tokens, labels_for(p[:, 0], p[:, 1], self.vocab.modulus))
 
     def exhaustive_2var_union(self, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
@@ -234,8 +252,9 @@ class Task:
             parts.append((nums, vp))
         nums = np.concatenate([p[0] for p in parts])
         vp = np.concatenate([p[1] for p in parts])
-        tokens = build_sequences(np.full(len(nums), KIND_2VAR), vp[:, 0], vp[:, 1], nums[:, 0], nums[:, 1], rng,
-                                 self.vocab)
+        tokens = build_sequences(
+            np.full(len(nums), KIND_2VAR), vp[:, 0], vp[:, 1], nums[:, 0], nums[:, 1], rng, self.vocab
+        )
         return to_tensors(tokens, labels_for(nums[:, 0], nums[:, 1], self.vocab.modulus))
 
     def numbers_missing_from_training(self) -> list[int]:

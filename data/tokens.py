@@ -4,6 +4,7 @@ Token ids: 0..N-1 are the numbers (N = 59), then `+`, `=`, `PAD`, then the varia
 The text form separates tokens by single spaces: ``PAD PAD a 40 PAD j 18 PAD PAD PAD k 9 + a 27 =``;
 ``parse`` also reads the short form a person types (``a=3 b=4 + b 5 =``), and ``to_tokens`` a list of texts.
 """
+
 from __future__ import annotations
 
 import string
@@ -117,11 +118,15 @@ def _words(text: str, vocab: Vocab) -> list[str]:
             words += [left, "="]
             continue
         if left not in vocab.var_names:
-            raise ParseError(f"{word!r}: an assignment starts with a variable "
-                             f"{vocab.var_names[0]}..{vocab.var_names[-1]}, got {left!r}")
+            raise ParseError(
+                f"{word!r}: an assignment starts with a variable "
+                f"{vocab.var_names[0]}..{vocab.var_names[-1]}, got {left!r}"
+            )
         if right in vocab.var_names:
-            raise ParseError(f"{word!r}: a variable is assigned a number 0..{vocab.modulus - 1}, not another "
-                             f"variable (the task has no variable-to-variable assignment; write e.g. '{left}=3')")
+            raise ParseError(
+                f"{word!r}: a variable is assigned a number 0..{vocab.modulus - 1}, not another "
+                f"variable (the task has no variable-to-variable assignment; write e.g. '{left}=3')"
+            )
         words += [left, right]
     return words
 
@@ -167,8 +172,7 @@ def parse(text: str, vocab: Vocab = VOCAB) -> torch.Tensor:
             i += 2
         else:
             raise ParseError(
-                f"prefix token {words[i]!r} at position {i} is not PAD or the start of an assignment "
-                f"'var value'{note}"
+                f"prefix token {words[i]!r} at position {i} is not PAD or the start of an assignment 'var value'{note}"
             )
     return torch.tensor(ids, dtype=torch.long)
 

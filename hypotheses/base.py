@@ -9,6 +9,7 @@ passing item is causal.
 
 Nothing here knows any particular claim; ``hypotheses/<claim>.py`` files do.
 """
+
 from __future__ import annotations
 
 import math
@@ -60,7 +61,7 @@ class Threshold:
         return low >= self.value if self.direction == ">=" else high <= self.value
 
     def status(self, low: float | None, high: float | None) -> str:
-        """"pass" (the conservative bound clears the bar), "fail" (the whole interval is on the wrong
+        """ "pass" (the conservative bound clears the bar), "fail" (the whole interval is on the wrong
         side), "inconclusive" (the interval straddles the bar) or "no data"."""
         if low is None or high is None:
             return "no data"
@@ -143,14 +144,19 @@ class Evidence:
             "definition": self.definition,
             "kind": self.kind,
             "required": self.required,
-            "threshold": {"value": _r(self.threshold.value), "direction": self.threshold.direction,
-                          "bound": self.threshold.bound, "reason": self.threshold.reason},
+            "threshold": {
+                "value": _r(self.threshold.value),
+                "direction": self.threshold.direction,
+                "bound": self.threshold.bound,
+                "reason": self.threshold.reason,
+            },
             "measurement": self.measurement.to_dict(),
             "passed": self.passed,
             "status": self.status,
-            "controls": {name: {**m.to_dict(), "passed": self.control_passed(name),
-                                "status": self.control_status(name)}
-                         for name, m in sorted(self.controls.items())},
+            "controls": {
+                name: {**m.to_dict(), "passed": self.control_passed(name), "status": self.control_status(name)}
+                for name, m in sorted(self.controls.items())
+            },
         }
 
 
@@ -231,8 +237,10 @@ def decide(evidence: list[Evidence]) -> tuple[str, str]:
         if e.status == "inconclusive":
             more = e.measurement.samples_to_decide(e.threshold)
             hint = f" (about {more} samples might decide it)" if more else ""
-            open_items.append(f"{e.name} {e.measurement.value:.4g} [{e.measurement.low:.4g}, {e.measurement.high:.4g}] "
-                              f"straddles {e.threshold.direction} {e.threshold.value}{hint}")
+            open_items.append(
+                f"{e.name} {e.measurement.value:.4g} [{e.measurement.low:.4g}, {e.measurement.high:.4g}] "
+                f"straddles {e.threshold.direction} {e.threshold.value}{hint}"
+            )
         for c, m in sorted(e.controls.items()):
             if e.control_status(c) == "inconclusive":
                 open_items.append(f"{e.name} on control {c} straddles its bar")
@@ -249,8 +257,16 @@ class Context:
     same task and seed.
     """
 
-    def __init__(self, model: AssignAddTransformer, task: Task | None = None, *, seed: int = 0, n: int = 2000,
-                 device: str | torch.device = "cpu", pools: dict | None = None):
+    def __init__(
+        self,
+        model: AssignAddTransformer,
+        task: Task | None = None,
+        *,
+        seed: int = 0,
+        n: int = 2000,
+        device: str | torch.device = "cpu",
+        pools: dict | None = None,
+    ):
         self.model = model.to(device).eval()
         self.task = task or Task()
         if self.task.vocab.size != model.cfg.d_vocab or self.task.vocab.modulus != model.cfg.d_vocab_out:
@@ -280,8 +296,9 @@ class Context:
 
     def reinitialised_model(self) -> AssignAddTransformer:
         """The negative control of SPEC §5: same shape, fresh TransformerLens-default weights."""
-        return self.memo("reinit", lambda: AssignAddTransformer(self.model.cfg, seed=10_000 + self.seed)
-                         .to(self.device).eval())
+        return self.memo(
+            "reinit", lambda: AssignAddTransformer(self.model.cfg, seed=10_000 + self.seed).to(self.device).eval()
+        )
 
     def derive(self, model: AssignAddTransformer) -> "Context":
         """A context on another model (a control) sharing this one's pools."""
@@ -310,15 +327,26 @@ class Hypothesis:
             verdict, reason = decide(items)
         except Exception as e:  # a crash is reported as an error verdict, never as a pass
             items, verdict, reason = [], "error", f"{type(e).__name__}: {e}"
-        return ClaimResult(self.id, self.spec, self.statement, verdict, reason, items, dict(self.controls), ctx.seed,
-                           {"seconds": time.perf_counter() - t0})
+        return ClaimResult(
+            self.id,
+            self.spec,
+            self.statement,
+            verdict,
+            reason,
+            items,
+            dict(self.controls),
+            ctx.seed,
+            {"seconds": time.perf_counter() - t0},
+        )
 
 
 # Control descriptions several claims share (``Hypothesis.controls``).
 REINITIALISED = "a freshly initialised model of the same shape (TransformerLens default init)"
-WRONG_SITE_INTERCHANGE = ("the same interchange at a distractor assignment's value token, patched from a run in which "
-                          "that distractor's value changed: an edit that acts where the claim says the answer is "
-                          "not read, so the answer must not follow it")
+WRONG_SITE_INTERCHANGE = (
+    "the same interchange at a distractor assignment's value token, patched from a run in which "
+    "that distractor's value changed: an edit that acts where the claim says the answer is "
+    "not read, so the answer must not follow it"
+)
 
 REGISTRY: dict[str, type[Hypothesis]] = {}
 
@@ -347,12 +375,27 @@ class Arm(NamedTuple):
 CLAIMED = "claimed"
 
 
-def item(name: str, definition: str, kind: str, threshold: Threshold, measure: Callable[..., Measurement],
-         subject, controls: dict | None = None, required: bool = True) -> Evidence:
+def item(
+    name: str,
+    definition: str,
+    kind: str,
+    threshold: Threshold,
+    measure: Callable[..., Measurement],
+    subject,
+    controls: dict | None = None,
+    required: bool = True,
+) -> Evidence:
     """Build an evidence item: ``measure(subject)`` on the model under test and ``measure(c)`` on each
     control (a dict name -> whatever ``measure`` takes: a model, or a flag for a wrong-site variant)."""
-    return Evidence(name, definition, kind, threshold, measure(subject),
-                    {c: measure(s) for c, s in (controls or {}).items()}, required)
+    return Evidence(
+        name,
+        definition,
+        kind,
+        threshold,
+        measure(subject),
+        {c: measure(s) for c, s in (controls or {}).items()},
+        required,
+    )
 
 
 def rate(successes: torch.Tensor, acted: float | None = None, **extra) -> Measurement:
@@ -366,8 +409,15 @@ def rate(successes: torch.Tensor, acted: float | None = None, **extra) -> Measur
     return Measurement(v, lo, hi, int(successes.numel()), extra, acted)
 
 
-def mean(values: torch.Tensor, *, seed: int, label: str, acted: float | None = None,
-         bounds: tuple[float, float] | None = None, **extra) -> Measurement:
+def mean(
+    values: torch.Tensor,
+    *,
+    seed: int,
+    label: str,
+    acted: float | None = None,
+    bounds: tuple[float, float] | None = None,
+    **extra,
+) -> Measurement:
     """A mean with its seeded bootstrap interval (``interventions.statistics.mean_ci``; ``bounds``: the
     range the values can take; ``acted``: see ``Measurement``). One value has no interval: no data."""
     from ..interventions.statistics import mean_ci

@@ -40,6 +40,7 @@ interventional statement by construction. The control arm is the grid's own fail
 (without one, the bracket reaches down to 0 and cannot pass). ``decide_sweep`` therefore needs at least
 one required item and decides on the items' states; it leaves ``decide`` unchanged for every other claim.
 """
+
 from __future__ import annotations
 
 import json
@@ -67,8 +68,10 @@ PAPER = {"f": 0.25, "r": 0.2}  # SPEC §4.5, read off the paper's sweep figures 
 # threshold closer than that step, and a threshold a full step or more away from its value disagrees with it.
 BAND_HALF_WIDTH = 0.05
 BAND = {p: (round(v - BAND_HALF_WIDTH, 10), round(v + BAND_HALF_WIDTH, 10)) for p, v in PAPER.items()}
-BAND_REASON = ("paper: {p} ≳ {v}; band {lo}-{hi} = the paper's value ± {h}, one step of the paper's 0.05 grid (it "
-               "cannot place its threshold closer); symmetric: more data or less are judged alike")
+BAND_REASON = (
+    "paper: {p} ≳ {v}; band {lo}-{hi} = the paper's value ± {h}, one step of the paper's 0.05 grid (it "
+    "cannot place its threshold closer); symmetric: more data or less are judged alike"
+)
 # A grid dense around the paper's values (0.025 apart inside ± 0.1), so that a bracket (b, θ] of two neighbours
 # fits inside the band: fixed before the next sweep is run, and what a missing half's command runs.
 PREREGISTERED_GRID = {
@@ -81,8 +84,10 @@ METRICS = {"f": "exhaustive_0var_heldout", "r": "exhaustive_2var_union"}
 CACHE_NAME = "generalization.json"
 CACHE_SCHEMA = "assignadd.point-generalization/2"  # /2: the union's sample rows from a labelled stream
 
-SKIP_NOTE = ("needs a sweep: run `assignadd-sweep` and then `assignadd-report SWEEP_DIR` (a claim about how much "
-             "training data is needed cannot be tested on one checkpoint)")
+SKIP_NOTE = (
+    "needs a sweep: run `assignadd-sweep` and then `assignadd-report SWEEP_DIR` (a claim about how much "
+    "training data is needed cannot be tested on one checkpoint)"
+)
 
 
 class SweepDataError(ValueError):
@@ -156,8 +161,12 @@ def point_metric(point_dir, param: str, *, union_sample: int | None = UNION_SAMP
             cached = json.loads(cache.read_text())
         except (json.JSONDecodeError, UnicodeDecodeError) as e:
             raise SweepDataError(f"{cache}: not valid JSON ({e})") from None
-        if not (isinstance(cached, dict) and cached.get("schema") == CACHE_SCHEMA and cached.get("metric") == METRICS[param]
-                and cached.get("requested_sample") == sample):
+        if not (
+            isinstance(cached, dict)
+            and cached.get("schema") == CACHE_SCHEMA
+            and cached.get("metric") == METRICS[param]
+            and cached.get("requested_sample") == sample
+        ):
             cached = None
     if not final.exists():
         return cached
@@ -169,8 +178,16 @@ def point_metric(point_dir, param: str, *, union_sample: int | None = UNION_SAMP
     task = Task(t["f"], t["r"], t["seed"])
     model = load_checkpoint(final, device)
     m = generalization_accuracy(model, task, param, union_sample)
-    doc = {"schema": CACHE_SCHEMA, "metric": METRICS[param], "requested_sample": sample, "final_sha256": sha,
-           "accuracy": m.value, "ci": [m.low, m.high], "n": m.n, "sample": m.extra["sample"]}
+    doc = {
+        "schema": CACHE_SCHEMA,
+        "metric": METRICS[param],
+        "requested_sample": sample,
+        "final_sha256": sha,
+        "accuracy": m.value,
+        "ci": [m.low, m.high],
+        "n": m.n,
+        "sample": m.extra["sample"],
+    }
     try:  # a read-only sweep folder still gets its answer, only uncached
         atomic_write(cache, json.dumps(doc, indent=2) + "\n")
     except OSError:
@@ -178,8 +195,9 @@ def point_metric(point_dir, param: str, *, union_sample: int | None = UNION_SAMP
     return doc
 
 
-def sweep_results(sweep_dir, *, union_sample: int | None = UNION_SAMPLE, device: str = "cpu",
-                  progress=None) -> tuple[dict, list[PointResult]]:
+def sweep_results(
+    sweep_dir, *, union_sample: int | None = UNION_SAMPLE, device: str = "cpu", progress=None
+) -> tuple[dict, list[PointResult]]:
     """``(sweep.json, one PointResult per grid point)``; unfinished points have ``accuracy=None``."""
     doc = read_grid_file(sweep_dir)
     cfg = config_from_grid_file(doc)
@@ -204,8 +222,10 @@ def estimate_threshold(results: list[PointResult]) -> dict:
     of θ (None when a seed has none)."""
     missing = [r.name for r in results if r.accuracy is None]
     if missing:
-        raise SweepDataError(f"{len(missing)} point(s) not finished: {', '.join(missing[:4])}"
-                             f"{' ...' if len(missing) > 4 else ''}; run the same assignadd-sweep command to finish them")
+        raise SweepDataError(
+            f"{len(missing)} point(s) not finished: {', '.join(missing[:4])}"
+            f"{' ...' if len(missing) > 4 else ''}; run the same assignadd-sweep command to finish them"
+        )
     per_seed = {}
     for seed in sorted({r.seed for r in results}):
         rows = sorted((r for r in results if r.seed == seed), key=lambda r: r.value)
@@ -216,11 +236,17 @@ def estimate_threshold(results: list[PointResult]) -> dict:
             theta = r.value
         below = [r.value for r in rows if r.status == "no" and (theta is None or r.value < theta)]
         b = max(below) if below else None
-        inversions = sum(1 for i, lo in enumerate(rows) for hi in rows[i + 1:]
-                         if lo.status == "yes" and hi.status == "no")
-        per_seed[str(seed)] = {"threshold": theta, "largest_failing_below": b, "bracket": [b, theta],
-                               "resolved": theta is not None and b is not None, "inversions": inversions,
-                               "generalizes": {f"{r.value:.10g}": r.status for r in rows}}
+        inversions = sum(
+            1 for i, lo in enumerate(rows) for hi in rows[i + 1 :] if lo.status == "yes" and hi.status == "no"
+        )
+        per_seed[str(seed)] = {
+            "threshold": theta,
+            "largest_failing_below": b,
+            "bracket": [b, theta],
+            "resolved": theta is not None and b is not None,
+            "inversions": inversions,
+            "generalizes": {f"{r.value:.10g}": r.status for r in rows},
+        }
     thetas = [s["threshold"] for s in per_seed.values()]
     found = None not in thetas
     return {
@@ -259,8 +285,9 @@ class SweepEvidence(Evidence):
     @property
     def status(self) -> str:
         m = self.measurement
-        return bracket_state(self.threshold.direction, self.threshold.value, m.low, m.high,
-                             bool(m.extra.get("open_low")))
+        return bracket_state(
+            self.threshold.direction, self.threshold.value, m.low, m.high, bool(m.extra.get("open_low"))
+        )
 
 
 def item_state(e: Evidence) -> str:
@@ -282,10 +309,15 @@ def decide_sweep(evidence: list[Evidence]) -> tuple[str, str]:
         also = f"; not resolved by the grid: {', '.join(e.name for e in unresolved)}" if unresolved else ""
         return "fail", f"required evidence failed: {', '.join(failed)}{also}"
     if unresolved:
-        notes = [f"{e.name} ({e.measurement.extra.get('unresolved', 'interval straddles the threshold')})"
-                 for e in unresolved]
-        return "inconclusive", ("the grid does not resolve: " + "; ".join(notes)
-                                + ". A grid denser there decides it (the pre-registered grid: docs/sweeps.md)")
+        notes = [
+            f"{e.name} ({e.measurement.extra.get('unresolved', 'interval straddles the threshold')})"
+            for e in unresolved
+        ]
+        return "inconclusive", (
+            "the grid does not resolve: "
+            + "; ".join(notes)
+            + ". A grid denser there decides it (the pre-registered grid: docs/sweeps.md)"
+        )
     return "pass", f"all {len(required)} required items passed"
 
 
@@ -302,37 +334,65 @@ def sweep_evidence(param: str, results: list[PointResult]) -> list[Evidence]:
     lows = [0.0 if v["largest_failing_below"] is None else v["largest_failing_below"] for v in seeds.values()]
     highs = [v["threshold"] for v in seeds.values()]  # None: above the grid (no value generalizes)
     finite = [h for h in highs if h is not None]
-    per_seed = {"per_seed": {s: v["threshold"] for s, v in seeds.items()},
-                "largest_failing_below": {s: v["largest_failing_below"] for s, v in seeds.items()},
-                "brackets": {s: _bracket_text(*v["bracket"]) for s, v in seeds.items()}, "open_low": True}
+    per_seed = {
+        "per_seed": {s: v["threshold"] for s, v in seeds.items()},
+        "largest_failing_below": {s: v["largest_failing_below"] for s, v in seeds.items()},
+        "brackets": {s: _bracket_text(*v["bracket"]) for s, v in seeds.items()},
+        "open_low": True,
+    }
     # min over seeds of T_s lies in (min b_s, min θ_s]; max over seeds in (max b_s, max θ_s]
-    lowest = Measurement(min(finite) if finite else None, min(lows), min(finite) if finite else None, n_seeds,
-                         dict(per_seed))
-    highest = Measurement(max(finite) if finite else None, max(lows), None if None in highs else max(highs), n_seeds,
-                          dict(per_seed))
+    lowest = Measurement(
+        min(finite) if finite else None, min(lows), min(finite) if finite else None, n_seeds, dict(per_seed)
+    )
+    highest = Measurement(
+        max(finite) if finite else None, max(lows), None if None in highs else max(highs), n_seeds, dict(per_seed)
+    )
+
     def definition(which: str) -> str:
-        return (f"T_{param} per seed in (b, θ]: θ = min {{v in grid : acc(v') >= {GENERALIZES} for every grid "
-                f"v' >= v}}, b = the largest grid value below θ with acc < {GENERALIZES}; acc = {METRICS[param]} "
-                f"accuracy on final.pt (lower / upper 95% bound); interval: the {which} seed's bracket")
+        return (
+            f"T_{param} per seed in (b, θ]: θ = min {{v in grid : acc(v') >= {GENERALIZES} for every grid "
+            f"v' >= v}}, b = the largest grid value below θ with acc < {GENERALIZES}; acc = {METRICS[param]} "
+            f"accuracy on final.pt (lower / upper 95% bound); interval: the {which} seed's bracket"
+        )
 
     reason = BAND_REASON.format(p=param, v=PAPER[param], lo=lo_band, hi=hi_band, h=BAND_HALF_WIDTH)
     items = [
-        SweepEvidence(f"{param}_threshold_not_below_band", definition("lowest"), "observational",
-                 Threshold(lo_band, ">=", reason), lowest),
-        SweepEvidence(f"{param}_threshold_not_above_band", definition("highest"), "observational",
-                 Threshold(hi_band, "<=", reason), highest),
-        SweepEvidence(f"{param}_generalization_is_monotone",
-                 "pairs of grid values v < v' (same seed) where v generalizes and v' does not, summed over seeds",
-                 "observational",
-                 Threshold(0, "<=", "a threshold means every value above it generalizes and none below: one "
-                                    "inversion and the sweep shows no threshold"),
-                 Measurement.exact(float(sum(v["inversions"] for v in seeds.values())), n_seeds,
-                                   per_seed={s: v["inversions"] for s, v in seeds.items()})),
+        SweepEvidence(
+            f"{param}_threshold_not_below_band",
+            definition("lowest"),
+            "observational",
+            Threshold(lo_band, ">=", reason),
+            lowest,
+        ),
+        SweepEvidence(
+            f"{param}_threshold_not_above_band",
+            definition("highest"),
+            "observational",
+            Threshold(hi_band, "<=", reason),
+            highest,
+        ),
+        SweepEvidence(
+            f"{param}_generalization_is_monotone",
+            "pairs of grid values v < v' (same seed) where v generalizes and v' does not, summed over seeds",
+            "observational",
+            Threshold(
+                0,
+                "<=",
+                "a threshold means every value above it generalizes and none below: one "
+                "inversion and the sweep shows no threshold",
+            ),
+            Measurement.exact(
+                float(sum(v["inversions"] for v in seeds.values())),
+                n_seeds,
+                per_seed={s: v["inversions"] for s, v in seeds.items()},
+            ),
+        ),
     ]
     for e, edge in zip(items[:2], (lo_band, hi_band)):
         if item_state(e) == "inconclusive":
-            e.measurement.extra["unresolved"] = (f"bracket {_bracket_text(e.measurement.low, e.measurement.high)} "
-                                                 f"straddles the band's edge {edge:g}")
+            e.measurement.extra["unresolved"] = (
+                f"bracket {_bracket_text(e.measurement.low, e.measurement.high)} straddles the band's edge {edge:g}"
+            )
     return items
 
 
@@ -340,15 +400,19 @@ def sweep_command(param: str) -> str:
     """The command that runs the pre-registered sweep of ``param`` (the reduced protocol's settings)."""
     values = ",".join(f"{v:g}" for v in PREREGISTERED_GRID[param])
     seeds = ",".join(str(s) for s in PREREGISTERED_SEEDS)
-    return (f"assignadd-sweep --param {param} --values {values} --seeds {seeds} --steps 20000 --early-stop 3 "
-            f"--out runs/sweeps/{param}")
+    return (
+        f"assignadd-sweep --param {param} --values {values} --seeds {seeds} --steps 20000 --early-stop 3 "
+        f"--out runs/sweeps/{param}"
+    )
 
 
 class DataRequirements(Hypothesis):
     id = "data_requirements"
     spec = "§4.5"
-    statement = ("Generalization to unseen number pairs needs a training fraction f ≳ 0.25; generalization to "
-                 "2-variable sequences needs a 2-var keep-probability r ≳ 0.2.")
+    statement = (
+        "Generalization to unseen number pairs needs a training fraction f ≳ 0.25; generalization to "
+        "2-variable sequences needs a 2-var keep-probability r ≳ 0.2."
+    )
     controls = {}
     needs_sweep = True
 
@@ -366,24 +430,34 @@ class DataRequirements(Hypothesis):
         t0 = time.perf_counter()
         try:
             if not results_by_param:
-                raise SweepDataError("no sweep given; run "
-                                     + " and ".join(f"`{sweep_command(p)}`" for p in PARAMS_ORDER))
+                raise SweepDataError(
+                    "no sweep given; run " + " and ".join(f"`{sweep_command(p)}`" for p in PARAMS_ORDER)
+                )
             unknown = sorted(set(results_by_param) - set(PARAMS_ORDER))
             if unknown:
                 raise SweepDataError(f"unknown swept parameter(s): {', '.join(unknown)}")
-            items = [e for param in PARAMS_ORDER if param in results_by_param
-                     for e in sweep_evidence(param, results_by_param[param])]
+            items = [
+                e
+                for param in PARAMS_ORDER
+                if param in results_by_param
+                for e in sweep_evidence(param, results_by_param[param])
+            ]
             verdict, reason = decide_sweep(items)
             missing = [p for p in PARAMS_ORDER if p not in results_by_param]
             if missing and verdict != "fail":
-                verdict, reason = "error", (
-                    f"half a claim is not a pass: no {missing[0]} sweep given (the "
-                    f"{', '.join(sorted(results_by_param))} half alone: {reason}); run "
-                    f"`{sweep_command(missing[0])}`, then `assignadd-report` on the folder holding both sweeps")
+                verdict, reason = (
+                    "error",
+                    (
+                        f"half a claim is not a pass: no {missing[0]} sweep given (the "
+                        f"{', '.join(sorted(results_by_param))} half alone: {reason}); run "
+                        f"`{sweep_command(missing[0])}`, then `assignadd-report` on the folder holding both sweeps"
+                    ),
+                )
         except Exception as e:  # a crash is an error verdict, never a pass
             items, verdict, reason = [], "error", f"{type(e).__name__}: {e}"
-        return ClaimResult(self.id, self.spec, self.statement, verdict, reason, items, {}, 0,
-                           {"seconds": time.perf_counter() - t0})
+        return ClaimResult(
+            self.id, self.spec, self.statement, verdict, reason, items, {}, 0, {"seconds": time.perf_counter() - t0}
+        )
 
     def run_sweep(self, sweep_dirs, *, union_sample: int | None = UNION_SAMPLE, device: str = "cpu") -> ClaimResult:
         """Decide the claim on one or more sweep folders (an f sweep, an r sweep, or both)."""

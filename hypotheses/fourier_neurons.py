@@ -23,6 +23,7 @@ Why: at steps 2,500 and 10,000 (β = 0.80) the old "excluded" left (β - 1) φ_K
 the answers were read from it, even with every frequency removed; the claim flipped to fail there for
 that reason alone. Placebos get the same β.
 """
+
 from __future__ import annotations
 
 import torch
@@ -32,30 +33,48 @@ from .measures import fourier
 
 SINGLE_FREQUENCY_FVE = 0.5  # a neuron is "single-frequency" when its best k explains > half its variance
 
-NEURONS = Threshold(0.5, ">=", "a majority of live neurons single-frequency (FVE >= 0.5); null models "
-                               "(re-init, steps 100-200 of seeds 0, 42): 0 of 3,584 neurons reach FVE 0.5")
-KEPT = Threshold(0.90, ">=", "restricted: nearly all answers right with only key frequencies left (the model's 0-var "
-                             "accuracy is ~0.99, paper 99.4% held-out); chance 1/59. Counted only where the clean "
-                             "model is right too (2026-12), so an edit cannot score above the model itself")
-EXCLUDED = Threshold(0.80, ">=", "excluded: removing the key frequencies must cost >= 80 points of 0-var accuracy, "
-                                 "i.e. bring ~0.99 near chance (1/59)")
-PLACEBO = Threshold(0.80, ">=", "supporting (the placebo controls of the two items above decide): specific to the key frequencies: removing as many non-key frequencies must keep "
-                                ">= 80 points more accuracy than removing the key ones (same bars as above)")
+NEURONS = Threshold(
+    0.5,
+    ">=",
+    "a majority of live neurons single-frequency (FVE >= 0.5); null models "
+    "(re-init, steps 100-200 of seeds 0, 42): 0 of 3,584 neurons reach FVE 0.5",
+)
+KEPT = Threshold(
+    0.90,
+    ">=",
+    "restricted: nearly all answers right with only key frequencies left (the model's 0-var "
+    "accuracy is ~0.99, paper 99.4% held-out); chance 1/59. Counted only where the clean "
+    "model is right too (2026-12), so an edit cannot score above the model itself",
+)
+EXCLUDED = Threshold(
+    0.80,
+    ">=",
+    "excluded: removing the key frequencies must cost >= 80 points of 0-var accuracy, "
+    "i.e. bring ~0.99 near chance (1/59)",
+)
+PLACEBO = Threshold(
+    0.80,
+    ">=",
+    "supporting (the placebo controls of the two items above decide): specific to the key frequencies: removing as many non-key frequencies must keep "
+    ">= 80 points more accuracy than removing the key ones (same bars as above)",
+)
 
 
 @register
 class FourierNeurons(Hypothesis):
     id = "fourier_neurons"
     spec = "§4.4"
-    statement = ("Layer-2 MLP pre-activations at `=` take the form cos(2πk·n/59 + α) + cos(2πk·m/59 + β) for a few "
-                 "key frequencies k; the answer is carried by those frequencies alone.")
+    statement = (
+        "Layer-2 MLP pre-activations at `=` take the form cos(2πk·n/59 + α) + cos(2πk·m/59 + β) for a few "
+        "key frequencies k; the answer is carried by those frequencies alone."
+    )
     controls = {
         "reinitialised": REINITIALISED,
         "placebo_frequencies": "as many randomly drawn non-key frequencies kept instead of the key ones (kept item): "
-                               "the claim says the answer lives in the key frequencies, so keeping others loses it",
+        "the claim says the answer lives in the key frequencies, so keeping others loses it",
         "placebo_directions": "as many random directions removed from the MLP input (about its mean) as the key "
-                              "frequencies span, instead of the key ones (excluded item): the claim says the answer "
-                              "survives",
+        "frequencies span, instead of the key ones (excluded item): the claim says the answer "
+        "survives",
     }
 
     def evidence(self, ctx: Context) -> list[Evidence]:
@@ -69,8 +88,10 @@ class FourierNeurons(Hypothesis):
             return ctx.memo(("fourier_neurons", "grids", id(model)), lambda: fourier.grids(model))
 
         def edits(model):
-            return ctx.memo(("fourier_neurons", "edits", id(model)),
-                            lambda: fourier.key_frequency_edits(model, tokens, labels, seed=ctx.seed, grid=grid(model)))
+            return ctx.memo(
+                ("fourier_neurons", "edits", id(model)),
+                lambda: fourier.key_frequency_edits(model, tokens, labels, seed=ctx.seed, grid=grid(model)),
+            )
 
         def neurons(model):
             g = grid(model)
@@ -80,52 +101,98 @@ class FourierNeurons(Hypothesis):
             key_idx = torch.tensor(key, dtype=torch.long) - 1
             if len(r["fve"]) == 0:  # no neuron varies over the grid: none is a Fourier feature
                 return Measurement.exact(0.0, n=int(r["live"].numel()), live_neurons=0, key_frequencies=key)
-            return rate(r["fve"] >= SINGLE_FREQUENCY_FVE,
-                        key_frequencies=key, key_power_share=float(share[key_idx].sum()),
-                        median_fve=float(r["fve"].median()) if len(r["fve"]) else None, live_neurons=len(r["fve"]),
-                        top_embedding_frequencies=(fourier.embedding_spectrum(model).topk(5).indices + 1).tolist(),
-                        logit_key_share=float(fourier.logit_spectrum(model)[key_idx].sum()))
+            return rate(
+                r["fve"] >= SINGLE_FREQUENCY_FVE,
+                key_frequencies=key,
+                key_power_share=float(share[key_idx].sum()),
+                median_fve=float(r["fve"].median()) if len(r["fve"]) else None,
+                live_neurons=len(r["fve"]),
+                top_embedding_frequencies=(fourier.embedding_spectrum(model).topk(5).indices + 1).tolist(),
+                logit_key_share=float(fourier.logit_spectrum(model)[key_idx].sum()),
+            )
 
         def kept(arm):
             model, placebo = arm.model, arm.variant == "placebo_frequencies"
             e = edits(model)
             arm = e["placebo_kept"] if placebo else e["kept"]
-            return rate(arm & e["clean"], acted=e["norm_key"] if placebo else None,
-                        clean_accuracy=float(e["clean"].double().mean()), edited_accuracy=float(arm.double().mean()),
-                        frequencies=e["placebo_frequencies"] if placebo else e["key"], operand_scale=e["scale"])
+            return rate(
+                arm & e["clean"],
+                acted=e["norm_key"] if placebo else None,
+                clean_accuracy=float(e["clean"].double().mean()),
+                edited_accuracy=float(arm.double().mean()),
+                frequencies=e["placebo_frequencies"] if placebo else e["key"],
+                operand_scale=e["scale"],
+            )
 
         def excluded(arm):
             model, placebo = arm.model, arm.variant == "placebo_directions"
             e = edits(model)
             arm = e["random_removed"] if placebo else e["excluded"]
             drop = e["clean"].double() - arm.double()
-            return mean(drop, seed=ctx.seed, label="fourier_excluded" + ("_placebo" if placebo else ""), bounds=(-1, 1),
-                        acted=e["norm_random"] if placebo else None, clean_accuracy=float(e["clean"].double().mean()),
-                        edited_accuracy=float(arm.double().mean()), frequencies=e["key"], operand_scale=e["scale"])
+            return mean(
+                drop,
+                seed=ctx.seed,
+                label="fourier_excluded" + ("_placebo" if placebo else ""),
+                bounds=(-1, 1),
+                acted=e["norm_random"] if placebo else None,
+                clean_accuracy=float(e["clean"].double().mean()),
+                edited_accuracy=float(arm.double().mean()),
+                frequencies=e["key"],
+                operand_scale=e["scale"],
+            )
 
         def specificity(model):
             e = edits(model)
             gap = e["placebo"].double() - e["excluded"].double()
-            return mean(gap, seed=ctx.seed, label="fourier_placebo", bounds=(-1, 1),
-                        placebo_accuracy=float(e["placebo"].double().mean()),
-                        excluded_accuracy=float(e["excluded"].double().mean()),
-                        placebo_frequencies=e["placebo_frequencies"], mean_norm_of_placebo_part=e["norm_placebo"])
+            return mean(
+                gap,
+                seed=ctx.seed,
+                label="fourier_placebo",
+                bounds=(-1, 1),
+                placebo_accuracy=float(e["placebo"].double().mean()),
+                excluded_accuracy=float(e["excluded"].double().mean()),
+                placebo_frequencies=e["placebo_frequencies"],
+                mean_norm_of_placebo_part=e["norm_placebo"],
+            )
 
         return [
-            item("single_frequency_neurons",
-                 "fraction of live Layer-2 neurons u with max_k FVE_k(u) >= 0.5 on the grid, FVE_k(u) = variance of "
-                 "pre_u(n, m) explained by {cos ω_k n, sin ω_k n, cos ω_k m, sin ω_k m}",
-                 "observational", NEURONS, neurons, ctx.model, {"reinitialised": reinit}),
-            item("key_frequencies_kept",
-                 "mean_i 1[correct_i and correct_i | resid_mid_2[15] -> μ + β φ_K(n_i, m_i)] (only the key frequencies' "
-                 "part of the grid's resid_mid, at the sequence's operands, at the pool's scale β), 0-var pools",
-                 "causal", KEPT, kept, Arm(ctx.model),
-                 {"reinitialised": Arm(reinit), "placebo_frequencies": Arm(ctx.model, "placebo_frequencies")}),
-            item("key_frequencies_excluded",
-                 "mean_i (correct_i - correct_i | resid_mid_2[15] -> x - β φ_K(n_i, m_i)), 0-var pools",
-                 "causal", EXCLUDED, excluded, Arm(ctx.model),
-                 {"reinitialised": Arm(reinit), "placebo_directions": Arm(ctx.model, "placebo_directions")}),
-            item("key_frequencies_vs_placebo",
-                 "mean_i (correct_i | x - β φ_P, P = |K| random non-key frequencies) - (correct_i | x - β φ_K)",
-                 "causal", PLACEBO, specificity, ctx.model, {"reinitialised": reinit}, required=False),
+            item(
+                "single_frequency_neurons",
+                "fraction of live Layer-2 neurons u with max_k FVE_k(u) >= 0.5 on the grid, FVE_k(u) = variance of "
+                "pre_u(n, m) explained by {cos ω_k n, sin ω_k n, cos ω_k m, sin ω_k m}",
+                "observational",
+                NEURONS,
+                neurons,
+                ctx.model,
+                {"reinitialised": reinit},
+            ),
+            item(
+                "key_frequencies_kept",
+                "mean_i 1[correct_i and correct_i | resid_mid_2[15] -> μ + β φ_K(n_i, m_i)] (only the key frequencies' "
+                "part of the grid's resid_mid, at the sequence's operands, at the pool's scale β), 0-var pools",
+                "causal",
+                KEPT,
+                kept,
+                Arm(ctx.model),
+                {"reinitialised": Arm(reinit), "placebo_frequencies": Arm(ctx.model, "placebo_frequencies")},
+            ),
+            item(
+                "key_frequencies_excluded",
+                "mean_i (correct_i - correct_i | resid_mid_2[15] -> x - β φ_K(n_i, m_i)), 0-var pools",
+                "causal",
+                EXCLUDED,
+                excluded,
+                Arm(ctx.model),
+                {"reinitialised": Arm(reinit), "placebo_directions": Arm(ctx.model, "placebo_directions")},
+            ),
+            item(
+                "key_frequencies_vs_placebo",
+                "mean_i (correct_i | x - β φ_P, P = |K| random non-key frequencies) - (correct_i | x - β φ_K)",
+                "causal",
+                PLACEBO,
+                specificity,
+                ctx.model,
+                {"reinitialised": reinit},
+                required=False,
+            ),
         ]

@@ -10,6 +10,7 @@ value token Layer 2's OV copies. Causal test: swap Layer 1's output between an o
 token and a distractor's; `=` must now attend to the distractor. Nothing here depends on Layer 2's
 OV or MLP, so a break there cannot decide this claim; the answer following the swap is supporting.
 """
+
 from __future__ import annotations
 
 import torch
@@ -25,26 +26,41 @@ from .measures.circuits import attention_patterns, identity_qk_matrix
 MIN_MARGIN_NATS = 1.0
 CLEAR_SHARE = 0.25  # the two operand positions hold >= 2x what a uniform pattern gives them (2/16)
 
-DIAGONAL = Threshold(0.90, ">=", "every variable should find itself by >= 1 nat: >= 11 of 12 rows (0.917); chance "
-                                 "1/12, re-initialised 0")
-EQ_VALUES = Threshold(0.90, ">=", "'= attends to the operands' values' in >= 90% of sequences: they are its top-2 keys "
-                                  "and hold >= 0.25 of its weight (twice a uniform pattern's 2/16); re-initialised 0")
-MOVES = Threshold(0.80, ">=", "identity-based lookup: after the swap `=` must prefer the distractor's value token "
-                              "(and give it >= 2/16) in most sequences; a re-initialised model ~0.5 by symmetry")
-FOLLOWS = Threshold(0.80, ">=", "supporting: the answer moves to the swapped value (it also needs Layer 2's OV and "
-                                "MLP); chance of a given wrong answer is 1/59")
+DIAGONAL = Threshold(
+    0.90, ">=", "every variable should find itself by >= 1 nat: >= 11 of 12 rows (0.917); chance 1/12, re-initialised 0"
+)
+EQ_VALUES = Threshold(
+    0.90,
+    ">=",
+    "'= attends to the operands' values' in >= 90% of sequences: they are its top-2 keys "
+    "and hold >= 0.25 of its weight (twice a uniform pattern's 2/16); re-initialised 0",
+)
+MOVES = Threshold(
+    0.80,
+    ">=",
+    "identity-based lookup: after the swap `=` must prefer the distractor's value token "
+    "(and give it >= 2/16) in most sequences; a re-initialised model ~0.5 by symmetry",
+)
+FOLLOWS = Threshold(
+    0.80,
+    ">=",
+    "supporting: the answer moves to the swapped value (it also needs Layer 2's OV and "
+    "MLP); chance of a given wrong answer is 1/59",
+)
 
 
 @register
 class IdentityQK(Hypothesis):
     id = "identity_qk"
     spec = "§4.2"
-    statement = ("Layer 2's QK circuit matches variable identity: the `=` query, carrying OV_1 of an operand "
-                 "variable, attends to the value token whose key carries OV_1 of the same variable.")
+    statement = (
+        "Layer 2's QK circuit matches variable identity: the `=` query, carrying OV_1 of an operand "
+        "variable, attends to the value token whose key carries OV_1 of the same variable."
+    )
     controls = {
         "reinitialised": REINITIALISED,
         "wrong_site": "the identity swap done at the two variable tokens (one position earlier), an edit that "
-                      "acts where the claim says `=` does not look: its attention must not move",
+        "acts where the claim says `=` does not look: its attention must not move",
     }
 
     def evidence(self, ctx: Context) -> list[Evidence]:
@@ -52,13 +68,17 @@ class IdentityQK(Hypothesis):
         mixed = torch.cat([ctx.pool("1var_train")[0], ctx.pool("2var_train")[0]])
 
         def diagonal(model):
-            M = identity_qk_matrix(model) / model.cfg.d_head ** 0.5  # in attention-score units
+            M = identity_qk_matrix(model) / model.cfg.d_head**0.5  # in attention-score units
             V = M.shape[0]
             off = M.masked_fill(torch.eye(V, dtype=torch.bool), -torch.inf).max(dim=1).values
             margin = M.diagonal() - off
             wins = (M.argmax(dim=1) == torch.arange(V)) & (margin >= MIN_MARGIN_NATS)
-            return Measurement.exact(float(wins.double().mean()), n=V, median_margin_nats=float(margin.median()),
-                                     rows_on_diagonal=int(wins.sum()))
+            return Measurement.exact(
+                float(wins.double().mean()),
+                n=V,
+                median_margin_nats=float(margin.median()),
+                rows_on_diagonal=int(wins.sum()),
+            )
 
         def eq_values(model):
             p = attention_patterns(model, mixed)[1][:, -1]  # (B, T): the `=` row of Layer 2
@@ -70,34 +90,65 @@ class IdentityQK(Hypothesis):
             return rate(ok, mean_weight_on_operand_values=float(share.mean()))
 
         def swap(model, wrong):
-            return ctx.memo(("identity_qk", "swap", id(model), wrong),
-                            lambda: local.identity_swap_attention(model, mixed, seed=ctx.seed, wrong_site=wrong))
+            return ctx.memo(
+                ("identity_qk", "swap", id(model), wrong),
+                lambda: local.identity_swap_attention(model, mixed, seed=ctx.seed, wrong_site=wrong),
+            )
 
         def moves(arm):
             model, wrong = arm.model, arm.variant == "wrong_site"
             out = swap(model, wrong)
-            return rate(out["moved"], acted=out["acted"] if wrong else None, dropped=out["dropped"],
-                        prefers_operand_before=float(out["clean"].double().mean()))
+            return rate(
+                out["moved"],
+                acted=out["acted"] if wrong else None,
+                dropped=out["dropped"],
+                prefers_operand_before=float(out["clean"].double().mean()),
+            )
 
         def follows(model):
             out = swap(model, False)
             return rate(out["answer_moved"], dropped=out["dropped"])
 
         return [
-            item("identity_block_diagonal",
-                 "fraction of rows i of M = (E_var OV_1) W_Q^2 W_K^2T (E_var OV_1)^T / sqrt(d_head) with argmax_j "
-                 "M[i, j] = i by a margin >= 1", "observational", DIAGONAL, diagonal, ctx.model,
-                 {"reinitialised": reinit}),
-            item("eq_attends_to_operand_values",
-                 "mean_i 1[top2_k A2_i[15, k] = value positions of the two operands, and they hold >= 0.25], "
-                 "1var_train + 2var_train", "observational", EQ_VALUES, eq_values, ctx.model,
-                 {"reinitialised": reinit}),
-            item("attention_follows_identity_swap",
-                 "mean_i 1[A2[15, d] > A2[15, p] and A2[15, d] >= 2/16 | attn_out_1[p] <-> attn_out_1[d]], p the "
-                 "operand's value token, d a distractor's", "causal", MOVES, moves, Arm(ctx.model),
-                 {"reinitialised": Arm(reinit), "wrong_site": Arm(ctx.model, "wrong_site")}),
-            item("answer_follows_identity_swap",
-                 "mean_i 1[argmax logits(x_i | attn_out_1[p] <-> attn_out_1[d])[15] = (z_i + y_i) mod 59], z the "
-                 "distractor's value", "causal", FOLLOWS, follows, ctx.model, {"reinitialised": reinit},
-                 required=False),
+            item(
+                "identity_block_diagonal",
+                "fraction of rows i of M = (E_var OV_1) W_Q^2 W_K^2T (E_var OV_1)^T / sqrt(d_head) with argmax_j "
+                "M[i, j] = i by a margin >= 1",
+                "observational",
+                DIAGONAL,
+                diagonal,
+                ctx.model,
+                {"reinitialised": reinit},
+            ),
+            item(
+                "eq_attends_to_operand_values",
+                "mean_i 1[top2_k A2_i[15, k] = value positions of the two operands, and they hold >= 0.25], "
+                "1var_train + 2var_train",
+                "observational",
+                EQ_VALUES,
+                eq_values,
+                ctx.model,
+                {"reinitialised": reinit},
+            ),
+            item(
+                "attention_follows_identity_swap",
+                "mean_i 1[A2[15, d] > A2[15, p] and A2[15, d] >= 2/16 | attn_out_1[p] <-> attn_out_1[d]], p the "
+                "operand's value token, d a distractor's",
+                "causal",
+                MOVES,
+                moves,
+                Arm(ctx.model),
+                {"reinitialised": Arm(reinit), "wrong_site": Arm(ctx.model, "wrong_site")},
+            ),
+            item(
+                "answer_follows_identity_swap",
+                "mean_i 1[argmax logits(x_i | attn_out_1[p] <-> attn_out_1[d])[15] = (z_i + y_i) mod 59], z the "
+                "distractor's value",
+                "causal",
+                FOLLOWS,
+                follows,
+                ctx.model,
+                {"reinitialised": reinit},
+                required=False,
+            ),
         ]

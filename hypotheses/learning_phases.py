@@ -42,6 +42,7 @@ training has none (one cannot intervene on history with a finished run). This cl
 the controls are interventions on the *time axis*: the same checkpoints with their steps permuted
 (seeded) and reversed. That keeps ``decide`` unchanged for every other claim.
 """
+
 from __future__ import annotations
 
 import math
@@ -60,24 +61,41 @@ SMOOTH = 3  # median window, in checkpoints: one noisy evaluation neither makes 
 # Pre-registered (rule version 3, written from the paper's figures before any series was scored with
 # it; docs/dynamics.md "Version 3"). Each Threshold's reason is the one the report shows.
 LEARNED = 0.9  # 90%: far above chance (1/59), and a 1000-sequence pool's 95% CI at 0.9 is about ±2 points
-COHERENCE = Threshold(0.5, ">=", "a rise explains at least half the curve's variance; permuted series leave "
-                                 "R^2 below 0.2, reversed ones near 0")
-JUMP = Threshold(0.5, ">=", "'most of its rise' in one jump, as in the paper's run (5,300 -> 5,400), within "
-                            "500 steps ('a few hundred'; the paper's jump spans one 100-step interval)")
+COHERENCE = Threshold(
+    0.5,
+    ">=",
+    "a rise explains at least half the curve's variance; permuted series leave R^2 below 0.2, reversed ones near 0",
+)
+JUMP = Threshold(
+    0.5,
+    ">=",
+    "'most of its rise' in one jump, as in the paper's run (5,300 -> 5,400), within "
+    "500 steps ('a few hundred'; the paper's jump spans one 100-step interval)",
+)
 JUMP_WIDTH = 500  # steps: the paper's spike spans one 100-step checkpoint interval; 'a few hundred' at most
-RESTRICTED = Threshold(2000, ">=", "'thousands of steps later' (paper: spike ends 5,400, refinement starts 14,500, "
-                                   "9,100 steps on); 2,000 = the fewest 'thousands', and no less than the two "
-                                   "transitions' widths (500 + 1,500) end to end")
-REFINEMENT = Threshold(0.5, ">=", "a refinement is a transition: most of what the restricted curve still has to "
-                                  "gain once assignment is learned comes in one window, not as a slow drift")
+RESTRICTED = Threshold(
+    2000,
+    ">=",
+    "'thousands of steps later' (paper: spike ends 5,400, refinement starts 14,500, "
+    "9,100 steps on); 2,000 = the fewest 'thousands', and no less than the two "
+    "transitions' widths (500 + 1,500) end to end",
+)
+REFINEMENT = Threshold(
+    0.5,
+    ">=",
+    "a refinement is a transition: most of what the restricted curve still has to "
+    "gain once assignment is learned comes in one window, not as a slow drift",
+)
 REFINEMENT_WIDTH = 3000  # steps: twice the paper's refinement (14,500-16,000: 1,500 steps), for seed variation
 COHERENCE_R2 = COHERENCE.value
 JUMP_FRACTION = JUMP.value
 RESTRICTED_GAP = RESTRICTED.value
 REFINEMENT_FRACTION = REFINEMENT.value
 
-SKIP_NOTE = ("needs a checkpoint series: run `assignadd-report RUN_FOLDER` (a claim about the order of "
-             "training phases cannot be tested on one checkpoint)")
+SKIP_NOTE = (
+    "needs a checkpoint series: run `assignadd-report RUN_FOLDER` (a claim about the order of "
+    "training phases cannot be tested on one checkpoint)"
+)
 
 
 @dataclass(frozen=True)
@@ -90,17 +108,34 @@ class Phase:
 
 
 PHASES = (
-    Phase("addition", "0-var addition generalizes", ("acc_0var_heldout_pair",),
-          ("acc_0var_train", "ov2_mlp2_accuracy"),
-          "held-out pairs as constants are solved only by the addition algorithm, not by memorising"),
-    Phase("assignment", "variable assignment appears", ("acc_1var_train", "acc_2var_train"),
-          ("prev_token_argmax", "positional_prev_token", "identity_qk_diagonal", "layer1_eq_to_operand_slots",
-           "layer2_eq_to_operand_values", "variable_probe"),
-          "1- and 2-var training sequences need the routing circuit: value retrieval through the variable"),
-    Phase("restricted_slots", "restricted-slot sequences generalize",
-          ("acc_1var_restricted_slot", "acc_2var_restricted_1", "acc_2var_restricted_2"),
-          ("layer2_eq_to_operand_values_restricted",),
-          "variables in slots never seen in training: the paper's refinement phase"),
+    Phase(
+        "addition",
+        "0-var addition generalizes",
+        ("acc_0var_heldout_pair",),
+        ("acc_0var_train", "ov2_mlp2_accuracy"),
+        "held-out pairs as constants are solved only by the addition algorithm, not by memorising",
+    ),
+    Phase(
+        "assignment",
+        "variable assignment appears",
+        ("acc_1var_train", "acc_2var_train"),
+        (
+            "prev_token_argmax",
+            "positional_prev_token",
+            "identity_qk_diagonal",
+            "layer1_eq_to_operand_slots",
+            "layer2_eq_to_operand_values",
+            "variable_probe",
+        ),
+        "1- and 2-var training sequences need the routing circuit: value retrieval through the variable",
+    ),
+    Phase(
+        "restricted_slots",
+        "restricted-slot sequences generalize",
+        ("acc_1var_restricted_slot", "acc_2var_restricted_1", "acc_2var_restricted_2"),
+        ("layer2_eq_to_operand_values_restricted",),
+        "variables in slots never seen in training: the paper's refinement phase",
+    ),
 )
 
 
@@ -234,8 +269,8 @@ def window_rise(steps, fit, width: int, first: int) -> dict:
     n = len(s)
     low, low_at, high, high_at = 0.0, None, 0.0, None
     for i in range(max(first, 0), n - 1):
-        spans = s[i + 1:] - s[i]
-        rises = (fit[i + 1:] - fit[i]) / np.maximum(np.ceil(spans / width), 1.0)
+        spans = s[i + 1 :] - s[i]
+        rises = (fit[i + 1 :] - fit[i]) / np.maximum(np.ceil(spans / width), 1.0)
         j = int(np.argmax(rises))
         if rises[j] > low + 1e-12:
             low, low_at = float(rises[j]), (int(s[i]), int(s[i + 1 + j]))
@@ -274,47 +309,70 @@ def detect_phases(records: list[dict]) -> dict:
                 k = onset_index([r["values"][m] for r in records])
                 supporting[m] = None if k is None else steps[k]
         before, at = _onset_interval(steps, i)
-        phases.append({
-            "id": p.id, "title": p.title, "curve": "min(" + ", ".join(p.curve) + ")",
-            "onset_step": at, "onset_interval": [before, at],
-            "coherence_r2": None if r2 is None else round(r2, 6),
-            "step_r2": None if step_r2 is None else round(step_r2, 6),
-            "coherent": r2 is not None and r2 >= COHERENCE_R2,
-            "largest_rise": None if j is None else {"from_step": steps[j], "to_step": steps[j + 1],
-                                                    "rise": round(float(rise[j]), 6)},
-            "supporting_onsets": supporting,
-        })
+        phases.append(
+            {
+                "id": p.id,
+                "title": p.title,
+                "curve": "min(" + ", ".join(p.curve) + ")",
+                "onset_step": at,
+                "onset_interval": [before, at],
+                "coherence_r2": None if r2 is None else round(r2, 6),
+                "step_r2": None if step_r2 is None else round(step_r2, 6),
+                "coherent": r2 is not None and r2 >= COHERENCE_R2,
+                "largest_rise": None
+                if j is None
+                else {"from_step": steps[j], "to_step": steps[j + 1], "rise": round(float(rise[j]), 6)},
+                "supporting_onsets": supporting,
+            }
+        )
     coherent = {p["id"]: p["coherent"] for p in phases}
     by_id = {p["id"]: p for p in phases}
 
     # Assignment jumps after addition: the largest rise within JUMP_WIDTH steps, over windows that start
     # once addition is learned, as a fraction of the assignment curve's whole rise.
-    jump = {"width_steps": JUMP_WIDTH, "fraction": None, "fraction_interval": [None, None], "window": None,
-            "possible_span": None, "total_rise": None}
+    jump = {
+        "width_steps": JUMP_WIDTH,
+        "fraction": None,
+        "fraction_interval": [None, None],
+        "window": None,
+        "possible_span": None,
+        "total_rise": None,
+    }
     if coherent["addition"] and coherent["assignment"]:
         fit = fits["assignment"]
         total = float(fit[-1] - fit[0])
         jump["total_rise"] = round(total, 6)
         if total > 1e-9:
             w = window_rise(steps, fit, JUMP_WIDTH, onsets["addition"])
-            jump.update(fraction=round(w["low"] / total, 6),
-                        fraction_interval=[round(w["low"] / total, 6), round(min(w["high"] / total, 1.0), 6)],
-                        window=w["low_window"], possible_span=w["high_span"])
+            jump.update(
+                fraction=round(w["low"] / total, 6),
+                fraction_interval=[round(w["low"] / total, 6), round(min(w["high"] / total, 1.0), 6)],
+                window=w["low_window"],
+                possible_span=w["high_span"],
+            )
 
     # Restricted slots' refinement: of what the restricted curve still has to gain at the assignment
     # onset, the largest share gained within REFINEMENT_WIDTH steps from then on.
-    refinement = {"width_steps": REFINEMENT_WIDTH, "fraction": None, "fraction_interval": [None, None],
-                  "window": None, "possible_span": None, "remaining_rise": None}
+    refinement = {
+        "width_steps": REFINEMENT_WIDTH,
+        "fraction": None,
+        "fraction_interval": [None, None],
+        "window": None,
+        "possible_span": None,
+        "remaining_rise": None,
+    }
     if coherent["assignment"] and coherent["restricted_slots"]:
         fit, ib = fits["restricted_slots"], onsets["assignment"]
         remaining = float(fit[-1] - fit[ib])
         refinement["remaining_rise"] = round(remaining, 6)
         if remaining > 1e-9:
             w = window_rise(steps, fit, REFINEMENT_WIDTH, ib)
-            refinement.update(fraction=round(min(w["low"] / remaining, 1.0), 6),
-                              fraction_interval=[round(min(w["low"] / remaining, 1.0), 6),
-                                                 round(min(w["high"] / remaining, 1.0), 6)],
-                              window=w["low_window"], possible_span=w["high_span"])
+            refinement.update(
+                fraction=round(min(w["low"] / remaining, 1.0), 6),
+                fraction_interval=[round(min(w["low"] / remaining, 1.0), 6), round(min(w["high"] / remaining, 1.0), 6)],
+                window=w["low_window"],
+                possible_span=w["high_span"],
+            )
 
     gaps = []
     for a, b in zip(PHASES, PHASES[1:]):
@@ -324,8 +382,15 @@ def detect_phases(records: list[dict]) -> dict:
         (a_before, a_at), (b_before, b_at) = by_id[a.id]["onset_interval"], by_id[b.id]["onset_interval"]
         gap = [b_before - a_at, b_at - a_before] if both else [None, None]
         n_sep = separating_checkpoints(curves[b.id], onsets[a.id], onsets[b.id]) if both else None
-        gaps.append({"earlier": a.id, "later": b.id, "gap_steps": (b_at - a_at) if both else None,
-                     "gap_interval": gap, "separating_checkpoints": n_sep})
+        gaps.append(
+            {
+                "earlier": a.id,
+                "later": b.id,
+                "gap_steps": (b_at - a_at) if both else None,
+                "gap_interval": gap,
+                "separating_checkpoints": n_sep,
+            }
+        )
     restricted_gap = gaps[1]
     restricted_gap["min_gap_steps"] = RESTRICTED_GAP
     restricted_gap["state"] = interval_state(">=", RESTRICTED_GAP, *restricted_gap["gap_interval"])
@@ -337,18 +402,30 @@ def detect_phases(records: list[dict]) -> dict:
     refinement["state"] = interval_state(">=", REFINEMENT_FRACTION, *refinement["fraction_interval"])
     in_order = all(g["gap_steps"] is not None and g["gap_steps"] > 0 for g in gaps)
     return {
-        "rule": {"version": RULE_VERSION, "learned": LEARNED, "coherence_r2": COHERENCE_R2,
-                 "coherence": "R^2 of the best non-decreasing (isotonic) fit of the phase curve",
-                 "jump_width_steps": JUMP_WIDTH, "jump_fraction": JUMP_FRACTION,
-                 "restricted_gap_steps": RESTRICTED_GAP, "refinement_width_steps": REFINEMENT_WIDTH,
-                 "refinement_fraction": REFINEMENT_FRACTION, "smoothing": f"median of {SMOOTH} checkpoints"},
+        "rule": {
+            "version": RULE_VERSION,
+            "learned": LEARNED,
+            "coherence_r2": COHERENCE_R2,
+            "coherence": "R^2 of the best non-decreasing (isotonic) fit of the phase curve",
+            "jump_width_steps": JUMP_WIDTH,
+            "jump_fraction": JUMP_FRACTION,
+            "restricted_gap_steps": RESTRICTED_GAP,
+            "refinement_width_steps": REFINEMENT_WIDTH,
+            "refinement_fraction": REFINEMENT_FRACTION,
+            "smoothing": f"median of {SMOOTH} checkpoints",
+        },
         "phases": phases,
         "assignment_jump": jump,
         "restricted_refinement": refinement,
         "separations": gaps,
         "in_order": in_order,
-        "all_clear": (in_order and all(p["coherent"] for p in phases) and jump["state"] == "pass"
-                      and refinement["state"] == "pass" and restricted_gap["state"] == "pass"),
+        "all_clear": (
+            in_order
+            and all(p["coherent"] for p in phases)
+            and jump["state"] == "pass"
+            and refinement["state"] == "pass"
+            and restricted_gap["state"] == "pass"
+        ),
     }
 
 
@@ -383,14 +460,19 @@ def decide_series(evidence: list[Evidence]) -> tuple[str, str]:
     leaked = [f"{e.name} on {c}" for e in required for c in e.controls if item_state(e, c) == "pass"]
     if leaked:
         return "fail", f"evidence also passed on a control (it cannot tell the claim apart): {', '.join(leaked)}"
-    unresolved_controls = [f"{e.name} on {c}" for e in required for c in e.controls
-                           if item_state(e, c) == "inconclusive"]
+    unresolved_controls = [
+        f"{e.name} on {c}" for e in required for c in e.controls if item_state(e, c) == "inconclusive"
+    ]
     if unresolved or unresolved_controls:
-        parts = ([f"{e.name} ({e.measurement.extra.get('unresolved', 'interval straddles the threshold')})"
-                  for e in unresolved]
-                 + [f"{x} (a control the checkpoints cannot rule out)" for x in unresolved_controls])
-        return "inconclusive", ("the checkpoints do not resolve: " + "; ".join(parts)
-                                + ". Measure a denser series there (assignadd-report --every 1, or more checkpoints)")
+        parts = [
+            f"{e.name} ({e.measurement.extra.get('unresolved', 'interval straddles the threshold')})"
+            for e in unresolved
+        ] + [f"{x} (a control the checkpoints cannot rule out)" for x in unresolved_controls]
+        return "inconclusive", (
+            "the checkpoints do not resolve: "
+            + "; ".join(parts)
+            + ". Measure a denser series there (assignadd-report --every 1, or more checkpoints)"
+        )
     return "pass", f"all {len(required)} required items passed and failed on their controls"
 
 
@@ -406,9 +488,11 @@ def _steps_text(a, b) -> str:
 class LearningPhases(Hypothesis):
     id = "learning_phases"
     spec = "§4.5"
-    statement = ("Over training, 0-var addition generalizes first; after it, variable assignment appears in a "
-                 "sharp jump; thousands of steps later, in a refinement of their own, restricted-slot sequences "
-                 "generalize.")
+    statement = (
+        "Over training, 0-var addition generalizes first; after it, variable assignment appears in a "
+        "sharp jump; thousands of steps later, in a refinement of their own, restricted-slot sequences "
+        "generalize."
+    )
     controls = {
         "permuted_steps": f"the same checkpoints with their steps permuted (seed {PERMUTATION_SEED})",
         "reversed_steps": "the same checkpoints in reverse order",
@@ -420,8 +504,7 @@ class LearningPhases(Hypothesis):
 
     def run(self, ctx: Context) -> ClaimResult:
         """On one checkpoint: skipped, with the note saying what it needs."""
-        return ClaimResult(self.id, self.spec, self.statement, "skipped", SKIP_NOTE, [], dict(self.controls),
-                           ctx.seed)
+        return ClaimResult(self.id, self.spec, self.statement, "skipped", SKIP_NOTE, [], dict(self.controls), ctx.seed)
 
     def series_evidence(self, records: list[dict]) -> list[Evidence]:
         arms = {"series": records, "permuted_steps": permuted(records), "reversed_steps": reversed_series(records)}
@@ -431,8 +514,14 @@ class LearningPhases(Hypothesis):
         def coherence(i):
             def m(d):
                 p = d["phases"][i]
-                return Measurement(p["coherence_r2"], p["coherence_r2"], p["coherence_r2"], n,
-                                   {"onset_step": p["onset_step"], "onset_interval": p["onset_interval"]})
+                return Measurement(
+                    p["coherence_r2"],
+                    p["coherence_r2"],
+                    p["coherence_r2"],
+                    n,
+                    {"onset_step": p["onset_step"], "onset_interval": p["onset_interval"]},
+                )
+
             return m
 
         def fraction(key, what):
@@ -440,49 +529,90 @@ class LearningPhases(Hypothesis):
                 x = d[key]
                 lo, hi = x["fraction_interval"]
                 extra = {"window": x["window"], "possible_span": x["possible_span"]}
-                if interval_state(">=", JUMP_FRACTION if key == "assignment_jump" else REFINEMENT_FRACTION,
-                                  lo, hi) == "inconclusive":
+                if (
+                    interval_state(">=", JUMP_FRACTION if key == "assignment_jump" else REFINEMENT_FRACTION, lo, hi)
+                    == "inconclusive"
+                ):
                     a, b = x["possible_span"] or (None, None)
-                    extra["unresolved"] = (f"{what} {lo:.2f}-{hi:.2f} of the rise within {x['width_steps']:,} steps: "
-                                           f"checkpoints {_steps_text(a, b)} are too far apart to tell")
+                    extra["unresolved"] = (
+                        f"{what} {lo:.2f}-{hi:.2f} of the rise within {x['width_steps']:,} steps: "
+                        f"checkpoints {_steps_text(a, b)} are too far apart to tell"
+                    )
                 return Measurement(x["fraction"], lo, hi, n, extra)
+
             return m
 
         def gap(d):
             g = d["separations"][1]
             lo, hi = g["gap_interval"]
-            extra = {"assignment_onset_interval": d["phases"][1]["onset_interval"],
-                     "restricted_onset_interval": d["phases"][2]["onset_interval"],
-                     "separating_checkpoints": g["separating_checkpoints"]}
+            extra = {
+                "assignment_onset_interval": d["phases"][1]["onset_interval"],
+                "restricted_onset_interval": d["phases"][2]["onset_interval"],
+                "separating_checkpoints": g["separating_checkpoints"],
+            }
             if g["state"] == "inconclusive":
-                extra["unresolved"] = (f"{lo:,}-{hi:,} steps between the onsets (assignment in "
-                                       f"{_steps_text(*d['phases'][1]['onset_interval'])}, restricted slots in "
-                                       f"{_steps_text(*d['phases'][2]['onset_interval'])})")
+                extra["unresolved"] = (
+                    f"{lo:,}-{hi:,} steps between the onsets (assignment in "
+                    f"{_steps_text(*d['phases'][1]['onset_interval'])}, restricted slots in "
+                    f"{_steps_text(*d['phases'][2]['onset_interval'])})"
+                )
             v = None if g["gap_steps"] is None else float(g["gap_steps"])
             return Measurement(v, None if lo is None else float(lo), None if hi is None else float(hi), n, extra)
 
         names = {p.id: f"min({', '.join(p.curve)})" for p in PHASES}
         items = []
         for i, p in enumerate(PHASES):
-            items.append((f"{p.id}_phase_is_a_learning_curve",
-                          f"R^2 of the best non-decreasing fit of {names[p.id]} over the series, given an onset "
-                          f"(first checkpoint from which the median-of-3 curve stays >= {LEARNED}) with a checkpoint "
-                          "before it", COHERENCE, coherence(i)))
-        items.append(("assignment_jumps_after_addition",
-                      f"max over windows of {JUMP_WIDTH} steps starting at or after the addition onset of "
-                      f"[rise of fit({names['assignment']}) in the window] / [its rise over the series]; "
-                      "interval: what the checkpoints' spacing allows", JUMP, fraction("assignment_jump", "jump")))
-        items.append(("assignment_before_restricted_slots",
-                      f"onset({names['restricted_slots']}) - onset({names['assignment']}) in steps; interval: the "
-                      "onsets anywhere between their checkpoint and the one before", RESTRICTED, gap))
-        items.append(("restricted_slots_refine_on_their_own",
-                      f"max over windows of {REFINEMENT_WIDTH} steps from the assignment onset on of [rise of "
-                      f"fit({names['restricted_slots']}) in the window] / [its rise from the assignment onset to "
-                      "the end]", REFINEMENT, fraction("restricted_refinement", "refinement")))
+            items.append(
+                (
+                    f"{p.id}_phase_is_a_learning_curve",
+                    f"R^2 of the best non-decreasing fit of {names[p.id]} over the series, given an onset "
+                    f"(first checkpoint from which the median-of-3 curve stays >= {LEARNED}) with a checkpoint "
+                    "before it",
+                    COHERENCE,
+                    coherence(i),
+                )
+            )
+        items.append(
+            (
+                "assignment_jumps_after_addition",
+                f"max over windows of {JUMP_WIDTH} steps starting at or after the addition onset of "
+                f"[rise of fit({names['assignment']}) in the window] / [its rise over the series]; "
+                "interval: what the checkpoints' spacing allows",
+                JUMP,
+                fraction("assignment_jump", "jump"),
+            )
+        )
+        items.append(
+            (
+                "assignment_before_restricted_slots",
+                f"onset({names['restricted_slots']}) - onset({names['assignment']}) in steps; interval: the "
+                "onsets anywhere between their checkpoint and the one before",
+                RESTRICTED,
+                gap,
+            )
+        )
+        items.append(
+            (
+                "restricted_slots_refine_on_their_own",
+                f"max over windows of {REFINEMENT_WIDTH} steps from the assignment onset on of [rise of "
+                f"fit({names['restricted_slots']}) in the window] / [its rise from the assignment onset to "
+                "the end]",
+                REFINEMENT,
+                fraction("restricted_refinement", "refinement"),
+            )
+        )
         out = []
         for name, definition, threshold, measure in items:
-            out.append(SeriesEvidence(name, definition, "observational", threshold, measure(found["series"]),
-                                      {c: measure(found[c]) for c in self.controls}))
+            out.append(
+                SeriesEvidence(
+                    name,
+                    definition,
+                    "observational",
+                    threshold,
+                    measure(found["series"]),
+                    {c: measure(found[c]) for c in self.controls},
+                )
+            )
         return out
 
     def run_series(self, series) -> ClaimResult:
@@ -493,8 +623,17 @@ class LearningPhases(Hypothesis):
             verdict, reason = decide_series(items)
         except Exception as e:  # a crash is an error verdict, never a pass
             items, verdict, reason = [], "error", f"{type(e).__name__}: {e}"
-        return ClaimResult(self.id, self.spec, self.statement, verdict, reason, items, dict(self.controls), 0,
-                           {"seconds": time.perf_counter() - t0})
+        return ClaimResult(
+            self.id,
+            self.spec,
+            self.statement,
+            verdict,
+            reason,
+            items,
+            dict(self.controls),
+            0,
+            {"seconds": time.perf_counter() - t0},
+        )
 
 
 SERIES_REGISTRY: dict[str, type[Hypothesis]] = {LearningPhases.id: LearningPhases}

@@ -7,6 +7,7 @@ pattern: the broken component's claim fails, claims upstream of the break pass, 
 fail, downstream claims are shown but not judged. A claim that does not pass on the unbroken
 checkpoint is shown but not judged on any mutant: a break cannot be seen in a claim already failing.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -37,8 +38,9 @@ class Cell:
         return None if not self.judged else self.verdict == self.expected
 
 
-def mutation_matrix(model, task: Task | None = None, *, seed: int = 0, n: int = 1000, mutants=None,
-                    claims=None, progress=None) -> dict:
+def mutation_matrix(
+    model, task: Task | None = None, *, seed: int = 0, n: int = 1000, mutants=None, claims=None, progress=None
+) -> dict:
     """{"mutants": [...], "claims": [...], "cells": [Cell, ...], "changed": {mutant: [parameter names]}}.
 
     ``mutants``: names from ``MUTANTS`` (default all); ``claims``: claim ids (default all registered
@@ -62,31 +64,64 @@ def mutation_matrix(model, task: Task | None = None, *, seed: int = 0, n: int = 
         changed[name] = changed_parameters(model, mutated)
         results = run_all(Context(mutated, task, seed=seed, n=n), claims)
         claim_ids = [r.claim for r in results]
-        cells += [Cell(r.claim, name, r.verdict,
-                       expected(r.claim, mutant) if unbroken.get(r.claim) == "pass" else "not judged", r.reason)
-                  for r in results]
-    return {"mutants": names, "claims": claim_ids or list(claims or []), "cells": cells, "changed": changed,
-            "unbroken": unbroken}
+        cells += [
+            Cell(
+                r.claim,
+                name,
+                r.verdict,
+                expected(r.claim, mutant) if unbroken.get(r.claim) == "pass" else "not judged",
+                r.reason,
+            )
+            for r in results
+        ]
+    return {
+        "mutants": names,
+        "claims": claim_ids or list(claims or []),
+        "cells": cells,
+        "changed": changed,
+        "unbroken": unbroken,
+    }
 
 
 def matrix_to_dict(matrix: dict) -> dict:
     """JSON-able form of a ``mutation_matrix`` result (sorted, rounded: byte-stable)."""
-    cells = [{"claim": c.claim, "mutant": c.mutant, "verdict": c.verdict, "expected": c.expected,
-              "right": c.right, "reason": c.reason} for c in matrix["cells"]]
+    cells = [
+        {
+            "claim": c.claim,
+            "mutant": c.mutant,
+            "verdict": c.verdict,
+            "expected": c.expected,
+            "right": c.right,
+            "reason": c.reason,
+        }
+        for c in matrix["cells"]
+    ]
     judged = [c for c in matrix["cells"] if c.judged]
-    return _r({
-        "schema": MATRIX_SCHEMA,
-        "mutants": [{"name": m, "component": MUTANTS[m].component, "description": MUTANTS[m].description,
-                     "changed_parameters": matrix["changed"][m]} for m in matrix["mutants"]],
-        "claims": matrix["claims"],
-        "unbroken": matrix.get("unbroken", {}),
-        "cells": cells,
-        "summary": {"judged": len(judged), "right": sum(1 for c in judged if c.right),
-                    "not_judged_failing_unbroken": sorted(c for c, v in matrix.get("unbroken", {}).items()
-                                                          if v != "pass"),
-                    "wrong": [f"{c.claim} on {c.mutant}: {c.verdict}, expected {c.expected}"
-                              for c in judged if not c.right]},
-    })
+    return _r(
+        {
+            "schema": MATRIX_SCHEMA,
+            "mutants": [
+                {
+                    "name": m,
+                    "component": MUTANTS[m].component,
+                    "description": MUTANTS[m].description,
+                    "changed_parameters": matrix["changed"][m],
+                }
+                for m in matrix["mutants"]
+            ],
+            "claims": matrix["claims"],
+            "unbroken": matrix.get("unbroken", {}),
+            "cells": cells,
+            "summary": {
+                "judged": len(judged),
+                "right": sum(1 for c in judged if c.right),
+                "not_judged_failing_unbroken": sorted(c for c, v in matrix.get("unbroken", {}).items() if v != "pass"),
+                "wrong": [
+                    f"{c.claim} on {c.mutant}: {c.verdict}, expected {c.expected}" for c in judged if not c.right
+                ],
+            },
+        }
+    )
 
 
 def render_matrix(doc: dict, markdown: bool = False) -> str:
@@ -104,8 +139,10 @@ def render_matrix(doc: dict, markdown: bool = False) -> str:
     s = doc["summary"]
     foot = f"{s['right']}/{s['judged']} judged cells as expected"
     if s.get("not_judged_failing_unbroken"):
-        foot += (f"; not judged: {', '.join(s['not_judged_failing_unbroken'])} (does not pass on the unbroken "
-                 "checkpoint, so no break can be seen in it)")
+        foot += (
+            f"; not judged: {', '.join(s['not_judged_failing_unbroken'])} (does not pass on the unbroken "
+            "checkpoint, so no break can be seen in it)"
+        )
     if markdown:
         lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
         lines += ["| " + " | ".join(r) + " |" for r in rows]

@@ -10,6 +10,7 @@ must vanish, while taking away the largest *other* key (the placebo) must leave 
 Layer 2, so a break in Layer 2 cannot decide this claim. The effect on the answer (a full-strength
 mean ablation of Layer 1's output at value tokens) is shown as supporting evidence.
 """
+
 from __future__ import annotations
 
 import torch
@@ -17,7 +18,18 @@ import torch
 from ..data import POS_LHS, POS_RHS, value_positions
 from ..interventions import Mean, Site, run
 from .base import (
-    CLAIMED, Arm, Context, Evidence, Hypothesis, Measurement, REINITIALISED, Threshold, item, mean, rate, register,
+    CLAIMED,
+    Arm,
+    Context,
+    Evidence,
+    Hypothesis,
+    Measurement,
+    REINITIALISED,
+    Threshold,
+    item,
+    mean,
+    rate,
+    register,
 )
 from .measures import local
 from .measures.circuits import (
@@ -27,42 +39,72 @@ from .measures.circuits import (
 )
 
 from ..model.hooks import ATTN_OUT_1
+
 MAJORITY = 0.5  # "attends to" one key: the argmax, holding at least half the row's weight
 PAIR_SHARE = 0.25  # "attends to" two keys: the top two, holding twice what a uniform row gives them (2/16)
 
-NEARLY_ALL = Threshold(0.90, ">=", "'each value token attends to its variable' read as >= 90% of value tokens "
-                                   "putting a majority (>= 0.5) of their weight on t-1; a re-initialised head: 0.07")
-EQ_SLOTS = Threshold(0.90, ">=", "'= attends to the two operand slots' in >= 90% of sequences: slots 13 and 14 are "
-                                 "its top-2 keys and hold >= 0.25 of its weight (twice a uniform pattern's 2/16, as "
-                                 "identity_qk's `=` item); re-initialised: 0.0. Re-registered 2026-12 from 'a majority "
-                                 "(>= 0.5)', after step 36000 of the shipped series came out inconclusive at 0.894")
+NEARLY_ALL = Threshold(
+    0.90,
+    ">=",
+    "'each value token attends to its variable' read as >= 90% of value tokens "
+    "putting a majority (>= 0.5) of their weight on t-1; a re-initialised head: 0.07",
+)
+EQ_SLOTS = Threshold(
+    0.90,
+    ">=",
+    "'= attends to the two operand slots' in >= 90% of sequences: slots 13 and 14 are "
+    "its top-2 keys and hold >= 0.25 of its weight (twice a uniform pattern's 2/16, as "
+    "identity_qk's `=` item); re-initialised: 0.0. Re-registered 2026-12 from 'a majority "
+    "(>= 0.5)', after step 36000 of the shipped series came out inconclusive at 0.894",
+)
 POSITIONAL = Threshold(0.90, ">=", ">= 10 of 11 rows; rows 1-2 are forced, a random matrix scores ~0.36")
-IDENTITY = Threshold(0.90, ">=", "the identity the claim says is written must be readable in >= 90% of value tokens "
-                                 "(chance 1/12); a re-initialised Layer 1 writes a readable identity in ~0.53")
-NEEDS_PREVIOUS = Threshold(0.80, ">=", "taking away the attention to t-1 must erase the identity from >= 80% of value "
-                                       "tokens; nulls: a re-initialised head loses ~0.50 (it reads t-1 only 1/t of the "
-                                       "time), halving every row's sharpness loses ~0")
-TRANSMITS = Threshold(2.0, ">=", "Layer 1's OV must pass on the variables at least twice as strongly as an average "
-                                 "input direction; nulls: re-initialised OV_1 0.96-1.07, input space rotated 0.89. "
-                                 "Re-registered 2026-12 (first as 0.40 of the largest gain, which failed step 10000 of "
-                                 "the shipped series, where binding works: the largest gain serves other inputs)")
-DESTROYS = Threshold(0.50, ">=", "supporting: at least half of all 1-/2-var answers go from right to wrong when "
-                                 "Layer 1's output at value tokens is mean-ablated (chance 1/59)")
-SPARES = Threshold(0.90, ">=", "supporting: constants need no binding; 0-var accuracy within 10 points of perfect "
-                               "under the same ablation")
+IDENTITY = Threshold(
+    0.90,
+    ">=",
+    "the identity the claim says is written must be readable in >= 90% of value tokens "
+    "(chance 1/12); a re-initialised Layer 1 writes a readable identity in ~0.53",
+)
+NEEDS_PREVIOUS = Threshold(
+    0.80,
+    ">=",
+    "taking away the attention to t-1 must erase the identity from >= 80% of value "
+    "tokens; nulls: a re-initialised head loses ~0.50 (it reads t-1 only 1/t of the "
+    "time), halving every row's sharpness loses ~0",
+)
+TRANSMITS = Threshold(
+    2.0,
+    ">=",
+    "Layer 1's OV must pass on the variables at least twice as strongly as an average "
+    "input direction; nulls: re-initialised OV_1 0.96-1.07, input space rotated 0.89. "
+    "Re-registered 2026-12 (first as 0.40 of the largest gain, which failed step 10000 of "
+    "the shipped series, where binding works: the largest gain serves other inputs)",
+)
+DESTROYS = Threshold(
+    0.50,
+    ">=",
+    "supporting: at least half of all 1-/2-var answers go from right to wrong when "
+    "Layer 1's output at value tokens is mean-ablated (chance 1/59)",
+)
+SPARES = Threshold(
+    0.90,
+    ">=",
+    "supporting: constants need no binding; 0-var accuracy within 10 points of perfect under the same ablation",
+)
 
 
 @register
 class PreviousTokenHead(Hypothesis):
     id = "previous_token_head"
     spec = "§4.1"
-    statement = ("In Layer 1, each value token of an assignment attends to the variable right before it, writing "
-                 "the variable's identity into its residual stream, and `=` attends to the two operand slots.")
+    statement = (
+        "In Layer 1, each value token of an assignment attends to the variable right before it, writing "
+        "the variable's identity into its residual stream, and `=` attends to the two operand slots."
+    )
     controls = {
         "reinitialised": REINITIALISED,
         "attention_diluted": "each value row mixed half and half with a uniform row instead (t-1 keeps the "
-                             "largest weight): an edit that acts on any row, which the claim says leaves the "
-                             "identity readable",
+        "largest weight): an edit that acts on any row, which the claim says leaves the "
+        "identity readable",
     }
 
     def evidence(self, ctx: Context) -> list[Evidence]:
@@ -73,8 +115,10 @@ class PreviousTokenHead(Hypothesis):
             return ctx.memo(("previous_token_head", "layer1", id(m)), lambda: layer1_activations(m, mixed))
 
         def edits(m):
-            return ctx.memo(("previous_token_head", "edits", id(m)),
-                            lambda: local.identity_edits(m, mixed, seed=ctx.seed, redirect=m is ctx.model))
+            return ctx.memo(
+                ("previous_token_head", "edits", id(m)),
+                lambda: local.identity_edits(m, mixed, seed=ctx.seed, redirect=m is ctx.model),
+            )
 
         def value_rows(m):
             p = layer1(m)["pattern"]
@@ -98,46 +142,97 @@ class PreviousTokenHead(Hypothesis):
             e = edits(arm.model)
             edit = "diluted" if arm.variant == "attention_diluted" else "previous_removed"
             drop = e["clean"].double() - e[edit].double()
-            return mean(drop, seed=ctx.seed, label=f"ptk_{edit}", bounds=(-1, 1), acted=e["acted"][edit] if arm.variant != CLAIMED else None,
-                        clean_identity=float(e["clean"].double().mean()),
-                        edited_identity=float(e[edit].double().mean()))
+            return mean(
+                drop,
+                seed=ctx.seed,
+                label=f"ptk_{edit}",
+                bounds=(-1, 1),
+                acted=e["acted"][edit] if arm.variant != CLAIMED else None,
+                clean_identity=float(e["clean"].double().mean()),
+                edited_identity=float(e[edit].double().mean()),
+            )
 
         def redirect(m):
             e = edits(m)
-            return rate(e["redirect"], to_value_token=float(e["redirect_value"].double().mean())
-                        if len(e["redirect_value"]) else None)
+            return rate(
+                e["redirect"],
+                to_value_token=float(e["redirect_value"].double().mean()) if len(e["redirect_value"]) else None,
+            )
 
         items = [
-            item("value_attends_to_variable",
-                 "mean over prefix value tokens t of 1[argmax_k A1[t, k] = t - 1 and A1[t, t-1] >= 0.5]",
-                 "observational", NEARLY_ALL, value_rows, ctx.model, {"reinitialised": reinit}),
-            item("positional_previous_token",
-                 "fraction of q in 1..11 with argmax_k S[q, k] = q - 1, S = W_pos W_Q^1 W_K^1T W_pos^T, keys > q, q, q-2 masked",
-                 "observational", POSITIONAL,
-                 lambda m: (lambda r: Measurement.exact(float(r.double().mean()), n=len(r)))(positional_prev_token_rows(m)),
-                 ctx.model, {"reinitialised": reinit}, required=False),
-            item("eq_attends_to_operand_slots",
-                 "mean_i 1[top2_k A1_i[15, k] = {13, 14} and A1_i[15, 13] + A1_i[15, 14] >= 0.25]", "observational",
-                 EQ_SLOTS, eq_rows, ctx.model, {"reinitialised": reinit}),
-            item("identity_written_at_value_tokens",
-                 "held-out accuracy of a ridge probe: the variable v at t-1 from attn_out_1[t], t a value token "
-                 "(probe fitted on the other half of the sequences)", "observational", IDENTITY, identity, ctx.model,
-                 {"reinitialised": reinit}),
-            item("ov1_transmits_variables",
-                 "(||(E_var - mean) OV_1||_F^2 / ||E_var - mean||_F^2) / (||OV_1||_F^2 / d_model), OV_1 = W_V^1 W_O^1",
-                 "observational",
-                 TRANSMITS, lambda m: Measurement.exact(local.ov1_variable_transmission(m), n=m.cfg.n_vars),
-                 ctx.model, {"reinitialised": reinit}),
-            item("identity_needs_previous_token",
-                 "mean over held-out value tokens of probe_ok(clean) - probe_ok(A1[t, t-1] := 0, row renormalised)",
-                 "causal", NEEDS_PREVIOUS, needs_previous, Arm(ctx.model),
-                 {"reinitialised": Arm(reinit), "attention_diluted": Arm(ctx.model, "attention_diluted")}),
-            item("redirect_carries_other_identity",
-                 "fraction of value tokens t0 whose probe reads w after A1[t0] := one-hot on the variable token of "
-                 "another assignment (variable w); extra: the same on that assignment's value token", "causal",
-                 Threshold(0.5, ">=", "supporting: the probe is fitted on t-1 rows, so the variable's position "
-                                      "also carries signal; shown, not decided on"),
-                 redirect, ctx.model, required=False),
+            item(
+                "value_attends_to_variable",
+                "mean over prefix value tokens t of 1[argmax_k A1[t, k] = t - 1 and A1[t, t-1] >= 0.5]",
+                "observational",
+                NEARLY_ALL,
+                value_rows,
+                ctx.model,
+                {"reinitialised": reinit},
+            ),
+            item(
+                "positional_previous_token",
+                "fraction of q in 1..11 with argmax_k S[q, k] = q - 1, S = W_pos W_Q^1 W_K^1T W_pos^T, keys > q, q, q-2 masked",
+                "observational",
+                POSITIONAL,
+                lambda m: (lambda r: Measurement.exact(float(r.double().mean()), n=len(r)))(
+                    positional_prev_token_rows(m)
+                ),
+                ctx.model,
+                {"reinitialised": reinit},
+                required=False,
+            ),
+            item(
+                "eq_attends_to_operand_slots",
+                "mean_i 1[top2_k A1_i[15, k] = {13, 14} and A1_i[15, 13] + A1_i[15, 14] >= 0.25]",
+                "observational",
+                EQ_SLOTS,
+                eq_rows,
+                ctx.model,
+                {"reinitialised": reinit},
+            ),
+            item(
+                "identity_written_at_value_tokens",
+                "held-out accuracy of a ridge probe: the variable v at t-1 from attn_out_1[t], t a value token "
+                "(probe fitted on the other half of the sequences)",
+                "observational",
+                IDENTITY,
+                identity,
+                ctx.model,
+                {"reinitialised": reinit},
+            ),
+            item(
+                "ov1_transmits_variables",
+                "(||(E_var - mean) OV_1||_F^2 / ||E_var - mean||_F^2) / (||OV_1||_F^2 / d_model), OV_1 = W_V^1 W_O^1",
+                "observational",
+                TRANSMITS,
+                lambda m: Measurement.exact(local.ov1_variable_transmission(m), n=m.cfg.n_vars),
+                ctx.model,
+                {"reinitialised": reinit},
+            ),
+            item(
+                "identity_needs_previous_token",
+                "mean over held-out value tokens of probe_ok(clean) - probe_ok(A1[t, t-1] := 0, row renormalised)",
+                "causal",
+                NEEDS_PREVIOUS,
+                needs_previous,
+                Arm(ctx.model),
+                {"reinitialised": Arm(reinit), "attention_diluted": Arm(ctx.model, "attention_diluted")},
+            ),
+            item(
+                "redirect_carries_other_identity",
+                "fraction of value tokens t0 whose probe reads w after A1[t0] := one-hot on the variable token of "
+                "another assignment (variable w); extra: the same on that assignment's value token",
+                "causal",
+                Threshold(
+                    0.5,
+                    ">=",
+                    "supporting: the probe is fitted on t-1 rows, so the variable's position "
+                    "also carries signal; shown, not decided on",
+                ),
+                redirect,
+                ctx.model,
+                required=False,
+            ),
         ]
 
         var_tokens = torch.cat([ctx.pool("1var_train")[0], ctx.pool("2var_train")[0]])
@@ -152,20 +247,41 @@ class PreviousTokenHead(Hypothesis):
         def drop(model):
             clean = last_position_correct(model, var_tokens, var_labels)
             ablated = ablated_correct(model, var_tokens, var_labels)
-            return mean(clean.double() - ablated.double(), seed=ctx.seed, label="ptk_drop", bounds=(-1, 1),
-                        clean_accuracy=float(clean.double().mean()), ablated_accuracy=float(ablated.double().mean()))
+            return mean(
+                clean.double() - ablated.double(),
+                seed=ctx.seed,
+                label="ptk_drop",
+                bounds=(-1, 1),
+                clean_accuracy=float(clean.double().mean()),
+                ablated_accuracy=float(ablated.double().mean()),
+            )
 
         def spares(model):
             ok = ablated_correct(model, const_tokens, const_labels)
-            return rate(ok, clean_accuracy=float(last_position_correct(model, const_tokens, const_labels).double().mean()))
+            return rate(
+                ok, clean_accuracy=float(last_position_correct(model, const_tokens, const_labels).double().mean())
+            )
 
         items += [
-            item("ablation_destroys_variable_answers",
-                 "mean_i (c_i - c~_i) over 1var_train + 2var_train, c = correct, c~ = correct with attn_out_1 at value "
-                 "tokens mean-ablated (per position, over the pool)", "causal", DESTROYS, drop, ctx.model,
-                 {"reinitialised": reinit}, required=False),
-            item("ablation_spares_constants",
-                 "accuracy on 0var_train with attn_out_1 at value tokens mean-ablated", "causal", SPARES,
-                 spares, ctx.model, required=False),
+            item(
+                "ablation_destroys_variable_answers",
+                "mean_i (c_i - c~_i) over 1var_train + 2var_train, c = correct, c~ = correct with attn_out_1 at value "
+                "tokens mean-ablated (per position, over the pool)",
+                "causal",
+                DESTROYS,
+                drop,
+                ctx.model,
+                {"reinitialised": reinit},
+                required=False,
+            ),
+            item(
+                "ablation_spares_constants",
+                "accuracy on 0var_train with attn_out_1 at value tokens mean-ablated",
+                "causal",
+                SPARES,
+                spares,
+                ctx.model,
+                required=False,
+            ),
         ]
         return items

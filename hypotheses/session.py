@@ -6,6 +6,7 @@ Every claim starts from the same RNG state (``seed_everything``) and reads only 
 which are fixed by its seed, so a claim's result does not depend on which claims ran before it, in
 which process, or in which order: ``run_claims`` gives the same dictionaries for any ``jobs``.
 """
+
 from __future__ import annotations
 
 import os
@@ -18,8 +19,15 @@ TASK_FLAGS = {"f": "--f", "r": "--r", "seed": "--split-seed"}
 # CPU seconds of each claim at n = 2000 on one thread (bench/verify_speed.py, 2026-12-01). Only the
 # order in which workers take claims depends on these (longest first, so that no worker is left with a
 # long claim at the end); no result does. An unknown claim counts as 1 s.
-COST_HINT = {"shared_residual": 6.8, "previous_token_head": 6.5, "fourier_neurons": 3.5, "identity_qk": 3.0,
-             "whole_algorithm": 4.0, "heldout_generalization": 1.6, "restricted_slot_generalization": 1.4}
+COST_HINT = {
+    "shared_residual": 6.8,
+    "previous_token_head": 6.5,
+    "fourier_neurons": 3.5,
+    "identity_qk": 3.0,
+    "whole_algorithm": 4.0,
+    "heldout_generalization": 1.6,
+    "restricted_slot_generalization": 1.4,
+}
 
 
 def task_for(meta: dict, model_cfg, path, given: dict | None = None) -> tuple[object, str]:
@@ -41,8 +49,10 @@ def task_for(meta: dict, model_cfg, path, given: dict | None = None) -> tuple[ob
         clash = [k for k, v in given.items() if getattr(cfg, k) != v]
         if clash:
             k = clash[0]
-            raise ValueError(f"{path}: the checkpoint records its task ({k} = {getattr(cfg, k)}); "
-                             f"{TASK_FLAGS[k]} {given[k]} contradicts it")
+            raise ValueError(
+                f"{path}: the checkpoint records its task ({k} = {getattr(cfg, k)}); "
+                f"{TASK_FLAGS[k]} {given[k]} contradicts it"
+            )
         return task, "checkpoint"
     try:
         task = Task(**given, modulus=model_cfg.d_vocab_out, n_vars=model_cfg.n_vars)
@@ -156,14 +166,16 @@ class ClaimRunner:
 
             _WORKER_CTX = self.ctx  # inherited by the workers when they are forked, at the first submit
             try:
-                self._pool = ProcessPoolExecutor(max_workers=self.jobs, mp_context=mp.get_context("fork"),
-                                                 initializer=_worker_init, initargs=(1,))
+                self._pool = ProcessPoolExecutor(
+                    max_workers=self.jobs, mp_context=mp.get_context("fork"), initializer=_worker_init, initargs=(1,)
+                )
                 order = sorted(self.ids, key=lambda c: -COST_HINT.get(c, 1.0))
                 with warnings.catch_warnings():
                     # Python >= 3.12 warns on any fork of a process with threads; torch's own (OpenMP)
                     # threads are why, and a worker never uses them: it runs with one thread.
-                    warnings.filterwarnings("ignore", message=".*use of fork\\(\\) may lead to deadlocks",
-                                            category=DeprecationWarning)
+                    warnings.filterwarnings(
+                        "ignore", message=".*use of fork\\(\\) may lead to deadlocks", category=DeprecationWarning
+                    )
                     self._futures = [self._pool.submit(_worker_run, cid) for cid in order]
             finally:
                 _WORKER_CTX = None

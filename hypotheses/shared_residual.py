@@ -18,6 +18,7 @@ constant-run difference moving the variable run's answer) is supporting.
 Thresholds and their nulls (measured before the final checkpoints were looked at, unless said):
 re-initialised models, and checkpoints of seeds 0 and 42 at steps 100-2000.
 """
+
 from __future__ import annotations
 
 import torch
@@ -28,37 +29,63 @@ from .measures import residual
 from .measures import local
 from .measures.circuits import ov2_mlp2_accuracy
 
-MATCHED = Threshold(0.90, ">=", "paper: cosine ≈ 1 between the variable and constant runs' MLP-2 input; nulls "
-                                "(prefix-centred, whole vector): re-init 0.32, steps 100-2000 of seeds 0/42 at most "
-                                "0.77. Re-registered 2026-12: the same bar, compared in the span of OV_2's number "
-                                "images (what the claim is about), since a hand-built solver whose MLP input is "
-                                "identical there scored 0.775 on the whole vector")
-TRANSMITS = Threshold(2.0, ">=", "Layer 2's OV must pass on the numbers at least twice as strongly as an average input "
-                                 "direction; nulls: re-initialised OV_2 0.98-1.03, input space rotated 0.94. Re-registered "
-                                 "2026-12 with previous_token_head's OV_1 item (first: 0.40 of the largest gain)")
-ROUTE = Threshold(0.70, ">=", "the constant route's value vector must leave the MLP input within 30% of where it "
-                              "was, measured against another number's move; nulls (2026-12): re-initialised 0.30, "
-                              "OV_2 input rotated 0.25; the value from another constant must fail it")
-ADDITIVE = Threshold(0.70, ">=", "supporting: above every null before learning: re-init 0.25, step 100 <= 0.40, step 200 "
-                                 "<= 0.64 (seeds 0, 42); supporting only: it holds before routing forms too")
-OV2_MLP2 = Threshold(0.90, ">=", "supporting (it reads the MLP, a later component): the addition module fed ideal routing must add nearly all 59² pairs; chance "
-                                 "1/59, re-init 0.012-0.014")
-INTERCHANGE = Threshold(0.90, ">=", "supporting (read at the answer): nearly every variable run must move to the constant run's new sum; nulls: "
-                                    "re-init 0.016, steps 1000-2000 (before routing) at most 0.62; chance 1/59")
+MATCHED = Threshold(
+    0.90,
+    ">=",
+    "paper: cosine ≈ 1 between the variable and constant runs' MLP-2 input; nulls "
+    "(prefix-centred, whole vector): re-init 0.32, steps 100-2000 of seeds 0/42 at most "
+    "0.77. Re-registered 2026-12: the same bar, compared in the span of OV_2's number "
+    "images (what the claim is about), since a hand-built solver whose MLP input is "
+    "identical there scored 0.775 on the whole vector",
+)
+TRANSMITS = Threshold(
+    2.0,
+    ">=",
+    "Layer 2's OV must pass on the numbers at least twice as strongly as an average input "
+    "direction; nulls: re-initialised OV_2 0.98-1.03, input space rotated 0.94. Re-registered "
+    "2026-12 with previous_token_head's OV_1 item (first: 0.40 of the largest gain)",
+)
+ROUTE = Threshold(
+    0.70,
+    ">=",
+    "the constant route's value vector must leave the MLP input within 30% of where it "
+    "was, measured against another number's move; nulls (2026-12): re-initialised 0.30, "
+    "OV_2 input rotated 0.25; the value from another constant must fail it",
+)
+ADDITIVE = Threshold(
+    0.70,
+    ">=",
+    "supporting: above every null before learning: re-init 0.25, step 100 <= 0.40, step 200 "
+    "<= 0.64 (seeds 0, 42); supporting only: it holds before routing forms too",
+)
+OV2_MLP2 = Threshold(
+    0.90,
+    ">=",
+    "supporting (it reads the MLP, a later component): the addition module fed ideal routing must add nearly all 59² pairs; chance "
+    "1/59, re-init 0.012-0.014",
+)
+INTERCHANGE = Threshold(
+    0.90,
+    ">=",
+    "supporting (read at the answer): nearly every variable run must move to the constant run's new sum; nulls: "
+    "re-init 0.016, steps 1000-2000 (before routing) at most 0.62; chance 1/59",
+)
 
 
 @register
 class SharedResidual(Hypothesis):
     id = "shared_residual"
     spec = "§4.3"
-    statement = ("The Layer-2 MLP input at `=` is nearly the same vector whether the operands come as constants or "
-                 "through variables; the same MLP computes the sum.")
+    statement = (
+        "The Layer-2 MLP input at `=` is nearly the same vector whether the operands come as constants or "
+        "through variables; the same MLP computes the sum."
+    )
     controls = {
         "reinitialised": REINITIALISED,
         "other_number": "the value vector patched in comes from a constant run holding another number: an edit "
-                        "that acts, and that the claim says moves the MLP input like any other number",
+        "that acts, and that the claim says moves the MLP input like any other number",
         "unmatched_difference": "the difference taken from the constant run of another sequence's values, so it "
-                                "does not cancel x's own operands",
+        "does not cancel x's own operands",
     }
 
     def evidence(self, ctx: Context) -> list[Evidence]:
@@ -68,8 +95,14 @@ class SharedResidual(Hypothesis):
 
         def matched(model):
             r = residual.matched_vs_mismatched(model, tokens, ctx.seed, basis=local.ov2_number_basis(model))
-            return mean(r["matched"], seed=ctx.seed, label="shared_residual_matched", bounds=(-1, 1),
-                        mismatched_mean=float(r["mismatched"].mean()), raw_matched_mean=float(r["raw_matched"].mean()))
+            return mean(
+                r["matched"],
+                seed=ctx.seed,
+                label="shared_residual_matched",
+                bounds=(-1, 1),
+                mismatched_mean=float(r["mismatched"].mean()),
+                raw_matched_mean=float(r["raw_matched"].mean()),
+            )
 
         def transmits(model):
             return Measurement.exact(local.ov2_number_transmission(model), n=model.cfg.d_vocab_out)
@@ -77,13 +110,24 @@ class SharedResidual(Hypothesis):
         def route(arm):
             model, other = arm.model, arm.variant == "other_number"
             r = local.value_route_patch(model, tokens, seed=ctx.seed, other_number=other)
-            return mean(r["kept"], seed=ctx.seed, label="shared_residual_route", acted=r["acted"] if other else None,
-                        dropped=r["dropped"])
+            return mean(
+                r["kept"],
+                seed=ctx.seed,
+                label="shared_residual_route",
+                acted=r["acted"] if other else None,
+                dropped=r["dropped"],
+            )
 
         def additivity(model):
             r = residual.ov2_additivity(model, tokens, ctx.seed)
-            return mean(r["difference"], seed=ctx.seed, label="shared_residual_additivity", bounds=(-2, 2),
-                        matched_mean=float(r["matched"].mean()), shuffled_mean=float(r["shuffled"].mean()))
+            return mean(
+                r["difference"],
+                seed=ctx.seed,
+                label="shared_residual_additivity",
+                bounds=(-2, 2),
+                matched_mean=float(r["matched"].mean()),
+                shuffled_mean=float(r["shuffled"].mean()),
+            )
 
         def ov2_mlp2(model):
             acc, correct = ov2_mlp2_accuracy(model)
@@ -91,34 +135,71 @@ class SharedResidual(Hypothesis):
 
         def interchange(arm):
             model, matched_difference = arm.model, arm.variant != "unmatched_difference"
-            r = residual.constant_difference_interchange(model, tokens, ctx.seed, position=POS_EQ,
-                                                         matched=matched_difference)
+            r = residual.constant_difference_interchange(
+                model, tokens, ctx.seed, position=POS_EQ, matched=matched_difference
+            )
             return rate(r["moved"], kept_original_sum=float(r["kept"].double().mean()))
 
         return [
-            item("resid_mid_matches_constant_run",
-                 "mean_i cos(P(r(x_i) - μ_i), P(r(c(x_i)) - μ_i)), r = resid_mid_2[15], μ_i = mean of r over 8 "
-                 "other-values rewrites of x_i's prefix, P = projection on the span of OV_2's centred number images; "
-                 "1var_train + 2var_train", "observational", MATCHED, matched, ctx.model, {"reinitialised": reinit}),
-            item("ov2_transmits_numbers",
-                 "(||(E_num - mean) OV_2||_F^2 / ||E_num - mean||_F^2) / (||OV_2||_F^2 / d_model), OV_2 = W_V^2 W_O^2",
-                 "observational",
-                 TRANSMITS, transmits, ctx.model, {"reinitialised": reinit}),
-            item("value_route_shared",
-                 "mean_i 1 - |r(x_i | v_2[p] <- v_2[s] of c(x_i)) - r(x_i)| / |r(x_i | v_2[p] <- v_2[q] of x_i) - r(x_i)|, "
-                 "p the variable operand's value token, s its slot in c(x_i), q the other operand's position",
-                 "causal", ROUTE, route, Arm(ctx.model),
-                 {"reinitialised": Arm(reinit), "other_number": Arm(ctx.model, "other_number")}),
-            item("ov2_additivity",
-                 "mean_i [cos(attn_out_2[15] - μ, s_i - μ_s) - cos(attn_out_2[15] - μ, s_π(i) - μ_s)], "
-                 "s_i = OV_2 e_{n1} + OV_2 e_{n2}, π a seeded shuffle",
-                 "observational", ADDITIVE, additivity, ctx.model, {"reinitialised": reinit}, required=False),
-            item("ov2_mlp2_accuracy",
-                 "mean over all 59² (a, b) of 1[argmax (h + MLP_2(h)) W_U = (a + b) mod 59], h = OV_2 e_a + OV_2 e_b",
-                 "observational", OV2_MLP2, ov2_mlp2, ctx.model, {"reinitialised": reinit}, required=False),
-            item("constant_difference_moves_variable_run",
-                 "mean_i 1[argmax logits(x_i | r(x_i) += r(c'(x_i)) - r(c(x_i)))[15] = sum of c'(x_i)]",
-                 "causal", INTERCHANGE, interchange, Arm(ctx.model),
-                 {"reinitialised": Arm(reinit), "unmatched_difference": Arm(ctx.model, "unmatched_difference")},
-                 required=False),
+            item(
+                "resid_mid_matches_constant_run",
+                "mean_i cos(P(r(x_i) - μ_i), P(r(c(x_i)) - μ_i)), r = resid_mid_2[15], μ_i = mean of r over 8 "
+                "other-values rewrites of x_i's prefix, P = projection on the span of OV_2's centred number images; "
+                "1var_train + 2var_train",
+                "observational",
+                MATCHED,
+                matched,
+                ctx.model,
+                {"reinitialised": reinit},
+            ),
+            item(
+                "ov2_transmits_numbers",
+                "(||(E_num - mean) OV_2||_F^2 / ||E_num - mean||_F^2) / (||OV_2||_F^2 / d_model), OV_2 = W_V^2 W_O^2",
+                "observational",
+                TRANSMITS,
+                transmits,
+                ctx.model,
+                {"reinitialised": reinit},
+            ),
+            item(
+                "value_route_shared",
+                "mean_i 1 - |r(x_i | v_2[p] <- v_2[s] of c(x_i)) - r(x_i)| / |r(x_i | v_2[p] <- v_2[q] of x_i) - r(x_i)|, "
+                "p the variable operand's value token, s its slot in c(x_i), q the other operand's position",
+                "causal",
+                ROUTE,
+                route,
+                Arm(ctx.model),
+                {"reinitialised": Arm(reinit), "other_number": Arm(ctx.model, "other_number")},
+            ),
+            item(
+                "ov2_additivity",
+                "mean_i [cos(attn_out_2[15] - μ, s_i - μ_s) - cos(attn_out_2[15] - μ, s_π(i) - μ_s)], "
+                "s_i = OV_2 e_{n1} + OV_2 e_{n2}, π a seeded shuffle",
+                "observational",
+                ADDITIVE,
+                additivity,
+                ctx.model,
+                {"reinitialised": reinit},
+                required=False,
+            ),
+            item(
+                "ov2_mlp2_accuracy",
+                "mean over all 59² (a, b) of 1[argmax (h + MLP_2(h)) W_U = (a + b) mod 59], h = OV_2 e_a + OV_2 e_b",
+                "observational",
+                OV2_MLP2,
+                ov2_mlp2,
+                ctx.model,
+                {"reinitialised": reinit},
+                required=False,
+            ),
+            item(
+                "constant_difference_moves_variable_run",
+                "mean_i 1[argmax logits(x_i | r(x_i) += r(c'(x_i)) - r(c(x_i)))[15] = sum of c'(x_i)]",
+                "causal",
+                INTERCHANGE,
+                interchange,
+                Arm(ctx.model),
+                {"reinitialised": Arm(reinit), "unmatched_difference": Arm(ctx.model, "unmatched_difference")},
+                required=False,
+            ),
         ]

@@ -30,12 +30,22 @@ non-value position by (position, token, variable at t-1); value tokens and `=` a
 version stays in every report as the supporting item ``routing_scrub_recovers[paper]``, so the difference
 from the paper remains visible.
 """
+
 from __future__ import annotations
 
 import torch
 
 from .base import (
-    Arm, Context, Evidence, Hypothesis, Measurement, REINITIALISED, Threshold, item, rate, register,
+    Arm,
+    Context,
+    Evidence,
+    Hypothesis,
+    Measurement,
+    REINITIALISED,
+    Threshold,
+    item,
+    rate,
+    register,
 )
 from ..data import POS_LHS, POS_RHS, operand_sources
 from .measures import doubled as doubled_pairs
@@ -46,34 +56,54 @@ POOLS = ("0var_heldout_pair", "1var_heldout_pair", "2var_heldout_pair", "1var_re
 NOTHING_TO_EXPLAIN = 0.1  # model accuracy within this of the floor: recovered is 0, not a ratio of noise
 PART_ROWS_PER_POOL = 100  # sequences per pool for the part-by-part items (minimality, completeness)
 
-SOLVES = Threshold(0.90, ">=", "the algorithm is claimed for a model that solves the task: held-out pairs and "
-                               "restricted slots answered within 10 points of perfect (chance 1/59)")
-RECOVERS = Threshold(0.90, ">=", "the hypothesis must explain >= 90% of the model's accuracy above the floor "
-                                 "(registered 2026-12 before the reference was scrubbed; a wrong correspondence, "
-                                 "'Layer 1 carries only positions' or 'the MLP reads one operand', has nothing to "
-                                 "explain it with and must stay near 0)")
+SOLVES = Threshold(
+    0.90,
+    ">=",
+    "the algorithm is claimed for a model that solves the task: held-out pairs and "
+    "restricted slots answered within 10 points of perfect (chance 1/59)",
+)
+RECOVERS = Threshold(
+    0.90,
+    ">=",
+    "the hypothesis must explain >= 90% of the model's accuracy above the floor "
+    "(registered 2026-12 before the reference was scrubbed; a wrong correspondence, "
+    "'Layer 1 carries only positions' or 'the MLP reads one operand', has nothing to "
+    "explain it with and must stay near 0)",
+)
 
 # Registered 2026-12-01, before any of these three was measured on the bundled reference.
-MINIMAL = Threshold(0.50, ">=", "each part the hypothesis names must be needed: resampling its activation from inputs "
-                                "that differ in what it carries (the rest scrubbed per the hypothesis) must lose at "
-                                "least half of the scrubbed hypothesis' accuracy above chance (1/59), on the sequences "
-                                "that use the part; without a variable's identity, the `=` query or an operand's value "
-                                "the model can at best guess among the 1-6 assignments, so a needed part costs far more, "
-                                "and one that costs less is at most partly needed (registered 2026-12-01)")
-COMPLETE = Threshold(0.10, "<=", "IOI completeness (Wang et al. 2022): knocking a subset K of the circuit's parts out of "
-                                 "the scrubbed circuit and out of the whole model must cost the same, "
-                                 "max_K |F(C\\K) - F(M\\K)| within 10% of the model's accuracy above chance, the "
-                                 "tolerance RECOVERS grants K = {}; a path outside the circuit that takes over (or is "
-                                 "needed) once K is gone shows as a larger gap (registered 2026-12-01)")
-ADDER_ERRORS = Threshold(0.80, ">=", "if held-out errors are the addition module's, at least 4 in 5 of the model's errors "
-                                     "on held-out variable sequences (doubled and other pairs, equally many) survive "
-                                     "feeding it a perfectly routed input (the constant twin's Layer-2 output at `=`); an "
-                                     "error of the routing is fixed by it, as the routing-broken control must show "
-                                     "(registered 2026-12-01)")
+MINIMAL = Threshold(
+    0.50,
+    ">=",
+    "each part the hypothesis names must be needed: resampling its activation from inputs "
+    "that differ in what it carries (the rest scrubbed per the hypothesis) must lose at "
+    "least half of the scrubbed hypothesis' accuracy above chance (1/59), on the sequences "
+    "that use the part; without a variable's identity, the `=` query or an operand's value "
+    "the model can at best guess among the 1-6 assignments, so a needed part costs far more, "
+    "and one that costs less is at most partly needed (registered 2026-12-01)",
+)
+COMPLETE = Threshold(
+    0.10,
+    "<=",
+    "IOI completeness (Wang et al. 2022): knocking a subset K of the circuit's parts out of "
+    "the scrubbed circuit and out of the whole model must cost the same, "
+    "max_K |F(C\\K) - F(M\\K)| within 10% of the model's accuracy above chance, the "
+    "tolerance RECOVERS grants K = {}; a path outside the circuit that takes over (or is "
+    "needed) once K is gone shows as a larger gap (registered 2026-12-01)",
+)
+ADDER_ERRORS = Threshold(
+    0.80,
+    ">=",
+    "if held-out errors are the addition module's, at least 4 in 5 of the model's errors "
+    "on held-out variable sequences (doubled and other pairs, equally many) survive "
+    "feeding it a perfectly routed input (the constant twin's Layer-2 output at `=`); an "
+    "error of the routing is fixed by it, as the routing-broken control must show "
+    "(registered 2026-12-01)",
+)
 PAIRS_OF_PARTS = (("value_token_identity", "eq_operand_identity"), ("lhs_value_read", "rhs_value_read"))
 PART_STATEMENT = {
     "non_value_tokens": "Layer 1's output elsewhere in the prefix (variables, PADs, `+`, operand slots) carries the "
-                        "token there and the variable at t-1, if any",
+    "token there and the variable at t-1, if any",
     "value_token_identity": "each value token's Layer-1 output carries its variable (what Layer 2's keys match)",
     "eq_operand_identity": "`=`'s Layer-1 output carries the operand variables (what Layer 2's query matches)",
     "lhs_value_read": "Layer 2's `=` reads the first operand's number at its value position",
@@ -93,8 +123,16 @@ def _bootstrap(stat, n: int, *, seed: int, label: str) -> tuple[float, float, fl
     return value, min(lo, value), max(hi, value)
 
 
-def part_cost(scrubbed_ok: torch.Tensor, removed_ok: torch.Tensor, *, chance: float, seed: int, label: str,
-              acted: float | None, **extra) -> Measurement:
+def part_cost(
+    scrubbed_ok: torch.Tensor,
+    removed_ok: torch.Tensor,
+    *,
+    chance: float,
+    seed: int,
+    label: str,
+    acted: float | None,
+    **extra,
+) -> Measurement:
     """cost = (acc_C - acc_{C without the part}) / (acc_C - chance), with a paired bootstrap interval;
     0 where the scrubbed hypothesis itself is within NOTHING_TO_EXPLAIN of chance."""
     s, r = scrubbed_ok.double(), removed_ok.double()
@@ -107,12 +145,26 @@ def part_cost(scrubbed_ok: torch.Tensor, removed_ok: torch.Tensor, *, chance: fl
         return torch.where(above > NOTHING_TO_EXPLAIN, c, torch.zeros_like(c))
 
     v, lo, hi = _bootstrap(stat, len(s), seed=seed, label=label)
-    return Measurement(v, lo, hi, len(s), {"scrubbed_accuracy": float(s.mean()), "part_removed_accuracy": float(r.mean()),
-                                          **extra}, acted)
+    return Measurement(
+        v,
+        lo,
+        hi,
+        len(s),
+        {"scrubbed_accuracy": float(s.mean()), "part_removed_accuracy": float(r.mean()), **extra},
+        acted,
+    )
 
 
-def recovered(model_ok: torch.Tensor, scrubbed_ok: torch.Tensor, floor_ok: torch.Tensor, *, seed: int,
-              acted: float | None, label: str, groups: dict | None = None) -> Measurement:
+def recovered(
+    model_ok: torch.Tensor,
+    scrubbed_ok: torch.Tensor,
+    floor_ok: torch.Tensor,
+    *,
+    seed: int,
+    acted: float | None,
+    label: str,
+    groups: dict | None = None,
+) -> Measurement:
     """The recovered fraction with a bootstrap interval over examples (seeded). ``groups``: name -> bool
     mask of examples (pools, variables, slots, doubled pairs), for per-group scrubbed and model
     accuracies in the extra fields: where the hypothesis fails."""
@@ -141,15 +193,17 @@ def recovered(model_ok: torch.Tensor, scrubbed_ok: torch.Tensor, floor_ok: torch
 class WholeAlgorithm(Hypothesis):
     id = "whole_algorithm"
     spec = "§6"
-    statement = ("The paper's circuit, with Layer 1 copying t-1's variable into every position, is the algorithm: "
-                 "resampling every activation it calls irrelevant, from inputs it calls equivalent, keeps the model's "
-                 "accuracy on held-out pairs and restricted slots.")
+    statement = (
+        "The paper's circuit, with Layer 1 copying t-1's variable into every position, is the algorithm: "
+        "resampling every activation it calls irrelevant, from inputs it calls equivalent, keeps the model's "
+        "accuracy on held-out pairs and restricted slots."
+    )
     controls = {
         "reinitialised": REINITIALISED,
         "position_only": "wrong correspondence 'Layer 1 writes only positions': value tokens' Layer-1 output "
-                         "resampled from the same position of any sequence, whatever its variable",
+        "resampled from the same position of any sequence, whatever its variable",
         "first_operand_only": "wrong correspondence 'the MLP reads only one operand': Layer 2's output at `=` "
-                              "taken from a sequence sharing only the first operand's value",
+        "taken from a sequence sharing only the first operand's value",
     }
 
     def evidence(self, ctx: Context) -> list[Evidence]:
@@ -173,38 +227,59 @@ class WholeAlgorithm(Hypothesis):
         groups = {g: mask for g, mask in groups.items() if mask.any()}
 
         def model_ok(model):
-            return ctx.memo(("whole_algorithm", "clean", id(model)),
-                            lambda: last_position_correct(model, tokens, labels))
+            return ctx.memo(
+                ("whole_algorithm", "clean", id(model)), lambda: last_position_correct(model, tokens, labels)
+            )
 
         def nothing_to_explain(model):
             """A model at chance: the floor is chance too, so there is no accuracy to recover."""
             acc = float(model_ok(model).double().mean())
             if acc < NOTHING_TO_EXPLAIN + 1 / model.cfg.d_vocab_out:
-                return Measurement.exact(0.0, n=len(tokens), model_accuracy=acc, note="model at chance: nothing to explain")
+                return Measurement.exact(
+                    0.0, n=len(tokens), model_accuracy=acc, note="model at chance: nothing to explain"
+                )
             return None
 
         def routing(arm, claimed="hypothesis"):
             if (skip := nothing_to_explain(arm.model)) is not None:
                 return skip
             features = "position_only" if arm.variant == "position_only" else claimed
-            s = ctx.memo(("whole_algorithm", "routing", id(arm.model), features), lambda: scrubbing.routing_scrub(
-                arm.model, tokens, labels, seed=ctx.seed, features=features))
-            f = ctx.memo(("whole_algorithm", "routing_floor", id(arm.model)), lambda: scrubbing.routing_scrub(
-                arm.model, tokens, labels, seed=ctx.seed, features="none"))
-            return recovered(model_ok(arm.model), s["correct"], f["correct"], seed=ctx.seed,
-                             acted=s["acted"] if arm.variant != "claimed" else None, label=f"routing.{features}",
-                             groups=groups)
+            s = ctx.memo(
+                ("whole_algorithm", "routing", id(arm.model), features),
+                lambda: scrubbing.routing_scrub(arm.model, tokens, labels, seed=ctx.seed, features=features),
+            )
+            f = ctx.memo(
+                ("whole_algorithm", "routing_floor", id(arm.model)),
+                lambda: scrubbing.routing_scrub(arm.model, tokens, labels, seed=ctx.seed, features="none"),
+            )
+            return recovered(
+                model_ok(arm.model),
+                s["correct"],
+                f["correct"],
+                seed=ctx.seed,
+                acted=s["acted"] if arm.variant != "claimed" else None,
+                label=f"routing.{features}",
+                groups=groups,
+            )
 
         def addition(arm):
             if (skip := nothing_to_explain(arm.model)) is not None:
                 return skip
             features = "first_operand_only" if arm.variant == "first_operand_only" else "hypothesis"
             s = scrubbing.addition_scrub(arm.model, tokens, labels, ctx.task, seed=ctx.seed, features=features)
-            f = ctx.memo(("whole_algorithm", "addition_floor", id(arm.model)), lambda: scrubbing.addition_scrub(
-                arm.model, tokens, labels, ctx.task, seed=ctx.seed, features="none"))
-            return recovered(model_ok(arm.model), s["correct"], f["correct"], seed=ctx.seed,
-                             acted=s["acted"] if arm.variant != "claimed" else None, label=f"addition.{features}",
-                             groups=groups)
+            f = ctx.memo(
+                ("whole_algorithm", "addition_floor", id(arm.model)),
+                lambda: scrubbing.addition_scrub(arm.model, tokens, labels, ctx.task, seed=ctx.seed, features="none"),
+            )
+            return recovered(
+                model_ok(arm.model),
+                s["correct"],
+                f["correct"],
+                seed=ctx.seed,
+                acted=s["acted"] if arm.variant != "claimed" else None,
+                label=f"addition.{features}",
+                groups=groups,
+            )
 
         # The part-by-part items run 18 scrubbed forwards: on the first PART_ROWS_PER_POOL sequences of each
         # pool (fewer when the pools are smaller), whatever n, so that a small n keeps their intervals narrow.
@@ -214,23 +289,28 @@ class WholeAlgorithm(Hypothesis):
         pool_sub = {p: torch.arange(len(t_sub)) // per_pool == i for i, p in enumerate(POOLS)}
 
         def model_ok_sub(model):
-            return ctx.memo(("whole_algorithm", "clean_parts", id(model)),
-                            lambda: last_position_correct(model, t_sub, l_sub))
+            return ctx.memo(
+                ("whole_algorithm", "clean_parts", id(model)), lambda: last_position_correct(model, t_sub, l_sub)
+            )
 
         def parts(model):
             """Every run the part-by-part items share, once per model: the full hypothesis scrub C, its
             redraw C', C without each part, and the model M without each part / pair of parts."""
+
             def compute():
                 tokens, labels = t_sub, l_sub
                 plans = scrubbing.scrub_plans(model, tokens, labels, seed=ctx.seed)
                 hyp, removed, targets = plans["hypothesis"], plans["removed"], plans["targets"]
                 measure = {p: (scrubbing.PART_HOOK[p], targets[p]) for p in scrubbing.PARTS}
-                out = {"plans": plans,
-                       "C": scrubbing.run_plan(model, tokens, labels, hyp, measure),
-                       "C'": scrubbing.run_plan(model, tokens, labels, plans["redrawn"], measure)}
+                out = {
+                    "plans": plans,
+                    "C": scrubbing.run_plan(model, tokens, labels, hyp, measure),
+                    "C'": scrubbing.run_plan(model, tokens, labels, plans["redrawn"], measure),
+                }
                 for p in scrubbing.PARTS:
-                    out[("C", p)] = scrubbing.run_plan(model, tokens, labels, scrubbing.combine(hyp, removed[p]),
-                                                       {p: measure[p]})
+                    out[("C", p)] = scrubbing.run_plan(
+                        model, tokens, labels, scrubbing.combine(hyp, removed[p]), {p: measure[p]}
+                    )
                 for p in scrubbing.PARTS[1:]:
                     out[("M", p)] = scrubbing.run_plan(model, tokens, labels, removed[p], {p: measure[p]})
                 for pair in PAIRS_OF_PARTS:
@@ -238,11 +318,16 @@ class WholeAlgorithm(Hypothesis):
                     out[("C", pair)] = scrubbing.run_plan(model, tokens, labels, scrubbing.combine(hyp, both))
                     out[("M", pair)] = scrubbing.run_plan(model, tokens, labels, both)
                 return out
+
             return ctx.memo(("whole_algorithm", "parts", id(model)), compute)
 
         uses_variable = (t_sub[:, POS_LHS] >= first_var) | (t_sub[:, POS_RHS] >= first_var)
-        rows_of_part = {p: uses_variable if p in ("value_token_identity", "eq_operand_identity")
-                        else torch.ones(len(t_sub), dtype=torch.bool) for p in scrubbing.PARTS}
+        rows_of_part = {
+            p: uses_variable
+            if p in ("value_token_identity", "eq_operand_identity")
+            else torch.ones(len(t_sub), dtype=torch.bool)
+            for p in scrubbing.PARTS
+        }
         chance = 1 / ctx.model.cfg.d_vocab_out
 
         def minimality(part):
@@ -256,28 +341,46 @@ class WholeAlgorithm(Hypothesis):
                 # it may change nothing, in a model whose activation there is exactly a function of what
                 # the part carries (a planted solver), which is the hypothesis holding, not an idle edit.
                 acted = r["C'"]["acted"][scrubbing.ALL_CELLS] if arm.variant == "redrawn" else None
-                m = part_cost(r["C"]["correct"][used], other["correct"][used], chance=chance, seed=ctx.seed,
-                              label=f"minimality.{part}.{arm.variant}", acted=acted)
-                m.extra.update({
-                    "part": PART_STATEMENT[part],
-                    "model_accuracy": float(model_ok_sub(arm.model)[used].double().mean()),
-                    "sequences": "with a variable operand" if part in ("value_token_identity", "eq_operand_identity")
-                                 else "all",
-                    "accuracy_elsewhere_scrubbed": (float(r["C"]["correct"][~used].double().mean())
-                                                    if (~used).any() else None),
-                    "accuracy_elsewhere_part_removed": (float(other["correct"][~used].double().mean())
-                                                        if (~used).any() else None),
-                    "cells_given_a_differing_donor": r["plans"]["removed_share"][part],
-                    "change_of_the_activation": (r["C'"] if arm.variant == "redrawn" else r[("C", part)])["acted"][part],
-                })
+                m = part_cost(
+                    r["C"]["correct"][used],
+                    other["correct"][used],
+                    chance=chance,
+                    seed=ctx.seed,
+                    label=f"minimality.{part}.{arm.variant}",
+                    acted=acted,
+                )
+                m.extra.update(
+                    {
+                        "part": PART_STATEMENT[part],
+                        "model_accuracy": float(model_ok_sub(arm.model)[used].double().mean()),
+                        "sequences": "with a variable operand"
+                        if part in ("value_token_identity", "eq_operand_identity")
+                        else "all",
+                        "accuracy_elsewhere_scrubbed": (
+                            float(r["C"]["correct"][~used].double().mean()) if (~used).any() else None
+                        ),
+                        "accuracy_elsewhere_part_removed": (
+                            float(other["correct"][~used].double().mean()) if (~used).any() else None
+                        ),
+                        "cells_given_a_differing_donor": r["plans"]["removed_share"][part],
+                        "change_of_the_activation": (r["C'"] if arm.variant == "redrawn" else r[("C", part)])["acted"][
+                            part
+                        ],
+                    }
+                )
                 if arm.variant == "claimed":
                     m.extra["scrubbed_accuracy_by_pool"] = {
-                        p: float(r["C"]["correct"][mask & used].double().mean()) for p, mask in pool_sub.items()
-                        if (mask & used).any()}
+                        p: float(r["C"]["correct"][mask & used].double().mean())
+                        for p, mask in pool_sub.items()
+                        if (mask & used).any()
+                    }
                     m.extra["part_removed_accuracy_by_pool"] = {
-                        p: float(other["correct"][mask & used].double().mean()) for p, mask in pool_sub.items()
-                        if (mask & used).any()}
+                        p: float(other["correct"][mask & used].double().mean())
+                        for p, mask in pool_sub.items()
+                        if (mask & used).any()
+                    }
                 return m
+
             return measure
 
         def completeness(arm):
@@ -285,16 +388,23 @@ class WholeAlgorithm(Hypothesis):
             ``circuit_without_identity`` control takes C without the value tokens' identity as its circuit."""
             acc = float(model_ok_sub(arm.model).double().mean())
             if acc < NOTHING_TO_EXPLAIN + chance:
-                return Measurement.exact(1.0, n=len(t_sub), model_accuracy=acc,
-                                         note="model at chance: nothing to explain, so completeness cannot be shown")
+                return Measurement.exact(
+                    1.0,
+                    n=len(t_sub),
+                    model_accuracy=acc,
+                    note="model at chance: nothing to explain, so completeness cannot be shown",
+                )
             r = parts(arm.model)
             m_ok = model_ok_sub(arm.model).double()
             clean = {"correct": model_ok_sub(arm.model)}
             if arm.variant == "circuit_without_identity":
                 p1, p2 = PAIRS_OF_PARTS[0]
-                subsets = {"{}": (r[("C", p1)], clean), p1: (r[("C", p1)], r[("M", p1)]),
-                           p2: (r[("C", PAIRS_OF_PARTS[0])], r[("M", p2)]),
-                           f"{p1} + {p2}": (r[("C", PAIRS_OF_PARTS[0])], r[("M", PAIRS_OF_PARTS[0])])}
+                subsets = {
+                    "{}": (r[("C", p1)], clean),
+                    p1: (r[("C", p1)], r[("M", p1)]),
+                    p2: (r[("C", PAIRS_OF_PARTS[0])], r[("M", p2)]),
+                    f"{p1} + {p2}": (r[("C", PAIRS_OF_PARTS[0])], r[("M", PAIRS_OF_PARTS[0])]),
+                }
             else:
                 subsets = {"{}": (r["C"], clean)}
                 subsets.update({p: (r[("C", p)], r[("M", p)]) for p in scrubbing.PARTS[1:]})
@@ -307,16 +417,30 @@ class WholeAlgorithm(Hypothesis):
                 above = (m_ok[idx].mean(-1) - chance).clamp(min=1e-12)
                 return (c_ok[:, idx].mean(-1) - mk_ok[:, idx].mean(-1)).abs().transpose(0, 1) / above[:, None]
 
-            v, lo, hi = _bootstrap(lambda idx: gaps(idx).max(-1).values, len(t_sub), seed=ctx.seed,
-                                   label=f"completeness.{arm.variant}")
+            v, lo, hi = _bootstrap(
+                lambda idx: gaps(idx).max(-1).values, len(t_sub), seed=ctx.seed, label=f"completeness.{arm.variant}"
+            )
             g = gaps(torch.arange(len(t_sub))[None])[0]
-            acted = r[("C", PAIRS_OF_PARTS[0][0])]["acted"][PAIRS_OF_PARTS[0][0]] \
-                if arm.variant == "circuit_without_identity" else None
-            return Measurement(v, lo, hi, len(t_sub), {
-                "largest_gap_subset": names[int(g.argmax())],
-                "by_subset": {k: {"F(C\\K)": float(c_ok[i].mean()), "F(M\\K)": float(mk_ok[i].mean()),
-                                  "gap": float(g[i])} for i, k in enumerate(names)},
-                "model_accuracy": acc}, acted)
+            acted = (
+                r[("C", PAIRS_OF_PARTS[0][0])]["acted"][PAIRS_OF_PARTS[0][0]]
+                if arm.variant == "circuit_without_identity"
+                else None
+            )
+            return Measurement(
+                v,
+                lo,
+                hi,
+                len(t_sub),
+                {
+                    "largest_gap_subset": names[int(g.argmax())],
+                    "by_subset": {
+                        k: {"F(C\\K)": float(c_ok[i].mean()), "F(M\\K)": float(mk_ok[i].mean()), "gap": float(g[i])}
+                        for i, k in enumerate(names)
+                    },
+                    "model_accuracy": acc,
+                },
+                acted,
+            )
 
         def doubled(arm):
             """Share of the model's held-out errors (doubled and other pairs) that a perfectly routed input
@@ -328,61 +452,112 @@ class WholeAlgorithm(Hypothesis):
                 return Measurement(None, None, None, 0, {"note": "the task holds out no doubled pair (n, n)"})
             broken = None
             if arm.variant == "routing_broken":
-                broken = scrubbing.identity_removed(arm.model, sets["tokens"], seed=ctx.seed, label="doubled.routing_broken")
+                broken = scrubbing.identity_removed(
+                    arm.model, sets["tokens"], seed=ctx.seed, label="doubled.routing_broken"
+                )
             r = doubled_pairs.ideal_input_runs(arm.model, sets, broken)
             wrong = ~r["model_ok"]
             m = rate(~r["ideal_ok"][wrong], acted=r["acted"].get("routing_broken") if broken is not None else None)
-            m.extra.update({
-                "doubled_pairs": doubled_pairs.summary(r, sets["doubled"]),
-                "other_heldout_pairs": doubled_pairs.summary(r, ~sets["doubled"]),
-                "errors_that_are_on_doubled_pairs": (float(sets["doubled"][wrong].double().mean())
-                                                     if wrong.any() else None),
-                "ideal_input_change": r["acted"]["ideal_input"],
-            })
+            m.extra.update(
+                {
+                    "doubled_pairs": doubled_pairs.summary(r, sets["doubled"]),
+                    "other_heldout_pairs": doubled_pairs.summary(r, ~sets["doubled"]),
+                    "errors_that_are_on_doubled_pairs": (
+                        float(sets["doubled"][wrong].double().mean()) if wrong.any() else None
+                    ),
+                    "ideal_input_change": r["acted"]["ideal_input"],
+                }
+            )
             if arm.variant == "claimed":
-                m.extra["by_doubled_pair [model, ideal input, weights-only adder]"] = doubled_pairs.per_doubled_pair(r, sets)
+                m.extra["by_doubled_pair [model, ideal input, weights-only adder]"] = doubled_pairs.per_doubled_pair(
+                    r, sets
+                )
                 m.extra["paper_heldout_constants"] = ctx.memo(
                     ("whole_algorithm", "heldout_constants", id(arm.model)),
-                    lambda: doubled_pairs.heldout_constants_with_and_without_doubled(arm.model, ctx.task, ctx.seed))
+                    lambda: doubled_pairs.heldout_constants_with_and_without_doubled(arm.model, ctx.task, ctx.seed),
+                )
             return m
 
         minimality_items = [
-            item(f"minimality[{p}]",
-                 f"cost = (acc_C - acc_C\\p) / (acc_C - 1/59): C = every part resampled from a cell that agrees "
-                 f"on what it carries (Layer 1 at 0-14 as the routing scrub, at `=` by operand variables; Layer 2's "
-                 f"values at the operands by number, elsewhere by position); C\\p = the same with {p} ({PART_STATEMENT[p]}) "
-                 f"resampled from cells that differ in it", "causal", MINIMAL, minimality(p), Arm(ctx.model),
-                 {"reinitialised": Arm(reinit), "redrawn": Arm(ctx.model, "redrawn")},
-                 required=p != "non_value_tokens")
-            for p in scrubbing.PARTS]
+            item(
+                f"minimality[{p}]",
+                f"cost = (acc_C - acc_C\\p) / (acc_C - 1/59): C = every part resampled from a cell that agrees "
+                f"on what it carries (Layer 1 at 0-14 as the routing scrub, at `=` by operand variables; Layer 2's "
+                f"values at the operands by number, elsewhere by position); C\\p = the same with {p} ({PART_STATEMENT[p]}) "
+                f"resampled from cells that differ in it",
+                "causal",
+                MINIMAL,
+                minimality(p),
+                Arm(ctx.model),
+                {"reinitialised": Arm(reinit), "redrawn": Arm(ctx.model, "redrawn")},
+                required=p != "non_value_tokens",
+            )
+            for p in scrubbing.PARTS
+        ]
         return [
-            item("model_solves_the_task", f"accuracy over {', '.join(POOLS)} ({share} each)", "observational",
-                 SOLVES, lambda m: rate(model_ok(m)), ctx.model, {"reinitialised": reinit}),
-            item("routing_scrub_recovers",
-                 "recovered accuracy with attn_out_1 at positions 0-14 resampled from positions with the same "
-                 "position and (value token) variable before it / (elsewhere) token and variable at t-1 if any",
-                 "causal", RECOVERS, routing,
-                 Arm(ctx.model), {"reinitialised": Arm(reinit), "position_only": Arm(ctx.model, "position_only")}),
-            item("routing_scrub_recovers[paper]",
-                 "as routing_scrub_recovers, with the paper's correspondence (version 1): every non-value position "
-                 "keyed by (position, token) alone, i.e. Layer 1 writes identities onto value tokens only (shown, "
-                 "not decided on)", "causal", RECOVERS,
-                 lambda arm: routing(arm, "paper"), Arm(ctx.model),
-                 {"reinitialised": Arm(reinit), "position_only": Arm(ctx.model, "position_only")}, required=False),
-            item("addition_scrub_recovers",
-                 "recovered accuracy with attn_out_2[15] patched from a fresh sequence with the same two operand "
-                 "values in a random form (constants or variables, any prefix)", "causal", RECOVERS, addition,
-                 Arm(ctx.model), {"reinitialised": Arm(reinit), "first_operand_only": Arm(ctx.model, "first_operand_only")}),
+            item(
+                "model_solves_the_task",
+                f"accuracy over {', '.join(POOLS)} ({share} each)",
+                "observational",
+                SOLVES,
+                lambda m: rate(model_ok(m)),
+                ctx.model,
+                {"reinitialised": reinit},
+            ),
+            item(
+                "routing_scrub_recovers",
+                "recovered accuracy with attn_out_1 at positions 0-14 resampled from positions with the same "
+                "position and (value token) variable before it / (elsewhere) token and variable at t-1 if any",
+                "causal",
+                RECOVERS,
+                routing,
+                Arm(ctx.model),
+                {"reinitialised": Arm(reinit), "position_only": Arm(ctx.model, "position_only")},
+            ),
+            item(
+                "routing_scrub_recovers[paper]",
+                "as routing_scrub_recovers, with the paper's correspondence (version 1): every non-value position "
+                "keyed by (position, token) alone, i.e. Layer 1 writes identities onto value tokens only (shown, "
+                "not decided on)",
+                "causal",
+                RECOVERS,
+                lambda arm: routing(arm, "paper"),
+                Arm(ctx.model),
+                {"reinitialised": Arm(reinit), "position_only": Arm(ctx.model, "position_only")},
+                required=False,
+            ),
+            item(
+                "addition_scrub_recovers",
+                "recovered accuracy with attn_out_2[15] patched from a fresh sequence with the same two operand "
+                "values in a random form (constants or variables, any prefix)",
+                "causal",
+                RECOVERS,
+                addition,
+                Arm(ctx.model),
+                {"reinitialised": Arm(reinit), "first_operand_only": Arm(ctx.model, "first_operand_only")},
+            ),
             *minimality_items,
-            item("completeness",
-                 "max over K in {{}, each part but non_value_tokens, value_token_identity + eq_operand_identity, "
-                 "lhs_value_read + rhs_value_read} of |F(C\\K) - F(M\\K)| / (F(M) - 1/59): K's cells resampled "
-                 "from cells that differ in what they carry, in the scrubbed circuit C and in the clean model M",
-                 "causal", COMPLETE, completeness, Arm(ctx.model),
-                 {"circuit_without_identity": Arm(ctx.model, "circuit_without_identity")}),
-            item("doubled_pair_errors_are_the_adders",
-                 "P(still wrong with attn_out_2[15] <- the constant twin's | model wrong), over variable sequences "
-                 f"of every held-out doubled pair ({doubled_pairs.PER_PAIR_AND_FORM} per pair and form) and as many "
-                 "of other held-out pairs", "causal", ADDER_ERRORS, doubled, Arm(ctx.model),
-                 {"reinitialised": Arm(reinit), "routing_broken": Arm(ctx.model, "routing_broken")}, required=False),
+            item(
+                "completeness",
+                "max over K in {{}, each part but non_value_tokens, value_token_identity + eq_operand_identity, "
+                "lhs_value_read + rhs_value_read} of |F(C\\K) - F(M\\K)| / (F(M) - 1/59): K's cells resampled "
+                "from cells that differ in what they carry, in the scrubbed circuit C and in the clean model M",
+                "causal",
+                COMPLETE,
+                completeness,
+                Arm(ctx.model),
+                {"circuit_without_identity": Arm(ctx.model, "circuit_without_identity")},
+            ),
+            item(
+                "doubled_pair_errors_are_the_adders",
+                "P(still wrong with attn_out_2[15] <- the constant twin's | model wrong), over variable sequences "
+                f"of every held-out doubled pair ({doubled_pairs.PER_PAIR_AND_FORM} per pair and form) and as many "
+                "of other held-out pairs",
+                "causal",
+                ADDER_ERRORS,
+                doubled,
+                Arm(ctx.model),
+                {"reinitialised": Arm(reinit), "routing_broken": Arm(ctx.model, "routing_broken")},
+                required=False,
+            ),
         ]

@@ -9,6 +9,7 @@ hook did not fire exactly once. ``knockout`` makes a permanently ablated copy fo
 ``metrics`` and ``statistics`` score them per example, with confidence intervals.
 Recipes: docs/interventions.md.
 """
+
 from .engine import BACKENDS, Result, capture, check_hook_names, execution_order, firing_hooks, knockout, run
 from .kinds import Intervention, Mean, Patch, Project, Replace, Resample, Zero, orthonormal_rows, random_subspace
 from .metrics import accuracy, compare, last_position, logit_diff, loss, normalized, summarize_accuracy
@@ -18,9 +19,39 @@ from .statistics import fraction_worse, mean_ci, normalized_effect, rate_ci
 
 __all__ = [
     "capture",
-    "BACKENDS", "InterchangeResult", "Intervention", "InterventionError", "Mean", "Patch", "Project", "Replace",
-    "Resample", "Result", "Site", "Zero", "accuracy", "activation_patch", "check_hook_names",
-    "compare", "execution_order", "firing_hooks", "fraction_worse", "interchange", "knockout", "last_position", "logit_diff",
-    "loss", "mean_ci", "normalized", "normalized_effect", "orthonormal_rows", "patch_sweep", "path_patch",
-    "position_mask", "random_subspace", "rate_ci", "run", "summarize_accuracy",
+    "BACKENDS",
+    "InterchangeResult",
+    "Intervention",
+    "InterventionError",
+    "Mean",
+    "Patch",
+    "Project",
+    "Replace",
+    "Resample",
+    "Result",
+    "Site",
+    "Zero",
+    "accuracy",
+    "activation_patch",
+    "check_hook_names",
+    "compare",
+    "execution_order",
+    "firing_hooks",
+    "fraction_worse",
+    "interchange",
+    "knockout",
+    "last_position",
+    "logit_diff",
+    "loss",
+    "mean_ci",
+    "normalized",
+    "normalized_effect",
+    "orthonormal_rows",
+    "patch_sweep",
+    "path_patch",
+    "position_mask",
+    "random_subspace",
+    "rate_ci",
+    "run",
+    "summarize_accuracy",
 ]

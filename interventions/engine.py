@@ -16,6 +16,7 @@ block at the last position alone, another summation order).
 ``knockout(model, interventions)`` returns a deep copy with the interventions installed as
 permanent hooks: a control model ("mechanism ablated") that any later code runs as usual.
 """
+
 from __future__ import annotations
 
 import copy
@@ -60,8 +61,10 @@ def check_hook_names(model, interventions) -> None:
     known = model.hook_dict
     for iv in interventions:
         if not isinstance(iv, Intervention):
-            raise InterventionError(f"expected Intervention objects (Zero, Mean, Resample, Replace, Patch, Project), "
-                                    f"found {type(iv).__name__}")
+            raise InterventionError(
+                f"expected Intervention objects (Zero, Mean, Resample, Replace, Patch, Project), "
+                f"found {type(iv).__name__}"
+            )
         if iv.site.hook not in known:
             close = difflib.get_close_matches(iv.site.hook, list(known), n=3)
             hint = f"; did you mean {', '.join(close)}?" if close else ""
@@ -79,8 +82,10 @@ def execution_order(model) -> list[str]:
         probe = copy.deepcopy(model)
         probe.reset_hooks(including_permanent=True)
         fired: list[str] = []
-        handles = [probe.hook_dict[n].register_forward_hook(
-            lambda m, i, o, n=n: fired.append(n) if n not in fired else None) for n in probe.hook_dict]
+        handles = [
+            probe.hook_dict[n].register_forward_hook(lambda m, i, o, n=n: fired.append(n) if n not in fired else None)
+            for n in probe.hook_dict
+        ]
         try:
             with torch.no_grad():
                 probe(torch.zeros(1, probe.cfg.n_ctx, dtype=torch.long, device=_device(probe)))
@@ -117,10 +122,18 @@ def _counting(model, names):
 def _check_fired(counts: Counter, names, expected: int, what: str) -> None:
     for name in names:
         if counts[name] != expected:
-            why = (" (the forward bypasses it: e.g. Layer 1 has no MLP, or a fast path such as last_logits runs "
-                   "no hooks)") if counts[name] == 0 else ""
-            raise InterventionError(f"{what}: hook {name!r} fired {counts[name]} time(s) where {expected} were "
-                                    f"expected{why}; its intervention did not act as asked")
+            why = (
+                (
+                    " (the forward bypasses it: e.g. Layer 1 has no MLP, or a fast path such as last_logits runs "
+                    "no hooks)"
+                )
+                if counts[name] == 0
+                else ""
+            )
+            raise InterventionError(
+                f"{what}: hook {name!r} fired {counts[name]} time(s) where {expected} were "
+                f"expected{why}; its intervention did not act as asked"
+            )
 
 
 # ----- reference activations --------------------------------------------------------------------------
@@ -158,6 +171,7 @@ def capture(model, tokens: torch.Tensor, hooks, pos: int | None = None, backend:
         raise InterventionError(f"backend must be one of {BACKENDS}, found {backend!r}")
     out: dict[str, torch.Tensor] = {}
     if backend == "tl":
+
         def keep(act, hook):
             if hook.name in out:
                 raise InterventionError(f"capture: hook {hook.name!r} fired more than once in one forward")
@@ -211,6 +225,7 @@ def _bind_all(model, interventions, backend: str) -> list[tuple[Site, Edit]]:
 
     def fetch(tokens, hook):
         return acts[_content_key(tokens)][hook]
+
     return [(iv.site, iv.bind(model, fetch)) for iv in interventions]
 
 
@@ -218,15 +233,19 @@ def _hook_fn(edits: list[tuple[Site, Edit]], batch: dict, allow_empty: bool = Fa
     """One hook function applying, in order, each edit to the cells its site selects.
     ``batch["tokens"]`` is the running batch, for callable position sets. ``changes``: filled with
     {hook: largest absolute change the edits made}, so a caller can see an edit that did nothing."""
+
     def hook_fn(act, hook):
         for site, edit in edits:
             mask = site.mask(act, batch.get("tokens"), allow_empty=allow_empty)
             # The edit gets a copy: a function that edits in place cannot reach cells outside its site.
             new = torch.where(mask, edit(act.clone(), hook), act)
             if changes is not None:
-                changes[hook.name] = max(changes.get(hook.name, 0.0), float((new - act).abs().max()) if new.numel() else 0.0)
+                changes[hook.name] = max(
+                    changes.get(hook.name, 0.0), float((new - act).abs().max()) if new.numel() else 0.0
+                )
             act = new
         return act
+
     return hook_fn
 
 
@@ -238,8 +257,15 @@ def _grouped(bound) -> dict[str, list[tuple[Site, Edit]]]:
 
 
 # ----- the two entry points ---------------------------------------------------------------------------
-def run(model, tokens: torch.Tensor, interventions=(), backend: str = "tl", last_only: bool = False,
-        read=(), stop_at_layer: int | None = None) -> Result:
+def run(
+    model,
+    tokens: torch.Tensor,
+    interventions=(),
+    backend: str = "tl",
+    last_only: bool = False,
+    read=(),
+    stop_at_layer: int | None = None,
+) -> Result:
     """One forward pass of ``tokens`` with every intervention applied; raises if any did not act.
 
     ``interventions``: Intervention objects (or one); several at one hook apply in list order, each to
@@ -284,7 +310,9 @@ def run(model, tokens: torch.Tensor, interventions=(), backend: str = "tl", last
                 with wrapped.trace(tokens):
                     for hook in sorted(by_hook, key=order.index):
                         envoy = _envoy(wrapped, hook)
-                        envoy.output = _hook_fn(by_hook[hook], batch, changes=changes)(envoy.output, model.hook_dict[hook])
+                        envoy.output = _hook_fn(by_hook[hook], batch, changes=changes)(
+                            envoy.output, model.hook_dict[hook]
+                        )
                     saved = wrapped.output.save()
             except InterventionError:
                 raise
@@ -293,8 +321,13 @@ def run(model, tokens: torch.Tensor, interventions=(), backend: str = "tl", last
                 raise
             logits = saved[:, -1:] if last_only else saved
     _check_fired(counts, list(by_hook) + read, 1, f"run ({backend})")
-    return Result(logits=logits.detach(), hook_calls={h: counts[h] for h in by_hook}, interventions=interventions,
-                  activations=seen, changed={h: changes.get(h, 0.0) for h in by_hook})
+    return Result(
+        logits=logits.detach(),
+        hook_calls={h: counts[h] for h in by_hook},
+        interventions=interventions,
+        activations=seen,
+        changed={h: changes.get(h, 0.0) for h in by_hook},
+    )
 
 
 def knockout(model, interventions, probe_tokens: torch.Tensor | None = None):
@@ -315,8 +348,10 @@ def knockout(model, interventions, probe_tokens: torch.Tensor | None = None):
     check_hook_names(model, interventions)
     for iv in interventions:
         if not iv.self_contained:
-            raise InterventionError(f"knockout: {iv!r} is tied to one batch (a Patch's source run, a matched "
-                                    "Resample's draws) and cannot be permanent; use run(..., [...]) per batch instead")
+            raise InterventionError(
+                f"knockout: {iv!r} is tied to one batch (a Patch's source run, a matched "
+                "Resample's draws) and cannot be permanent; use run(..., [...]) per batch instead"
+            )
     bound = _bind_all(model, interventions, "tl")
     ablated = copy.deepcopy(model)
     by_hook = _grouped(bound)
@@ -324,17 +359,21 @@ def knockout(model, interventions, probe_tokens: torch.Tensor | None = None):
     # The hooks see activations, not tokens: each batch is read at ``hook_tokens``, which fires first
     # in every forward whatever called it (``__call__``, ``run_with_hooks``, nnsight).
     if "hook_tokens" not in ablated.hook_dict:
-        raise InterventionError("knockout: the model has no hook_tokens hook point, so a knock-out could not see "
-                                "which batch it runs on")
+        raise InterventionError(
+            "knockout: the model has no hook_tokens hook point, so a knock-out could not see which batch it runs on"
+        )
 
     def remember_tokens(tokens, hook):
         batch["tokens"] = tokens
         return tokens
+
     ablated.add_perma_hook("hook_tokens", remember_tokens)
     for hook, edits in by_hook.items():
         ablated.add_perma_hook(hook, _hook_fn(edits, batch, allow_empty=True))
     if probe_tokens is None:
-        probe_tokens = torch.zeros(_probe_batch(interventions), model.cfg.n_ctx, dtype=torch.long, device=_device(model))
+        probe_tokens = torch.zeros(
+            _probe_batch(interventions), model.cfg.n_ctx, dtype=torch.long, device=_device(model)
+        )
     with torch.no_grad(), _counting(ablated, list(by_hook)) as counts:
         ablated(probe_tokens)
     _check_fired(counts, by_hook, 1, "knockout")

@@ -16,6 +16,7 @@ the reference activations it needs through ``fetch(tokens, hook)`` (the engine r
 those clean forwards). Kinds with no per-batch data (all but Patch, and Resample with ``match``
 tied to one batch) can be installed permanently with ``knockout``.
 """
+
 from __future__ import annotations
 
 from typing import Callable
@@ -103,8 +104,13 @@ class Resample(Intervention):
     ``(seed, "resample draws")`` and, with ``match``, ``(seed, "resample matches")``.
     """
 
-    def __init__(self, site: Site | str, reference_tokens: torch.Tensor, seed: int = 0,
-                 match: tuple[torch.Tensor, torch.Tensor] | None = None):
+    def __init__(
+        self,
+        site: Site | str,
+        reference_tokens: torch.Tensor,
+        seed: int = 0,
+        match: tuple[torch.Tensor, torch.Tensor] | None = None,
+    ):
         self.site = as_site(site)
         self.reference_tokens = reference_tokens
         self.seed = seed
@@ -113,8 +119,10 @@ class Resample(Intervention):
             self.self_contained = False  # the draws belong to one base batch: no permanent knock-out
             base_f, ref_f = (torch.as_tensor(m) for m in match)
             if ref_f.shape[0] != reference_tokens.shape[0]:
-                raise InterventionError(f"Resample({self.site.hook!r}): match's reference feature has "
-                                        f"{ref_f.shape[0]} entries, reference_tokens {reference_tokens.shape[0]}")
+                raise InterventionError(
+                    f"Resample({self.site.hook!r}): match's reference feature has "
+                    f"{ref_f.shape[0]} entries, reference_tokens {reference_tokens.shape[0]}"
+                )
             self.indices = self._matched_indices(base_f, ref_f, seed)
 
     @staticmethod
@@ -125,8 +133,10 @@ class Resample(Intervention):
             want = (base_f == value).nonzero().flatten()
             have = (ref_f == value).nonzero().flatten()
             if len(have) == 0:
-                raise InterventionError(f"Resample match: no reference sequence has feature value {value.item()} "
-                                        f"(needed by {len(want)} base sequence(s))")
+                raise InterventionError(
+                    f"Resample match: no reference sequence has feature value {value.item()} "
+                    f"(needed by {len(want)} base sequence(s))"
+                )
             idx[want] = have[torch.randint(len(have), (len(want),), generator=gen)]
         return idx
 
@@ -134,8 +144,10 @@ class Resample(Intervention):
         """Indices [B] into the reference pool: which reference sequence each base sequence reads."""
         if self.match is not None:
             if batch != len(self.indices):
-                raise InterventionError(f"Resample({self.site.hook!r}) was matched for a batch of {len(self.indices)}, "
-                                        f"run on a batch of {batch}")
+                raise InterventionError(
+                    f"Resample({self.site.hook!r}) was matched for a batch of {len(self.indices)}, "
+                    f"run on a batch of {batch}"
+                )
             return self.indices
         gen = torch_generator(self.seed, "resample draws")
         return torch.randint(len(self.reference_tokens), (batch,), generator=gen)
@@ -165,9 +177,12 @@ class Replace(Intervention):
             new = self.fn(act, hook)
             if not isinstance(new, torch.Tensor) or new.shape != act.shape:
                 found = tuple(new.shape) if isinstance(new, torch.Tensor) else type(new).__name__
-                raise InterventionError(f"Replace({self.site.hook!r}): fn must return a tensor of shape "
-                                        f"{tuple(act.shape)}, returned {found}")
+                raise InterventionError(
+                    f"Replace({self.site.hook!r}): fn must return a tensor of shape "
+                    f"{tuple(act.shape)}, returned {found}"
+                )
             return new
+
         return edit
 
     def __repr__(self):
@@ -190,10 +205,15 @@ class Patch(Intervention):
         self.site = as_site(site)
         self.source_tokens = source_tokens
         self.source_positions = source_positions
-        if source_positions is not None and (self.site.attention_map or not _is_per_sequence(self.site.positions)
-                                             or not _is_per_sequence(source_positions)):
-            raise InterventionError(f"Patch({self.site.hook!r}): source_positions needs a (B, T, ...) hook and "
-                                    "site positions given as an int, a list or a LongTensor [B] / [B, k]")
+        if source_positions is not None and (
+            self.site.attention_map
+            or not _is_per_sequence(self.site.positions)
+            or not _is_per_sequence(source_positions)
+        ):
+            raise InterventionError(
+                f"Patch({self.site.hook!r}): source_positions needs a (B, T, ...) hook and "
+                "site positions given as an int, a list or a LongTensor [B] / [B, k]"
+            )
 
     def reference_requests(self):
         return [(self.source_tokens, self.site.hook)]
@@ -203,24 +223,32 @@ class Patch(Intervention):
 
         def edit(act, hook):
             if src.shape != act.shape:
-                raise InterventionError(f"Patch({self.site.hook!r}): source activation {tuple(src.shape)} does not "
-                                        f"match the base activation {tuple(act.shape)} (same batch size needed)")
+                raise InterventionError(
+                    f"Patch({self.site.hook!r}): source activation {tuple(src.shape)} does not "
+                    f"match the base activation {tuple(act.shape)} (same batch size needed)"
+                )
             if self.source_positions is None:
                 return src.to(act.dtype)
             B, T = act.shape[:2]
             to_pos, from_pos = _per_sequence(self.site.positions, B), _per_sequence(self.source_positions, B)
             if ((from_pos < -T) | (from_pos >= T)).any() or (
-                    isinstance(self.source_positions, torch.Tensor) and (from_pos < 0).any()):
-                raise InterventionError(f"Patch({self.site.hook!r}): source_positions must lie in 0..{T - 1} "
-                                        f"(ints and lists may also count from the end, down to -{T}; "
-                                        "operand_sources gives -1 for a variable with no assignment)")
+                isinstance(self.source_positions, torch.Tensor) and (from_pos < 0).any()
+            ):
+                raise InterventionError(
+                    f"Patch({self.site.hook!r}): source_positions must lie in 0..{T - 1} "
+                    f"(ints and lists may also count from the end, down to -{T}; "
+                    "operand_sources gives -1 for a variable with no assignment)"
+                )
             if to_pos.shape != from_pos.shape:
-                raise InterventionError(f"Patch({self.site.hook!r}): positions {list(to_pos.shape)} and "
-                                        f"source_positions {list(from_pos.shape)} must have the same shape")
+                raise InterventionError(
+                    f"Patch({self.site.hook!r}): positions {list(to_pos.shape)} and "
+                    f"source_positions {list(from_pos.shape)} must have the same shape"
+                )
             rows = torch.arange(B, device=act.device)[:, None].expand_as(to_pos)
             new = act.clone()
             new[rows, to_pos.to(act.device) % T] = src[rows, from_pos.to(act.device) % T].to(act.dtype)
             return new
+
         return edit
 
     def __repr__(self):
@@ -272,27 +300,33 @@ class Project(Intervention):
             raise InterventionError(f"Project mode must be 'keep' or 'remove', found {mode!r}")
         self.site = as_site(site)
         if self.site.hook.endswith("hook_attn_scores"):
-            raise InterventionError(f"Project({self.site.hook!r}): scores hold -inf at masked keys, so a projection "
-                                    "along the key axis gives NaN; project hook_q / hook_k or edit hook_pattern")
+            raise InterventionError(
+                f"Project({self.site.hook!r}): scores hold -inf at masked keys, so a projection "
+                "along the key axis gives NaN; project hook_q / hook_k or edit hook_pattern"
+            )
         self.mode = mode
         self.basis = orthonormal_rows(basis, what=f"Project({self.site.hook!r}) basis")  # (k, d) float64
 
     def bind(self, model, fetch):
         def edit(act, hook):
             if act.shape[-1] != self.basis.shape[1]:
-                raise InterventionError(f"Project({self.site.hook!r}): basis has dimension {self.basis.shape[1]}, "
-                                        f"the activation's last axis {act.shape[-1]}")
+                raise InterventionError(
+                    f"Project({self.site.hook!r}): basis has dimension {self.basis.shape[1]}, "
+                    f"the activation's last axis {act.shape[-1]}"
+                )
             q = self.basis.to(device=act.device, dtype=act.dtype)  # (k, d)
             kept = (act @ q.T) @ q
             return kept if self.mode == "keep" else act - kept
+
         return edit
 
     def __repr__(self):
         return f"Project({self.site!r}, rank {self.basis.shape[0]}, mode={self.mode!r})"
 
 
-def random_subspace(d: int, k: int, seed: int, exclude: torch.Tensor | None = None, *,
-                    label: str = "random subspace") -> torch.Tensor:
+def random_subspace(
+    d: int, k: int, seed: int, exclude: torch.Tensor | None = None, *, label: str = "random subspace"
+) -> torch.Tensor:
     """A random k-dimensional subspace of R^d as orthonormal rows [k, d], drawn from the stream
     ``(seed, label)``: the placebo for a projection of the same rank. ``exclude`` [m, d]: the subspace
     is drawn orthogonal to these rows (e.g. a random set of directions disjoint from the key-frequency

@@ -5,6 +5,7 @@ Every metric takes logits (B, T, V) or (B, V) and returns one value per example,
 can give a confidence interval and the fraction of examples that moved the wrong way, which a mean
 alone hides.
 """
+
 from __future__ import annotations
 
 import torch
@@ -53,14 +54,28 @@ def compare(before, after, *, seed: int = 0, label: str = "", confidence: float 
     if before.shape != after.shape:
         raise ValueError(f"compare: before has {before.numel()} examples, after {after.numel()}")
     change, low, high = mean_ci(after - before, seed=seed, label=label, confidence=confidence)
-    return {"before": float(before.mean()), "after": float(after.mean()), "change": change, "low": low,
-            "high": high, "fraction_worse": fraction_worse(before, after), "n": int(before.numel())}
+    return {
+        "before": float(before.mean()),
+        "after": float(after.mean()),
+        "change": change,
+        "low": low,
+        "high": high,
+        "fraction_worse": fraction_worse(before, after),
+        "n": int(before.numel()),
+    }
 
 
 def normalized(intervened, baseline, clean, *, min_denominator: float = 1e-3) -> dict:
     """Normalized effect of means, (M_int - M_base) / (M_clean - M_base): 1 = the intervention restores
     the clean behaviour, 0 = it does nothing. A denominator below ``min_denominator`` is reported
     ("value": None, "denominator" kept), never divided by."""
-    m_int, m_base, m_clean = (float(torch.as_tensor(x).detach().to(torch.float64).mean()) for x in (intervened, baseline, clean))
-    return {"value": normalized_effect(m_int, m_base, m_clean, min_denominator=min_denominator),
-            "denominator": m_clean - m_base, "intervened": m_int, "baseline": m_base, "clean": m_clean}
+    m_int, m_base, m_clean = (
+        float(torch.as_tensor(x).detach().to(torch.float64).mean()) for x in (intervened, baseline, clean)
+    )
+    return {
+        "value": normalized_effect(m_int, m_base, m_clean, min_denominator=min_denominator),
+        "denominator": m_clean - m_base,
+        "intervened": m_int,
+        "baseline": m_base,
+        "clean": m_clean,
+    }

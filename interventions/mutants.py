@@ -17,6 +17,7 @@ Every mutant is a pure function ``(model, seed) -> model``; random choices (rota
 come from the stream ``random_streams.torch_generator(seed, mutant name)``. ``MUTANTS`` lists them
 with the component each breaks, and ``COMPONENT_OF_CLAIM`` / ``UPSTREAM`` give the expected pattern.
 """
+
 from __future__ import annotations
 
 import copy
@@ -83,12 +84,14 @@ def _flatten(layer):
         a = _attn(model, layer)
         a.W_Q.zero_()
         a.b_Q.zero_()
+
     return build
 
 
 def _rotate(layer, name):
     def build(model, gen):
         _rotate_input(getattr(_attn(model, layer), name), gen)
+
     return build
 
 
@@ -97,6 +100,7 @@ def _scale_scores(layer, factor):
         a = _attn(model, layer)
         a.W_Q.mul_(factor)
         a.b_Q.mul_(factor)
+
     return build
 
 
@@ -105,7 +109,7 @@ def _identity_out_of_ov1(model, gen):
     before, but whatever it copies carries no variable identity."""
     cfg = model.cfg
     first_var = cfg.first_var
-    E_var = model.embed.W_E[first_var:first_var + cfg.n_vars].double()  # (V, D)
+    E_var = model.embed.W_E[first_var : first_var + cfg.n_vars].double()  # (V, D)
     q, _ = torch.linalg.qr(E_var.T)  # (D, V) orthonormal basis of the variables' span
     P = (torch.eye(cfg.d_model, dtype=torch.float64) - q @ q.T).float()
     a = _attn(model, 0)
@@ -140,34 +144,89 @@ def _key_frequencies_out_of_mlp(model, gen):
     mlp.W_in.copy_(P @ mlp.W_in)
 
 
-MUTANTS: dict[str, Mutant] = {m.name: m for m in [
-    Mutant("layer1_attention_flattened", "layer1_previous_token",
-           "Layer 1's W_Q zeroed: every query attends uniformly over its causal keys", _flatten(0)),
-    Mutant("layer1_keys_rotated", "layer1_previous_token",
-           "Layer 1's W_K input space rotated by a random orthogonal matrix", _rotate(0, "W_K")),
-    Mutant("layer1_values_rotated", "layer1_previous_token",
-           "Layer 1's W_V input space rotated by a random orthogonal matrix", _rotate(0, "W_V")),
-    Mutant("layer1_queries_rotated", "layer1_previous_token",
-           "Layer 1's W_Q input space rotated by a random orthogonal matrix", _rotate(0, "W_Q")),
-    Mutant("ov1_identity_removed", "layer1_previous_token",
-           "the variables' embedding span projected out of Layer 1's W_V input", _identity_out_of_ov1),
-    Mutant("layer2_keys_rotated", "layer2_identity_qk",
-           "Layer 2's W_K input space rotated by a random orthogonal matrix", _rotate(1, "W_K")),
-    Mutant("layer2_queries_rotated", "layer2_identity_qk",
-           "Layer 2's W_Q input space rotated by a random orthogonal matrix", _rotate(1, "W_Q")),
-    Mutant("layer2_attention_flattened", "layer2_identity_qk",
-           "Layer 2's W_Q zeroed: `=` attends uniformly over all 16 positions", _flatten(1)),
-    Mutant("layer2_scores_scaled", "layer2_identity_qk",
-           "Layer 2's W_Q (hence its attention scores) scaled by 0.05", _scale_scores(1, 0.05)),
-    Mutant("layer2_values_rotated", "layer2_ov",
-           "Layer 2's W_V input space rotated by a random orthogonal matrix", _rotate(1, "W_V")),
-    Mutant("mlp_input_rotated", "layer2_mlp",
-           "the Layer-2 MLP's W_in input space rotated by a random orthogonal matrix", _rotate_mlp_input),
-    Mutant("mlp_neurons_permuted", "layer2_mlp",
-           "the Layer-2 MLP's input weights shuffled across neurons (W_out kept)", _permute_mlp_neurons),
-    Mutant("mlp_key_frequencies_removed", "layer2_mlp",
-           "the key-frequency directions of the MLP input projected out of W_in", _key_frequencies_out_of_mlp),
-]}
+MUTANTS: dict[str, Mutant] = {
+    m.name: m
+    for m in [
+        Mutant(
+            "layer1_attention_flattened",
+            "layer1_previous_token",
+            "Layer 1's W_Q zeroed: every query attends uniformly over its causal keys",
+            _flatten(0),
+        ),
+        Mutant(
+            "layer1_keys_rotated",
+            "layer1_previous_token",
+            "Layer 1's W_K input space rotated by a random orthogonal matrix",
+            _rotate(0, "W_K"),
+        ),
+        Mutant(
+            "layer1_values_rotated",
+            "layer1_previous_token",
+            "Layer 1's W_V input space rotated by a random orthogonal matrix",
+            _rotate(0, "W_V"),
+        ),
+        Mutant(
+            "layer1_queries_rotated",
+            "layer1_previous_token",
+            "Layer 1's W_Q input space rotated by a random orthogonal matrix",
+            _rotate(0, "W_Q"),
+        ),
+        Mutant(
+            "ov1_identity_removed",
+            "layer1_previous_token",
+            "the variables' embedding span projected out of Layer 1's W_V input",
+            _identity_out_of_ov1,
+        ),
+        Mutant(
+            "layer2_keys_rotated",
+            "layer2_identity_qk",
+            "Layer 2's W_K input space rotated by a random orthogonal matrix",
+            _rotate(1, "W_K"),
+        ),
+        Mutant(
+            "layer2_queries_rotated",
+            "layer2_identity_qk",
+            "Layer 2's W_Q input space rotated by a random orthogonal matrix",
+            _rotate(1, "W_Q"),
+        ),
+        Mutant(
+            "layer2_attention_flattened",
+            "layer2_identity_qk",
+            "Layer 2's W_Q zeroed: `=` attends uniformly over all 16 positions",
+            _flatten(1),
+        ),
+        Mutant(
+            "layer2_scores_scaled",
+            "layer2_identity_qk",
+            "Layer 2's W_Q (hence its attention scores) scaled by 0.05",
+            _scale_scores(1, 0.05),
+        ),
+        Mutant(
+            "layer2_values_rotated",
+            "layer2_ov",
+            "Layer 2's W_V input space rotated by a random orthogonal matrix",
+            _rotate(1, "W_V"),
+        ),
+        Mutant(
+            "mlp_input_rotated",
+            "layer2_mlp",
+            "the Layer-2 MLP's W_in input space rotated by a random orthogonal matrix",
+            _rotate_mlp_input,
+        ),
+        Mutant(
+            "mlp_neurons_permuted",
+            "layer2_mlp",
+            "the Layer-2 MLP's input weights shuffled across neurons (W_out kept)",
+            _permute_mlp_neurons,
+        ),
+        Mutant(
+            "mlp_key_frequencies_removed",
+            "layer2_mlp",
+            "the key-frequency directions of the MLP input projected out of W_in",
+            _key_frequencies_out_of_mlp,
+        ),
+    ]
+}
 
 
 def expected(claim: str, mutant: Mutant) -> str:

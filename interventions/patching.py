@@ -13,6 +13,7 @@ TransformerLens' ``patching.generic_activation_patch`` does the sweep for models
 this model's config has neither, and the sweep here also needs the firing guard and the nnsight
 backend, so it loops over ``run`` itself.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -34,13 +35,21 @@ def _base_and_source(clean_tokens, corrupted_tokens, direction: str):
     if direction not in DIRECTIONS:
         raise InterventionError(f"direction must be one of {DIRECTIONS}, found {direction!r}")
     if clean_tokens.shape != corrupted_tokens.shape:
-        raise InterventionError(f"clean tokens {list(clean_tokens.shape)} and corrupted tokens "
-                                f"{list(corrupted_tokens.shape)} must have the same shape (patching is per example)")
+        raise InterventionError(
+            f"clean tokens {list(clean_tokens.shape)} and corrupted tokens "
+            f"{list(corrupted_tokens.shape)} must have the same shape (patching is per example)"
+        )
     return (corrupted_tokens, clean_tokens) if direction == "denoise" else (clean_tokens, corrupted_tokens)
 
 
-def activation_patch(model, clean_tokens: torch.Tensor, corrupted_tokens: torch.Tensor, sites: Sequence[Site | str],
-                     direction: str = "denoise", backend: str = "tl") -> Result:
+def activation_patch(
+    model,
+    clean_tokens: torch.Tensor,
+    corrupted_tokens: torch.Tensor,
+    sites: Sequence[Site | str],
+    direction: str = "denoise",
+    backend: str = "tl",
+) -> Result:
     """One forward pass with every site patched at once, example by example.
 
     ``"denoise"``: run ``corrupted_tokens``, with each site's cells taken from the clean run.
@@ -50,9 +59,16 @@ def activation_patch(model, clean_tokens: torch.Tensor, corrupted_tokens: torch.
     return run(model, base, [Patch(as_site(s), source) for s in sites], backend=backend)
 
 
-def patch_sweep(model, clean_tokens: torch.Tensor, corrupted_tokens: torch.Tensor, hooks: Sequence[str],
-                positions: Sequence, metric: Callable[[torch.Tensor], torch.Tensor], direction: str = "denoise",
-                backend: str = "tl") -> torch.Tensor:
+def patch_sweep(
+    model,
+    clean_tokens: torch.Tensor,
+    corrupted_tokens: torch.Tensor,
+    hooks: Sequence[str],
+    positions: Sequence,
+    metric: Callable[[torch.Tensor], torch.Tensor],
+    direction: str = "denoise",
+    backend: str = "tl",
+) -> torch.Tensor:
     """Per-example metric of patching one (hook, positions) cell at a time: tensor [len(hooks), len(positions), B].
 
     ``positions``: a list of position sets (each an int, a list, a LongTensor [B] / [B, k] or a bool
@@ -70,8 +86,10 @@ def patch_sweep(model, clean_tokens: torch.Tensor, corrupted_tokens: torch.Tenso
             copy_source = Replace(Site(hook, pos), lambda act, h, src=source_acts[hook]: src.to(act.dtype))
             values = torch.as_tensor(metric(run(model, base, [copy_source], backend=backend).logits))
             if values.shape != (base.shape[0],):
-                raise InterventionError(f"patch_sweep: metric must return one value per example [{base.shape[0]}], "
-                                        f"returned shape {list(values.shape)}")
+                raise InterventionError(
+                    f"patch_sweep: metric must return one value per example [{base.shape[0]}], "
+                    f"returned shape {list(values.shape)}"
+                )
             out[i, j] = values.detach().float().cpu()
     return out
 
@@ -88,8 +106,15 @@ def _component(hook: str) -> str | None:
     return None
 
 
-def path_patch(model, base_tokens: torch.Tensor, source_tokens: torch.Tensor, sender: Site | str,
-               receivers: Sequence[Site | str], backend: str = "tl", freeze: Sequence[str] | None = None) -> Result:
+def path_patch(
+    model,
+    base_tokens: torch.Tensor,
+    source_tokens: torch.Tensor,
+    sender: Site | str,
+    receivers: Sequence[Site | str],
+    backend: str = "tl",
+    freeze: Sequence[str] | None = None,
+) -> Result:
     """The effect of ``sender`` on the output only through the ``receivers`` (path patching).
 
     1. Run ``base_tokens`` with the sender's cells patched from ``source_tokens`` and every other
@@ -110,8 +135,7 @@ def path_patch(model, base_tokens: torch.Tensor, source_tokens: torch.Tensor, se
         raise InterventionError(f"path_patch: the sender {sender.hook!r} cannot also be a receiver")
     if freeze is None:
         own = {_component(sender.hook), sender.hook}
-        freeze = [h for h in model.hook_dict
-                  if _component(h) == h and h not in own and h not in receiver_hooks]
+        freeze = [h for h in model.hook_dict if _component(h) == h and h not in own and h not in receiver_hooks]
     order = execution_order(model)
     sender_at = order.index(sender.hook)
     for r in receiver_hooks:
@@ -123,6 +147,7 @@ def path_patch(model, base_tokens: torch.Tensor, source_tokens: torch.Tensor, se
     def record(act, hook):
         recorded[hook.name] = act.clone()
         return act
+
     first = [Patch(sender, source_tokens)] + [Patch(Site(h), base_tokens) for h in freeze]
     first += [Replace(Site(h), record) for h in dict.fromkeys(receiver_hooks)]
     run(model, base_tokens, first, backend=backend)
@@ -146,9 +171,15 @@ class InterchangeResult:
         return int(self.correct.numel())
 
 
-def interchange(model, base_tokens: torch.Tensor, source_tokens: torch.Tensor, sites: Sequence[Site | str],
-                counterfactual_labels: torch.Tensor, source_positions: Sequence | None = None,
-                backend: str = "tl") -> InterchangeResult:
+def interchange(
+    model,
+    base_tokens: torch.Tensor,
+    source_tokens: torch.Tensor,
+    sites: Sequence[Site | str],
+    counterfactual_labels: torch.Tensor,
+    source_positions: Sequence | None = None,
+    backend: str = "tl",
+) -> InterchangeResult:
     """Interchange intervention: each site's cells in the base run take the source run's values (example
     b reads source b); scored against ``counterfactual_labels``, the answer a model that uses the
     sites as hypothesised must then give. ``source_positions`` (one per site, or None) reads the

@@ -19,6 +19,7 @@ A position set may be given as
 Per-sequence tensors must hold non-negative positions: ``operand_sources`` marks a missing variable
 with -1, and silently reading that as "the last position" would patch the wrong cell.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -44,9 +45,13 @@ def position_mask(positions: Any, batch: int, seq: int, device=None, *, what: st
     """The bool mask [B, T] a position set selects (forms in the module docstring)."""
     if positions is None:
         return torch.ones(batch, seq, dtype=torch.bool, device=device)
-    if isinstance(positions, bool) or (isinstance(positions, (list, tuple)) and any(isinstance(c, bool) for c in positions)):
-        raise InterventionError(f"{what}: booleans in a position list would be read as positions 0 and 1; "
-                                "give a mask as a bool tensor, e.g. torch.tensor([False] * 15 + [True])")
+    if isinstance(positions, bool) or (
+        isinstance(positions, (list, tuple)) and any(isinstance(c, bool) for c in positions)
+    ):
+        raise InterventionError(
+            f"{what}: booleans in a position list would be read as positions 0 and 1; "
+            "give a mask as a bool tensor, e.g. torch.tensor([False] * 15 + [True])"
+        )
     if isinstance(positions, (int, list, tuple)):
         cols = [positions] if isinstance(positions, int) else list(positions)
         mask = torch.zeros(batch, seq, dtype=torch.bool, device=device)
@@ -56,33 +61,43 @@ def position_mask(positions: Any, batch: int, seq: int, device=None, *, what: st
             mask[:, int(c)] = True
         return mask
     if not isinstance(positions, torch.Tensor):
-        raise InterventionError(f"{what}: expected None, an int, a list of ints or a tensor, found {type(positions).__name__}")
+        raise InterventionError(
+            f"{what}: expected None, an int, a list of ints or a tensor, found {type(positions).__name__}"
+        )
     positions = positions.to(device)
     if positions.dtype == torch.bool:
         if positions.shape == (seq,):
             return positions.unsqueeze(0).expand(batch, seq)
         if positions.shape != (batch, seq):
-            raise InterventionError(f"{what}: a bool mask must be [B, T] = [{batch}, {seq}], found {list(positions.shape)}")
+            raise InterventionError(
+                f"{what}: a bool mask must be [B, T] = [{batch}, {seq}], found {list(positions.shape)}"
+            )
         return positions
     if positions.dtype == torch.uint8:
-        raise InterventionError(f"{what}: a uint8 tensor is ambiguous (a mask or positions?): give a mask as a bool "
-                                "tensor and positions as a long tensor")
+        raise InterventionError(
+            f"{what}: a uint8 tensor is ambiguous (a mask or positions?): give a mask as a bool "
+            "tensor and positions as a long tensor"
+        )
     if positions.dtype not in (torch.int64, torch.int32, torch.int16, torch.int8):
         raise InterventionError(f"{what}: expected an integer or bool tensor, found dtype {positions.dtype}")
     if positions.shape[-1:] == (seq,) and positions.numel() > 0 and bool(((positions == 0) | (positions == 1)).all()):
-        raise InterventionError(f"{what}: an integer tensor of 0s and 1s over all {seq} positions looks like a mask "
-                                "but would be read as positions 0 and 1; give a mask as a bool tensor")
+        raise InterventionError(
+            f"{what}: an integer tensor of 0s and 1s over all {seq} positions looks like a mask "
+            "but would be read as positions 0 and 1; give a mask as a bool tensor"
+        )
     per_seq = positions.long()
     if per_seq.dim() == 1:
         per_seq = per_seq.unsqueeze(1)  # (B,) -> (B, 1)
     if per_seq.dim() != 2 or per_seq.shape[0] != batch:
         raise InterventionError(
-            f"{what}: a per-sequence position tensor must be [B] or [B, k] with B = {batch}, found {list(positions.shape)}")
+            f"{what}: a per-sequence position tensor must be [B] or [B, k] with B = {batch}, found {list(positions.shape)}"
+        )
     if (per_seq < 0).any() or (per_seq >= seq).any():
         bad = per_seq[(per_seq < 0) | (per_seq >= seq)][0].item()
         raise InterventionError(
             f"{what}: per-sequence positions must lie in 0..{seq - 1}, found {bad} "
-            "(operand_sources gives -1 for a variable with no assignment)")
+            "(operand_sources gives -1 for a variable with no assignment)"
+        )
     mask = torch.zeros(batch, seq, dtype=torch.bool, device=device)
     mask.scatter_(1, per_seq, True)
     return mask
@@ -106,7 +121,8 @@ class Site:
             raise InterventionError(f"Site.hook must be a hook name (str), found {type(self.hook).__name__}")
         if self.keys is not None and not is_attention_map(self.hook):
             raise InterventionError(
-                f"Site {self.hook!r}: keys= only applies to {' / '.join(ATTENTION_MAP_HOOKS)}, which have a key axis")
+                f"Site {self.hook!r}: keys= only applies to {' / '.join(ATTENTION_MAP_HOOKS)}, which have a key axis"
+            )
 
     @property
     def attention_map(self) -> bool:
@@ -120,8 +136,9 @@ class Site:
             raise InterventionError(f"Site {self.hook!r}: callable positions need the batch's tokens")
         return spec(tokens)
 
-    def mask(self, activation: torch.Tensor, tokens: torch.Tensor | None = None, *,
-             allow_empty: bool = False) -> torch.Tensor:
+    def mask(
+        self, activation: torch.Tensor, tokens: torch.Tensor | None = None, *, allow_empty: bool = False
+    ) -> torch.Tensor:
         """A bool mask that broadcasts against ``activation`` and marks the cells this site selects.
 
         (B, T, ...) activations: [B, T, 1, ...]. Attention maps (B, H, T_q, T_k): [B, 1, T_q, T_k],
@@ -135,7 +152,9 @@ class Site:
         if self.attention_map:
             Tq, Tk = activation.shape[-2], activation.shape[-1]
             q = position_mask(positions, B, Tq, activation.device, what=f"Site {self.hook!r} positions")
-            k = position_mask(self.resolve(self.keys, tokens), B, Tk, activation.device, what=f"Site {self.hook!r} keys")
+            k = position_mask(
+                self.resolve(self.keys, tokens), B, Tk, activation.device, what=f"Site {self.hook!r} keys"
+            )
             causal = torch.ones(Tq, Tk, dtype=torch.bool, device=activation.device).tril()
             mask = (q[:, :, None] & k[:, None, :] & causal).unsqueeze(1)  # (B, 1, Tq, Tk)
         else:
@@ -143,9 +162,11 @@ class Site:
             mask = position_mask(positions, B, T, activation.device, what=f"Site {self.hook!r} positions")
             mask = mask.reshape(B, T, *([1] * (activation.dim() - 2)))  # (B, T, 1, ...)
         if not allow_empty and not mask.any():
-            raise InterventionError(f"Site {self.hook!r} selects no cell of this batch (positions={self._short(self.positions)}"
-                                    f"{', keys=' + self._short(self.keys) if self.attention_map else ''}): "
-                                    "the intervention would change nothing")
+            raise InterventionError(
+                f"Site {self.hook!r} selects no cell of this batch (positions={self._short(self.positions)}"
+                f"{', keys=' + self._short(self.keys) if self.attention_map else ''}): "
+                "the intervention would change nothing"
+            )
         return mask
 
     @staticmethod

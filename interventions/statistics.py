@@ -4,6 +4,7 @@ Exact Clopper-Pearson intervals for rates; for means, a seeded bootstrap that ke
 the bounds of the values and at small n (see ``mean_ci``), its resamples drawn from the stream
 ``random_streams.torch_generator(seed, label)``. Plain floats, so results serialize to JSON.
 """
+
 from __future__ import annotations
 
 import torch
@@ -34,8 +35,9 @@ def rate_ci(successes, confidence: float = CONFIDENCE) -> tuple[float, float, fl
     return float(s.double().mean()), low, high
 
 
-def mean_ci(values, *, seed: int = 0, label: str = "", confidence: float = CONFIDENCE,
-            bounds: tuple[float, float] | None = None) -> tuple[float, float, float]:
+def mean_ci(
+    values, *, seed: int = 0, label: str = "", confidence: float = CONFIDENCE, bounds: tuple[float, float] | None = None
+) -> tuple[float, float, float]:
     """``(mean, low, high)``: a mean with a seeded bootstrap interval that keeps its coverage where the
     plain percentile bootstrap does not.
 
@@ -51,8 +53,9 @@ def mean_ci(values, *, seed: int = 0, label: str = "", confidence: float = CONFI
     n = v.numel()
     if n < 2:
         raise ValueError(f"mean_ci needs at least 2 values to estimate an interval, got {n}")
-    sample = v if bounds is None else torch.cat([v, torch.tensor([float(bounds[0]), float(bounds[1])],
-                                                                 dtype=torch.float64)])
+    sample = (
+        v if bounds is None else torch.cat([v, torch.tensor([float(bounds[0]), float(bounds[1])], dtype=torch.float64)])
+    )
     gen = torch_generator(seed, label)
     idx = torch.randint(len(sample), (N_BOOTSTRAP, len(sample)), generator=gen)
     means = sample[idx].mean(dim=1)
@@ -62,7 +65,7 @@ def mean_ci(values, *, seed: int = 0, label: str = "", confidence: float = CONFI
     # quantile ``scipy.stats.t.ppf`` computes, without importing scipy.stats
     from scipy.special import stdtrit
 
-    half = float(stdtrit(n - 1, 1 - alpha / 2)) * float(v.std(unbiased=True)) / n ** 0.5
+    half = float(stdtrit(n - 1, 1 - alpha / 2)) * float(v.std(unbiased=True)) / n**0.5
     mean = float(v.mean())
     lo, hi = min(lo, mean - half), max(hi, mean + half)
     if bounds is not None:

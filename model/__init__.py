@@ -3,14 +3,20 @@
 Names are imported on first use (PEP 562): ``import assignadd.model`` (or ``assignadd.model.hooks``) costs
 nothing until a model is built or loaded.
 """
+
 from __future__ import annotations
 
 import importlib
 
 _LAZY = {
-    "AssignAddTransformer": "transformer", "ModelConfig": "transformer",
-    "CheckpointError": "checkpoint", "infer_config": "checkpoint", "load_checkpoint": "checkpoint",
-    "load_checkpoint_full": "checkpoint", "read_checkpoint_file": "checkpoint", "save_checkpoint": "checkpoint",
+    "AssignAddTransformer": "transformer",
+    "ModelConfig": "transformer",
+    "CheckpointError": "checkpoint",
+    "infer_config": "checkpoint",
+    "load_checkpoint": "checkpoint",
+    "load_checkpoint_full": "checkpoint",
+    "read_checkpoint_file": "checkpoint",
+    "save_checkpoint": "checkpoint",
     "step_from_name": "checkpoint",
 }
 

@@ -11,6 +11,7 @@ is not a ``torch.save`` file at all (text, an image, a NumPy array, safetensors,
 it is. Files are written readable by others as the umask allows (a shared machine's colleagues can
 load them), never half-written (``atomic_save``, through ``fileio``).
 """
+
 from __future__ import annotations
 
 import io
@@ -159,8 +160,10 @@ def _not_torch(path: Path, head: bytes) -> str | None:
         if head.startswith(magic):
             return what
     if len(head) >= 10 and head[8:9] == b"{" and int.from_bytes(head[:8], "little") < 100_000_000:
-        return ("a safetensors file (load it with safetensors.torch.load_file and save the dict with "
-                "torch.save to use it here)")
+        return (
+            "a safetensors file (load it with safetensors.torch.load_file and save the dict with "
+            "torch.save to use it here)"
+        )
     text = _as_text(head)
     if text is not None:
         kind = "a JSON file" if text.lstrip()[:1] in ("{", "[") else "a text file"
@@ -216,8 +219,18 @@ def _read(path: Path, device) -> object:
                 f"(it could run code when loaded)"
             ) from None
         raise CheckpointError(f"{path}: not a torch checkpoint ({first})") from None
-    except (EOFError, RuntimeError, zipfile.BadZipFile, OSError, ValueError, TypeError, AttributeError,
-            IndexError, KeyError, UnicodeDecodeError) as e:
+    except (
+        EOFError,
+        RuntimeError,
+        zipfile.BadZipFile,
+        OSError,
+        ValueError,
+        TypeError,
+        AttributeError,
+        IndexError,
+        KeyError,
+        UnicodeDecodeError,
+    ) as e:
         msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         if "failed finding central directory" in msg or isinstance(e, EOFError):
             msg = "the file is truncated or corrupt"
@@ -261,11 +274,19 @@ def infer_config(state_dict: dict, path: Path | str = "<state dict>") -> ModelCo
             f"{path}: vocabulary {d_vocab} and {d_vocab_out} output classes leave no room for variables"
         )
     mlp_layers = tuple(
-        layer for layer in layers
-        if nonzero(f"blocks.{layer}.mlp.W_in", 2) or nonzero(f"blocks.{layer}.mlp.W_out", 2)
+        layer for layer in layers if nonzero(f"blocks.{layer}.mlp.W_in", 2) or nonzero(f"blocks.{layer}.mlp.W_out", 2)
     )
-    return ModelConfig(d_vocab=d_vocab, d_vocab_out=d_vocab_out, n_ctx=n_ctx, d_model=d_model, d_head=d_head,
-                       n_heads=n_heads, d_mlp=d_mlp, n_layers=len(layers), mlp_layers=mlp_layers)
+    return ModelConfig(
+        d_vocab=d_vocab,
+        d_vocab_out=d_vocab_out,
+        n_ctx=n_ctx,
+        d_model=d_model,
+        d_head=d_head,
+        n_heads=n_heads,
+        d_mlp=d_mlp,
+        n_layers=len(layers),
+        mlp_layers=mlp_layers,
+    )
 
 
 def _check_and_load(model: AssignAddTransformer, state_dict: dict, path, zero_keys=()) -> None:
@@ -289,9 +310,7 @@ def _check_and_load(model: AssignAddTransformer, state_dict: dict, path, zero_ke
         if not isinstance(t, torch.Tensor):
             raise CheckpointError(f"{path}: {k!r} is a {type(t).__name__}, expected a tensor")
         if tuple(t.shape) != tuple(expected[k].shape):
-            raise CheckpointError(
-                f"{path}: {k!r} has shape {list(t.shape)}, expected {list(expected[k].shape)}"
-            )
+            raise CheckpointError(f"{path}: {k!r} has shape {list(t.shape)}, expected {list(expected[k].shape)}")
         # Buffers are fixed by the architecture: the causal mask, and IGNORE = -inf by design (the mask's
         # fill value), which the finiteness check below must skip.
         if k in buffers:
@@ -379,16 +398,31 @@ def atomic_save(obj, path) -> None:
     atomic_write_with(path, lambda fh: torch.save(obj, fh))
 
 
-def save_checkpoint(model: AssignAddTransformer, path, *, task: dict | None = None, step: int | None = None,
-                    metrics: dict | None = None, run: dict | None = None, drop_zero_frozen: bool = False) -> None:
+def save_checkpoint(
+    model: AssignAddTransformer,
+    path,
+    *,
+    task: dict | None = None,
+    step: int | None = None,
+    metrics: dict | None = None,
+    run: dict | None = None,
+    drop_zero_frozen: bool = False,
+) -> None:
     """Save in our format. ``drop_zero_frozen`` leaves out the all-zero frozen tensors (biases, the
     MLP of MLP-less layers) and the mask buffers, which loading restores; it makes series files smaller."""
     sd = {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
     if drop_zero_frozen:
         frozen = {n for n, p in model.named_parameters() if not p.requires_grad}
-        sd = {k: v for k, v in sd.items()
-              if not (k in frozen and not v.any()) and not k.endswith((".mask", ".IGNORE"))}
+        sd = {k: v for k, v in sd.items() if not (k in frozen and not v.any()) and not k.endswith((".mask", ".IGNORE"))}
     zero_keys = sorted(k for k in model.state_dict() if k not in sd and k not in dict(model.named_buffers()))
-    obj = {"format": FORMAT, "state_dict": sd, "zero_keys": zero_keys, "model_config": model.cfg.to_dict(),
-           "task": task, "step": step, "metrics": metrics or {}, "run": run or {}}
+    obj = {
+        "format": FORMAT,
+        "state_dict": sd,
+        "zero_keys": zero_keys,
+        "model_config": model.cfg.to_dict(),
+        "task": task,
+        "step": step,
+        "metrics": metrics or {},
+        "run": run or {},
+    }
     atomic_save(obj, path)

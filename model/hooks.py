@@ -2,6 +2,7 @@
 ``HookPoint.layer()`` do. Layers are named as the paper names them in the constants below: ``*_1`` is
 Layer 1 (``blocks.0``), ``*_2`` is Layer 2 (``blocks.1``).
 """
+
 from __future__ import annotations
 
 TOKENS = "hook_tokens"
@@ -9,11 +10,21 @@ EMBED = "hook_embed"
 POS_EMBED = "hook_pos_embed"
 
 # per block: (name relative to the block, whether it lives under ``attn.`` / ``mlp.``)
-_BLOCK = {"resid_pre": "hook_resid_pre", "attn_out": "hook_attn_out", "resid_mid": "hook_resid_mid",
-          "mlp_out": "hook_mlp_out", "resid_post": "hook_resid_post",
-          "q": "attn.hook_q", "k": "attn.hook_k", "v": "attn.hook_v", "z": "attn.hook_z",
-          "attn_scores": "attn.hook_attn_scores", "pattern": "attn.hook_pattern",
-          "pre": "mlp.hook_pre", "post": "mlp.hook_post"}
+_BLOCK = {
+    "resid_pre": "hook_resid_pre",
+    "attn_out": "hook_attn_out",
+    "resid_mid": "hook_resid_mid",
+    "mlp_out": "hook_mlp_out",
+    "resid_post": "hook_resid_post",
+    "q": "attn.hook_q",
+    "k": "attn.hook_k",
+    "v": "attn.hook_v",
+    "z": "attn.hook_z",
+    "attn_scores": "attn.hook_attn_scores",
+    "pattern": "attn.hook_pattern",
+    "pre": "mlp.hook_pre",
+    "post": "mlp.hook_post",
+}
 
 
 def act_name(name: str, layer: int) -> str:

@@ -14,6 +14,7 @@ Forward (SPEC §2.2), per layer l:
     x = resid_mid + mlp_out
 logits = x W_U + b_U
 """
+
 from __future__ import annotations
 
 import math
@@ -253,8 +254,19 @@ class Unembed(nn.Module):
 
 # The last block's hook points that fire before its MLP (named relative to the block): hooks there
 # still let the MLP and the unembedding run at the last position only.
-_UP_TO_RESID_MID = frozenset({"hook_resid_pre", "hook_attn_out", "hook_resid_mid", "attn.hook_q", "attn.hook_k",
-                              "attn.hook_v", "attn.hook_z", "attn.hook_attn_scores", "attn.hook_pattern"})
+_UP_TO_RESID_MID = frozenset(
+    {
+        "hook_resid_pre",
+        "hook_attn_out",
+        "hook_resid_mid",
+        "attn.hook_q",
+        "attn.hook_k",
+        "attn.hook_v",
+        "attn.hook_z",
+        "attn.hook_attn_scores",
+        "attn.hook_pattern",
+    }
+)
 
 
 def mlp_unhooked(mlp: "MLP", x: torch.Tensor, biases: bool = True) -> torch.Tensor:
@@ -341,8 +353,9 @@ class AssignAddTransformer(HookedRootModule):
     def trainable_parameters(self):
         return [p for p in self.parameters() if p.requires_grad]
 
-    def forward(self, tokens: torch.Tensor, stop_at_layer: int | None = None, *,
-                last_only: bool = False) -> torch.Tensor:
+    def forward(
+        self, tokens: torch.Tensor, stop_at_layer: int | None = None, *, last_only: bool = False
+    ) -> torch.Tensor:
         """Logits at every position: (B, T) -> (B, T, d_vocab_out), fp32. The one hooked forward.
 
         ``stop_at_layer=L`` (as TransformerLens) runs blocks 0..L-1 only and returns the residual
@@ -424,8 +437,9 @@ class AssignAddTransformer(HookedRootModule):
 
         return Vocab(modulus=self.cfg.d_vocab_out, n_vars=self.cfg.n_vars)
 
-    def to_tokens(self, input, prepend_bos: bool | None = None, padding_side: str | None = None,
-                  move_to_device: bool = True) -> torch.Tensor:
+    def to_tokens(
+        self, input, prepend_bos: bool | None = None, padding_side: str | None = None, move_to_device: bool = True
+    ) -> torch.Tensor:
         """Text (``"a=3 b=4 + b 5 ="``, the full 16-word form, or a list of either) or token ids -> a batch
         [B, 16] of token ids on the model's device, as TransformerLens' ``to_tokens``.
 
@@ -468,8 +482,10 @@ class AssignAddTransformer(HookedRootModule):
             tokens = self.to_single_token(tokens)
         ids = torch.as_tensor(tokens, device=self.unembed.W_U.device).long()
         if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= self.cfg.d_vocab_out):
-            raise ValueError(f"token ids must be output classes 0..{self.cfg.d_vocab_out - 1} (the numbers), got "
-                             f"{ids.unique().tolist()}")
+            raise ValueError(
+                f"token ids must be output classes 0..{self.cfg.d_vocab_out - 1} (the numbers), got "
+                f"{ids.unique().tolist()}"
+            )
         return self.unembed.W_U[:, ids].movedim(0, -1)  # [..., d_model]
 
     def accumulated_bias(self, layer: int, mlp_input: bool = False, include_mlp_biases: bool = True) -> torch.Tensor:
@@ -492,4 +508,3 @@ class AssignAddTransformer(HookedRootModule):
         forward takes the general path (no last-position shortcut in the last block)."""
         for block in self.blocks:
             block.attn.split_qkv_input = bool(use_split_qkv_input)
-

@@ -16,6 +16,7 @@ judge the verdict by eye:
 
 Everything is deterministic for a (model, task, seed) and takes well under 5 s on a CPU.
 """
+
 from __future__ import annotations
 
 import math
@@ -32,9 +33,19 @@ from .png import REPORT_DPI, png_bytes, pyplot
 
 DPI = REPORT_DPI
 # The look of every figure: a white background, small type (the figures sit beside text in a page).
-RC = {"font.size": 9, "axes.titlesize": 10, "axes.labelsize": 9, "xtick.labelsize": 8, "ytick.labelsize": 8,
-      "legend.fontsize": 8, "axes.edgecolor": "#262626", "axes.linewidth": 0.8, "axes.grid": False,
-      "figure.facecolor": "white", "axes.facecolor": "white"}
+RC = {
+    "font.size": 9,
+    "axes.titlesize": 10,
+    "axes.labelsize": 9,
+    "xtick.labelsize": 8,
+    "ytick.labelsize": 8,
+    "legend.fontsize": 8,
+    "axes.edgecolor": "#262626",
+    "axes.linewidth": 0.8,
+    "axes.grid": False,
+    "figure.facecolor": "white",
+    "axes.facecolor": "white",
+}
 # Which claim each model figure illustrates (claim ids as registered in ``assignadd.hypotheses``).
 CLAIM_OF = {
     "attention_layer1": "previous_token_head",
@@ -87,8 +98,9 @@ def attention_figures(model, task, seed: int) -> list[Figure]:
     plt = styled_pyplot()
     vocab = task.vocab
     tokens = _example(task, seed)
-    _, cache = model.run_with_cache(tokens[None].to(_device(model)),
-                                    names_filter=[hooks.act_name("pattern", l) for l in range(model.cfg.n_layers)])
+    _, cache = model.run_with_cache(
+        tokens[None].to(_device(model)), names_filter=[hooks.act_name("pattern", l) for l in range(model.cfg.n_layers)]
+    )
     labels = render(tokens, vocab).split()
     T = len(labels)
     vpos = value_positions(tokens[None], vocab)[0].nonzero().flatten().tolist()
@@ -113,12 +125,21 @@ def attention_figures(model, task, seed: int) -> list[Figure]:
         _mark(ax, claimed[layer])
         fig.colorbar(im, ax=ax, fraction=0.046, pad=0.04, label="attention weight")
         ax.set_title(f"Layer {layer + 1} [blocks.{layer}] attention")
-        figs.append(Figure(
-            f"attention_layer{layer + 1}", CLAIM_OF[f"attention_layer{layer + 1}"],
-            f"Layer {layer + 1} attention pattern on an example sequence",
-            join(["Sequence: ", tag("code", " ".join(labels)),
-                  f". Red outlines: the cells the claim predicts ({what[layer]})."]),
-            figure_png(fig)))
+        figs.append(
+            Figure(
+                f"attention_layer{layer + 1}",
+                CLAIM_OF[f"attention_layer{layer + 1}"],
+                f"Layer {layer + 1} attention pattern on an example sequence",
+                join(
+                    [
+                        "Sequence: ",
+                        tag("code", " ".join(labels)),
+                        f". Red outlines: the cells the claim predicts ({what[layer]}).",
+                    ]
+                ),
+                figure_png(fig),
+            )
+        )
     return figs
 
 
@@ -151,11 +172,18 @@ def positional_qk_figure(model) -> Figure:
     ax.set_ylabel("query position")
     ax.set_title("Layer 1 positional QK  S = W_pos W_Q W_Kᵀ W_posᵀ")
     fig.colorbar(im, ax=ax, fraction=0.046, pad=0.04)
-    hits = sum(int(np.nanargmax(np.where(_prev_token_mask(q), shown[q], np.nan)) == q - 1) for q in range(1, PREFIX_LEN))
-    return Figure("positional_qk", CLAIM_OF["positional_qk"], "Layer 1 positional QK matrix",
-                  f"Scores between prefix positions from the positional embeddings alone (future keys blank). "
-                  f"Red outlines: the previous position q−1. With keys &gt; q, q and q−2 masked (SPEC §4.1), "
-                  f"the argmax is q−1 in {hits}/{PREFIX_LEN - 1} rows.", figure_png(fig))
+    hits = sum(
+        int(np.nanargmax(np.where(_prev_token_mask(q), shown[q], np.nan)) == q - 1) for q in range(1, PREFIX_LEN)
+    )
+    return Figure(
+        "positional_qk",
+        CLAIM_OF["positional_qk"],
+        "Layer 1 positional QK matrix",
+        f"Scores between prefix positions from the positional embeddings alone (future keys blank). "
+        f"Red outlines: the previous position q−1. With keys &gt; q, q and q−2 masked (SPEC §4.1), "
+        f"the argmax is q−1 in {hits}/{PREFIX_LEN - 1} rows.",
+        figure_png(fig),
+    )
 
 
 def _prev_token_mask(q: int) -> np.ndarray:
@@ -172,7 +200,7 @@ def identity_matrix_figure(model, task) -> Figure:
     plt = styled_pyplot()
     vocab = task.vocab
     a1, a2 = model.blocks[0].attn, model.blocks[1].attn
-    E_var = model.embed.W_E[vocab.first_var:vocab.size]  # (V, D)
+    E_var = model.embed.W_E[vocab.first_var : vocab.size]  # (V, D)
     OV_1 = FactoredMatrix(a1.W_V[0], a1.W_O[0])  # (D, D)
     QK_2 = FactoredMatrix(a2.W_Q[0], a2.W_K[0].T)  # (D, D)
     X = E_var @ OV_1  # (V, D), factored
@@ -193,10 +221,14 @@ def identity_matrix_figure(model, task) -> Figure:
     ax.set_ylabel("query: '=' reading variable")
     ax.set_title("Layer 2 identity QK  M = (E_var OV₁) QK₂ (E_var OV₁)ᵀ")
     fig.colorbar(im, ax=ax, fraction=0.046, pad=0.04)
-    return Figure("identity_matrix", CLAIM_OF["identity_matrix"], "Layer 2 variable-identity matrix",
-                  f"Black outlines: the diagonal (same variable); yellow dots: each row's argmax. "
-                  f"Diagonal argmax in {diag}/{V} rows (chance {1}/{V}); mean diagonal margin {margin:.3g}.",
-                  figure_png(fig))
+    return Figure(
+        "identity_matrix",
+        CLAIM_OF["identity_matrix"],
+        "Layer 2 variable-identity matrix",
+        f"Black outlines: the diagonal (same variable); yellow dots: each row's argmax. "
+        f"Diagonal argmax in {diag}/{V} rows (chance {1}/{V}); mean diagonal margin {margin:.3g}.",
+        figure_png(fig),
+    )
 
 
 def resid_mid_cosine_figure(model, task, seed: int, n: int = 400) -> Figure:
@@ -217,22 +249,31 @@ def resid_mid_cosine_figure(model, task, seed: int, n: int = 400) -> Figure:
     acts = {"var": resid_mid_at_eq(model, var_tokens), "const": resid_mid_at_eq(model, const_tokens)}  # (n, D)
     cos = torch.nn.functional.cosine_similarity
     matched = cos(acts["var"], acts["const"]).numpy()
-    perm = torch.randperm(len(var_tokens), generator=torch_generator(seed, "resid_mid cosine figure mismatched partners"))
+    perm = torch.randperm(
+        len(var_tokens), generator=torch_generator(seed, "resid_mid cosine figure mismatched partners")
+    )
     sums = (const_tokens[:, POS_LHS] + const_tokens[:, POS_RHS]) % vocab.modulus
     keep = sums != sums[perm]  # a mismatched partner must have another sum
     mismatched = cos(acts["var"][keep], acts["const"][perm][keep]).numpy()
     fig, ax = plt.subplots(figsize=(5.6, 3.2), layout="constrained")
     bins = np.linspace(min(-0.2, float(mismatched.min()), float(matched.min())), 1.0, 50)
-    for values, color, label in ((mismatched, "#7f7f7f", f"mismatched (n={len(mismatched)})"),
-                                 (matched, "#1f77b4", f"matched (n={len(matched)})")):
+    for values, color, label in (
+        (mismatched, "#7f7f7f", f"mismatched (n={len(mismatched)})"),
+        (matched, "#1f77b4", f"matched (n={len(matched)})"),
+    ):
         ax.hist(values, bins=bins, density=True, histtype="stepfilled", color=color, alpha=0.25)
         ax.hist(values, bins=bins, density=True, histtype="step", color=color, label=label)
     ax.set_xlabel("cosine similarity of blocks.1.hook_resid_mid at '='")
     ax.legend(loc="upper left", fontsize=8)
     ax.set_title("Constant vs variable operands with the same values")
-    return Figure("resid_mid_cosine", CLAIM_OF["resid_mid_cosine"], "Shared residual at the Layer-2 MLP input",
-                  f"Median cosine: matched {np.median(matched):.3f}, mismatched {np.median(mismatched):.3f}. "
-                  f"Pairs from the 1- and 2-variable training pools (seed {seed}).", figure_png(fig))
+    return Figure(
+        "resid_mid_cosine",
+        CLAIM_OF["resid_mid_cosine"],
+        "Shared residual at the Layer-2 MLP input",
+        f"Median cosine: matched {np.median(matched):.3f}, mismatched {np.median(mismatched):.3f}. "
+        f"Pairs from the 1- and 2-variable training pools (seed {seed}).",
+        figure_png(fig),
+    )
 
 
 def fourier_figures(model, task) -> list[Figure]:
@@ -259,19 +300,33 @@ def fourier_figures(model, task) -> list[Figure]:
     figs = []
     fig, axes = plt.subplots(1, 2, figsize=(8.6, 3.8), layout="constrained")
     lim = np.abs(A).max()
-    for ax, data, title in ((axes[0], A, f"neuron {neuron}: pre-activation (centred)"),
-                            (axes[1], fitted, f"fit: cos(2π·{k}n/{N}+α) + cos(2π·{k}m/{N}+β)")):
+    for ax, data, title in (
+        (axes[0], A, f"neuron {neuron}: pre-activation (centred)"),
+        (axes[1], fitted, f"fit: cos(2π·{k}n/{N}+α) + cos(2π·{k}m/{N}+β)"),
+    ):
         im = ax.imshow(data, cmap="RdBu_r", vmin=-lim, vmax=lim, origin="lower")
         ax.set_xlabel("m (RHS operand)")
         ax.set_ylabel("n (LHS operand)")
         ax.set_title(title, fontsize=9)
     fig.colorbar(im, ax=axes, fraction=0.025, pad=0.02)
-    figs.append(Figure("fourier_neuron", CLAIM_OF["fourier_neuron"], "A Layer-2 MLP neuron and its Fourier fit",
-                       join(["Input ", tag("code", "PAD×12 + n m ="),
-                             f" for all {N}×{N} (n, m); pre-activation at '='. Neuron {neuron} (the best fitted) has "
-                             f"{float(r['fve'][i]):.1%} of its variance explained by frequency k = {k}. Across the "
-                             f"{len(r['units'])} live neurons, median best-single-frequency FVE "
-                             f"{float(r['fve'].median()):.1%}."]), figure_png(fig)))
+    figs.append(
+        Figure(
+            "fourier_neuron",
+            CLAIM_OF["fourier_neuron"],
+            "A Layer-2 MLP neuron and its Fourier fit",
+            join(
+                [
+                    "Input ",
+                    tag("code", "PAD×12 + n m ="),
+                    f" for all {N}×{N} (n, m); pre-activation at '='. Neuron {neuron} (the best fitted) has "
+                    f"{float(r['fve'][i]):.1%} of its variance explained by frequency k = {k}. Across the "
+                    f"{len(r['units'])} live neurons, median best-single-frequency FVE "
+                    f"{float(r['fve'].median()):.1%}.",
+                ]
+            ),
+            figure_png(fig),
+        )
+    )
 
     share = fourier.frequency_share(r["power"][:, r["live"]]).numpy()  # (K,)
     K = len(share)
@@ -289,12 +344,18 @@ def fourier_figures(model, task) -> list[Figure]:
     ax.set_ylabel("share of single-frequency power")
     ax.set_title("Layer 2 MLP pre-activations: power by frequency (live neurons)")
     keys = ", ".join(str(kk) for kk in sorted(key)) or "none"
-    figs.append(Figure("fourier_spectrum", CLAIM_OF["fourier_spectrum"], "Spectrum of key frequencies",
-                       f"Each frequency's share of the single-frequency power of the live Layer-2 MLP neurons on the "
-                       f"grid above (the fourier_neurons claim's spectrum). Red: key frequencies by the claim's rule, "
-                       f"at least {fourier.KEY_SHARE_FACTOR:g} times the even share (dashed; k = {keys}). Numbers "
-                       f"over bars: neurons whose best frequency is k and explains ≥ 50% of their variance.",
-                       figure_png(fig)))
+    figs.append(
+        Figure(
+            "fourier_spectrum",
+            CLAIM_OF["fourier_spectrum"],
+            "Spectrum of key frequencies",
+            f"Each frequency's share of the single-frequency power of the live Layer-2 MLP neurons on the "
+            f"grid above (the fourier_neurons claim's spectrum). Red: key frequencies by the claim's rule, "
+            f"at least {fourier.KEY_SHARE_FACTOR:g} times the even share (dashed; k = {keys}). Numbers "
+            f"over bars: neurons whose best frequency is k and explains ≥ 50% of their variance.",
+            figure_png(fig),
+        )
+    )
     return figs
 
 
@@ -315,10 +376,16 @@ def model_figures(model, task, seed: int = 0) -> list[Figure]:
                 figs.extend(make())
             except Exception as e:  # noqa: BLE001 (reported in the page instead)
                 claim = CLAIM_OF.get(key) or CLAIM_OF.get(f"{key}_neuron") or CLAIM_OF.get(f"{key}_layer1")
-                figs.append(Figure(key, claim, f"Figure '{key}' could not be drawn",
-                                   f"{type(e).__name__}: {e}", b""))
-    order = ["attention_layer1", "positional_qk", "attention_layer2", "identity_matrix", "resid_mid_cosine",
-             "fourier_neuron", "fourier_spectrum"]
+                figs.append(Figure(key, claim, f"Figure '{key}' could not be drawn", f"{type(e).__name__}: {e}", b""))
+    order = [
+        "attention_layer1",
+        "positional_qk",
+        "attention_layer2",
+        "identity_matrix",
+        "resid_mid_cosine",
+        "fourier_neuron",
+        "fourier_spectrum",
+    ]
     return sorted(figs, key=lambda f: order.index(f.key) if f.key in order else len(order))
 
 
@@ -343,12 +410,20 @@ def forest_figure(claim: dict) -> Figure | None:
     markers = ["s", "^", "D", "v", "P", "X", "<", ">"]
     control_names = sorted({c for e in items for c in e.get("controls", {})})
     heights = [1 + len(e.get("controls") or {}) for e in items]
-    fig, axes = plt.subplots(len(items), 1, figsize=(7.6, 0.3 + sum(0.32 * h + 0.55 for h in heights)),
-                             squeeze=False, layout="constrained", gridspec_kw={"height_ratios": [h + 1.2 for h in heights]})
+    fig, axes = plt.subplots(
+        len(items),
+        1,
+        figsize=(7.6, 0.3 + sum(0.32 * h + 0.55 for h in heights)),
+        squeeze=False,
+        layout="constrained",
+        gridspec_kw={"height_ratios": [h + 1.2 for h in heights]},
+    )
     for ax, e in zip(axes[:, 0], items):
         rows = [("model under test", e["measurement"], "o", True)]
-        rows += [(c, e["controls"][c], markers[control_names.index(c) % len(markers)], False)
-                 for c in sorted(e.get("controls", {}))]
+        rows += [
+            (c, e["controls"][c], markers[control_names.index(c) % len(markers)], False)
+            for c in sorted(e.get("controls", {}))
+        ]
         t = e["threshold"]["value"]
         xs = [t]
         for i, (name, m, marker, filled) in enumerate(rows):
@@ -360,8 +435,15 @@ def forest_figure(claim: dict) -> Figure | None:
             hi = v if hi is None else hi
             color = "#1f77b4" if filled else "#555555"
             ax.plot([lo, hi], [-i, -i], color=color, linewidth=2.2 if filled else 1.3)
-            ax.plot([v], [-i], marker=marker, color=color, markersize=7 if filled else 6,
-                    markerfacecolor=color if filled else "white", linestyle="none")
+            ax.plot(
+                [v],
+                [-i],
+                marker=marker,
+                color=color,
+                markersize=7 if filled else 6,
+                markerfacecolor=color if filled else "white",
+                linestyle="none",
+            )
             xs += [lo, hi, v]
         lo_x, hi_x = min(xs), max(xs)
         pad = 0.08 * (hi_x - lo_x) if hi_x > lo_x else 0.1 * max(abs(hi_x), 1.0)
@@ -375,17 +457,26 @@ def forest_figure(claim: dict) -> Figure | None:
         ax.set_ylim(-len(rows) + 0.5, 0.5)
         ax.set_yticks([-i for i in range(len(rows))], [r[0] for r in rows], fontsize=8)
         mark = "✓" if e["passed"] else "✗"
-        ax.set_title(f"{mark} {e['name']} ({e['kind']}{'' if e['required'] else ', optional'}): "
-                     f"{_fmt(e['measurement']['value'])}; needs {e['threshold']['bound']} bound "
-                     f"{e['threshold']['direction']} {_fmt(t)} (dashed)", fontsize=9, loc="left")
+        ax.set_title(
+            f"{mark} {e['name']} ({e['kind']}{'' if e['required'] else ', optional'}): "
+            f"{_fmt(e['measurement']['value'])}; needs {e['threshold']['bound']} bound "
+            f"{e['threshold']['direction']} {_fmt(t)} (dashed)",
+            fontsize=9,
+            loc="left",
+        )
         ax.tick_params(axis="x", labelsize=8)
         ax.tick_params(axis="y", length=0)
         for side in ("right", "top"):
             ax.spines[side].set_visible(False)
-    return Figure(f"forest_{claim['claim']}", claim["claim"], "Evidence at a glance",
-                  "One panel per evidence item: the model under test (filled, with its interval), each control "
-                  "(hollow), the pre-registered threshold (dashed red; the shaded side fails). The verdict compares "
-                  "the conservative bound of the interval with the threshold.", figure_png(fig))
+    return Figure(
+        f"forest_{claim['claim']}",
+        claim["claim"],
+        "Evidence at a glance",
+        "One panel per evidence item: the model under test (filled, with its interval), each control "
+        "(hollow), the pre-registered threshold (dashed red; the shaded side fails). The verdict compares "
+        "the conservative bound of the interval with the threshold.",
+        figure_png(fig),
+    )
 
 
 def _evidence_item(claim: dict, name: str) -> dict | None:
@@ -407,18 +498,28 @@ def whole_algorithm_figure(claim: dict) -> Figure | None:
     if not groups:
         return None
     columns = ["model", "routing scrubbed", "addition scrubbed"]
-    sources = [r_ex.get("model_accuracy_by_group") or {}, r_ex.get("scrubbed_accuracy_by_group") or {},
-               a_ex.get("scrubbed_accuracy_by_group") or {}]
+    sources = [
+        r_ex.get("model_accuracy_by_group") or {},
+        r_ex.get("scrubbed_accuracy_by_group") or {},
+        a_ex.get("scrubbed_accuracy_by_group") or {},
+    ]
     grid = np.array([[s.get(g, np.nan) if s.get(g) is not None else np.nan for s in sources] for g in groups], float)
     labels = [f"{g} (n={r_ex['group_sizes'][g]})" for g in groups]
 
     doubled = _evidence_item(claim, "doubled_pair_errors_are_the_adders")
     per_pair = ((doubled or {}).get("measurement", {}).get("extra") or {}).get(
-        "by_doubled_pair [model, ideal input, weights-only adder]") or {}
+        "by_doubled_pair [model, ideal input, weights-only adder]"
+    ) or {}
     plt = styled_pyplot()
     ncols = 2 if per_pair else 1
-    fig, axes = plt.subplots(1, ncols, figsize=(7.6, 0.3 + 0.24 * max(len(groups), len(per_pair), 8)), squeeze=False,
-                             layout="constrained", gridspec_kw={"width_ratios": [1.25, 1][:ncols]})
+    fig, axes = plt.subplots(
+        1,
+        ncols,
+        figsize=(7.6, 0.3 + 0.24 * max(len(groups), len(per_pair), 8)),
+        squeeze=False,
+        layout="constrained",
+        gridspec_kw={"width_ratios": [1.25, 1][:ncols]},
+    )
 
     def heat(ax, values, rows, cols, title):
         im = ax.imshow(values, cmap="viridis", vmin=0.0, vmax=1.0, aspect="auto")
@@ -426,8 +527,7 @@ def whole_algorithm_figure(claim: dict) -> Figure | None:
         ax.set_yticks(range(len(rows)), rows, fontsize=7)
         for (i, j), v in np.ndenumerate(values):
             if not np.isnan(v):
-                ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=6.5,
-                        color="black" if v > 0.6 else "white")
+                ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=6.5, color="black" if v > 0.6 else "white")
         ax.set_title(title, fontsize=9, loc="left")
         return im
 
@@ -435,17 +535,27 @@ def whole_algorithm_figure(claim: dict) -> Figure | None:
     if per_pair:
         pairs = sorted(per_pair, key=int)
         values = np.array([per_pair[p] for p in pairs], float)
-        heat(axes[0, 1], values, [f"({p}, {p})" for p in pairs], ["model", "ideal input", "weights-only adder"],
-             "held-out doubled pairs")
+        heat(
+            axes[0, 1],
+            values,
+            [f"({p}, {p})" for p in pairs],
+            ["model", "ideal input", "weights-only adder"],
+            "held-out doubled pairs",
+        )
     fig.colorbar(im, ax=axes[0, -1], shrink=0.6, label="accuracy")
-    return Figure(f"breakdown_{claim['claim']}", claim["claim"], "Where the algorithm explains the model",
-                  "Left: accuracy of the model and of the model scrubbed by the paper's correspondence (routing: "
-                  "Layer 1's output resampled from sequences that agree on what the hypothesis says it carries; "
-                  "addition: Layer 2's output at = from fresh sequences with the same operand values), per pool, "
-                  "operand slot, doubled pair and variable. Right: for each held-out doubled pair (n, n), the "
-                  "model's accuracy, the addition module's given a perfectly routed input (its constant twin's "
-                  "Layer-2 output), and the weights-only adder's (OV_2 then MLP_2). Where the model and the ideal "
-                  "input fail together, the fault is the adder's, not the routing's.", figure_png(fig))
+    return Figure(
+        f"breakdown_{claim['claim']}",
+        claim["claim"],
+        "Where the algorithm explains the model",
+        "Left: accuracy of the model and of the model scrubbed by the paper's correspondence (routing: "
+        "Layer 1's output resampled from sequences that agree on what the hypothesis says it carries; "
+        "addition: Layer 2's output at = from fresh sequences with the same operand values), per pool, "
+        "operand slot, doubled pair and variable. Right: for each held-out doubled pair (n, n), the "
+        "model's accuracy, the addition module's given a perfectly routed input (its constant twin's "
+        "Layer-2 output), and the weights-only adder's (OV_2 then MLP_2). Where the model and the ideal "
+        "input fail together, the fault is the adder's, not the routing's.",
+        figure_png(fig),
+    )
 
 
 def claim_figures(claim: dict) -> list[Figure]:

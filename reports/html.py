@@ -11,6 +11,7 @@ network. The stylesheet keeps every page readable at 800 px: identifiers wrap af
 long formulas anywhere, short words and numbers never; a table still too wide scrolls inside its own
 box, and figures shrink to the width.
 """
+
 from __future__ import annotations
 
 import base64
@@ -107,11 +108,17 @@ def table(header: list, rows: Iterable[list], *, cell_classes: list | None = Non
     """A table in a box that scrolls sideways when the page is narrower than the table."""
     body = []
     for row in rows:
-        cells = [tag("td", cell, class_=(cell_classes[i] if cell_classes and i < len(cell_classes) else None))
-                 for i, cell in enumerate(row)]
+        cells = [
+            tag("td", cell, class_=(cell_classes[i] if cell_classes and i < len(cell_classes) else None))
+            for i, cell in enumerate(row)
+        ]
         body.append(tag("tr", cells))
-    inner = tag("table", tag("thead", tag("tr", [tag("th", h) for h in header])), tag("tbody", body),
-                class_="wide" if wide else None)
+    inner = tag(
+        "table",
+        tag("thead", tag("tr", [tag("th", h) for h in header])),
+        tag("tbody", body),
+        class_="wide" if wide else None,
+    )
     return tag("div", inner, class_="table-wrap")
 
 
@@ -120,13 +127,21 @@ def figure(key: str, title: str, caption, png: bytes | None) -> Markup:
     if not png:
         return tag("p", tag("b", title), ": ", caption, class_="meta", id=f"fig-{key}")
     data = base64.b64encode(png).decode("ascii")
-    return tag("figure", tag("img", alt=title, src=f"data:image/png;base64,{data}"),
-               tag("figcaption", tag("b", f"{title}."), " ", caption), id=f"fig-{key}")
+    return tag(
+        "figure",
+        tag("img", alt=title, src=f"data:image/png;base64,{data}"),
+        tag("figcaption", tag("b", f"{title}."), " ", caption),
+        id=f"fig-{key}",
+    )
 
 
 def page(title: str, *body) -> str:
     """The whole document: doctype, inline stylesheet, the body parts in order."""
-    head = tag("head", tag("meta", charset="utf-8"),
-               tag("meta", name="viewport", content="width=device-width, initial-scale=1"),
-               tag("title", title), tag("style", Markup(STYLESHEET)))
+    head = tag(
+        "head",
+        tag("meta", charset="utf-8"),
+        tag("meta", name="viewport", content="width=device-width, initial-scale=1"),
+        tag("title", title),
+        tag("style", Markup(STYLESHEET)),
+    )
     return "<!DOCTYPE html>\n" + tag("html", head, tag("body", list(body)), lang="en") + "\n"

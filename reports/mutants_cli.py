@@ -10,6 +10,7 @@ upstream of the break pass, behaviour claims fail, downstream claims are shown b
 
 Exit status: 0 every judged cell as expected; 1 a judged cell is not; 2 bad input or usage.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -25,12 +26,16 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="assignadd-mutants",
         description="Break one component of a checkpoint at a time and check that each claim's verdict "
-                    "follows: the broken component's claim fails, every claim upstream of it passes.",
+        "follows: the broken component's claim fails, every claim upstream of it passes.",
         epilog="Exit status: 0 every judged cell as expected (and at least one judged), 1 a judged cell is not or "
-               "none could be judged, 2 bad input or usage.",
+        "none could be judged, 2 bad input or usage.",
     )
-    p.add_argument("checkpoint", nargs="?", default=None,
-                   help="checkpoint file, either format (default: the bundled reference checkpoint)")
+    p.add_argument(
+        "checkpoint",
+        nargs="?",
+        default=None,
+        help="checkpoint file, either format (default: the bundled reference checkpoint)",
+    )
     p.add_argument("--mutants", metavar="NAME,...", help="comma-separated mutant names (default: all)")
     p.add_argument("--only", metavar="ID,...", help="comma-separated claim ids (default: all registered)")
     p.add_argument("--seed", type=int, default=0, help="seed for the mutants, pools and resampling (default 0)")
@@ -67,18 +72,23 @@ def _main(args) -> int:
         exit_bad_input(f"--n {args.n} is too small to decide anything (at least 10)")
     names = args.mutants.split(",") if args.mutants else None
     if names and [m for m in names if m not in MUTANTS]:
-        exit_bad_input(f"unknown mutant(s) {', '.join(m for m in names if m not in MUTANTS)}; known: {', '.join(MUTANTS)}")
+        exit_bad_input(
+            f"unknown mutant(s) {', '.join(m for m in names if m not in MUTANTS)}; known: {', '.join(MUTANTS)}"
+        )
     only = args.only.split(",") if args.only else None
     if only and [c for c in only if c not in REGISTRY]:
-        exit_bad_input(f"unknown claim id(s) {', '.join(c for c in only if c not in REGISTRY)}; known: {', '.join(REGISTRY)}")
+        exit_bad_input(
+            f"unknown claim id(s) {', '.join(c for c in only if c not in REGISTRY)}; known: {', '.join(REGISTRY)}"
+        )
     path = Path(args.checkpoint) if args.checkpoint else assignadd.reference_checkpoint()
     try:
         ctx, _, _ = load_context(path, seed=args.seed, n=args.n, device="cpu")
     except (CheckpointError, ValueError) as e:
         exit_bad_input(str(e))
     progress = None if args.quiet else (lambda name: print(f"mutant {name} ...", file=sys.stderr, flush=True))
-    matrix = mutation_matrix(ctx.model, ctx.task, seed=args.seed, n=args.n, mutants=names, claims=only,
-                             progress=progress)
+    matrix = mutation_matrix(
+        ctx.model, ctx.task, seed=args.seed, n=args.n, mutants=names, claims=only, progress=progress
+    )
     doc = matrix_to_dict(matrix)
     if args.json:
         atomic_write(args.json, json.dumps(doc, indent=2, sort_keys=True) + "\n")

@@ -11,6 +11,7 @@ timestamp. Two presets, for two kinds of page:
 
 No torch here: the series and sweep pages render from their JSON alone.
 """
+
 from __future__ import annotations
 
 import io

@@ -14,6 +14,7 @@ with the same seed and pool size.
 Installed as the ``pytest11`` entry point ``assignadd``, so it is loaded by every pytest run in the
 environment: nothing heavy is imported here unless ``--assignadd-checkpoint`` is given.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -29,26 +30,77 @@ _RUNS = pytest.StashKey[dict]()
 
 def pytest_addoption(parser):
     group = parser.getgroup("assignadd", "assignadd: the paper's claims as test items")
-    group.addoption("--assignadd-checkpoint", action="append", default=[], metavar="PATH",
-                    dest="assignadd_checkpoints",
-                    help="checkpoint to test every registered claim on (repeatable; 'reference' = the bundled one)")
-    group.addoption("--assignadd-only", metavar="ID,...", default=None, dest="assignadd_only",
-                    help="comma-separated claim ids (default: all registered)")
-    group.addoption("--assignadd-n", type=int, default=2000, metavar="N", dest="assignadd_n",
-                    help="evaluation pool size (default 2000)")
-    group.addoption("--assignadd-seed", type=int, default=0, metavar="N", dest="assignadd_seed",
-                    help="seed for pools and resampling (default 0)")
-    group.addoption("--assignadd-device", default="cpu", choices=("cpu", "cuda"), dest="assignadd_device",
-                    help="device (default cpu)")
-    group.addoption("--assignadd-f", type=float, default=None, metavar="F", dest="assignadd_f",
-                    help="the task's f for checkpoints that record no task (default: the paper's 0.7)")
-    group.addoption("--assignadd-r", type=float, default=None, metavar="R", dest="assignadd_r",
-                    help="the task's r for checkpoints that record no task (default: the paper's 1.0)")
-    group.addoption("--assignadd-split-seed", type=int, default=None, metavar="N", dest="assignadd_split_seed",
-                    help="the task's split seed for checkpoints that record no task (default: the paper's 42)")
-    group.addoption("--assignadd-jobs", type=int, default=None, metavar="N", dest="assignadd_jobs",
-                    help="run a checkpoint's claims side by side in N forked processes (default: one per usable "
-                         "core; 1 where fork is unavailable); verdicts do not depend on N")
+    group.addoption(
+        "--assignadd-checkpoint",
+        action="append",
+        default=[],
+        metavar="PATH",
+        dest="assignadd_checkpoints",
+        help="checkpoint to test every registered claim on (repeatable; 'reference' = the bundled one)",
+    )
+    group.addoption(
+        "--assignadd-only",
+        metavar="ID,...",
+        default=None,
+        dest="assignadd_only",
+        help="comma-separated claim ids (default: all registered)",
+    )
+    group.addoption(
+        "--assignadd-n",
+        type=int,
+        default=2000,
+        metavar="N",
+        dest="assignadd_n",
+        help="evaluation pool size (default 2000)",
+    )
+    group.addoption(
+        "--assignadd-seed",
+        type=int,
+        default=0,
+        metavar="N",
+        dest="assignadd_seed",
+        help="seed for pools and resampling (default 0)",
+    )
+    group.addoption(
+        "--assignadd-device",
+        default="cpu",
+        choices=("cpu", "cuda"),
+        dest="assignadd_device",
+        help="device (default cpu)",
+    )
+    group.addoption(
+        "--assignadd-f",
+        type=float,
+        default=None,
+        metavar="F",
+        dest="assignadd_f",
+        help="the task's f for checkpoints that record no task (default: the paper's 0.7)",
+    )
+    group.addoption(
+        "--assignadd-r",
+        type=float,
+        default=None,
+        metavar="R",
+        dest="assignadd_r",
+        help="the task's r for checkpoints that record no task (default: the paper's 1.0)",
+    )
+    group.addoption(
+        "--assignadd-split-seed",
+        type=int,
+        default=None,
+        metavar="N",
+        dest="assignadd_split_seed",
+        help="the task's split seed for checkpoints that record no task (default: the paper's 42)",
+    )
+    group.addoption(
+        "--assignadd-jobs",
+        type=int,
+        default=None,
+        metavar="N",
+        dest="assignadd_jobs",
+        help="run a checkpoint's claims side by side in N forked processes (default: one per usable "
+        "core; 1 where fork is unavailable); verdicts do not depend on N",
+    )
 
 
 def pytest_configure(config):
@@ -86,15 +138,18 @@ def pytest_collection_modifyitems(session, config, items):
         only = [s.strip() for s in only.split(",") if s.strip()]
         unknown = [i for i in only if i not in REGISTRY]
         if unknown or not only:
-            raise pytest.UsageError(f"--assignadd-only: unknown claim id(s) {', '.join(unknown) or '(none given)'}; "
-                                    f"known: {', '.join(REGISTRY) or 'none'}")
+            raise pytest.UsageError(
+                f"--assignadd-only: unknown claim id(s) {', '.join(unknown) or '(none given)'}; "
+                f"known: {', '.join(REGISTRY) or 'none'}"
+            )
     ids = [i for i in REGISTRY if only is None or i in only]
     resolved = [(p, _resolve(p)) for p in dict.fromkeys(paths)]
     names = [r.name for _, r in resolved]
     for given, path in resolved:
         label = path.name if names.count(path.name) == 1 else given  # the full path only where names clash
-        claims = CheckpointClaims.from_parent(session, name=label, nodeid=f"assignadd@{label}", path=path,
-                                              given=given, label=label, ids=ids)
+        claims = CheckpointClaims.from_parent(
+            session, name=label, nodeid=f"assignadd@{label}", path=path, given=given, label=label, ids=ids
+        )
         # genitems reports the collection, so "collected N items" counts the claims.
         items.extend(session.genitems(claims))
 
@@ -111,8 +166,9 @@ class CheckpointClaims(pytest.Collector):
         for cid in self.ids:
             name = f"{cid}[{self.label}]"  # the checkpoint as a parameter: pytest shows it as such
             # "assignadd.claims::" gives JUnit XML a classname (pytest takes it from the node id's path part).
-            item = ClaimItem.from_parent(self, name=name, nodeid=f"{JUNIT_CLASSNAME}::{name}", path=self.path,
-                                         claim=cid, given=self.given)
+            item = ClaimItem.from_parent(
+                self, name=name, nodeid=f"{JUNIT_CLASSNAME}::{name}", path=self.path, claim=cid, given=self.given
+            )
             item.add_marker(MARKER)
             out.append(item)
         return out
@@ -164,15 +220,24 @@ class ClaimItem(pytest.Item):
             from ..hypotheses.session import load_context
 
             if not self.path.exists():
-                cache[key] = ValueError(f"{self.path}: no such file" + (
-                    " (the bundled reference checkpoint is missing)" if self.given == "reference" else ""))
+                cache[key] = ValueError(
+                    f"{self.path}: no such file"
+                    + (" (the bundled reference checkpoint is missing)" if self.given == "reference" else "")
+                )
             else:
                 try:
-                    task = {"f": self.config.getoption("assignadd_f"), "r": self.config.getoption("assignadd_r"),
-                            "seed": self.config.getoption("assignadd_split_seed")}
-                    cache[key] = load_context(self.path, seed=self.config.getoption("assignadd_seed"),
-                                              n=self.config.getoption("assignadd_n"),
-                                              device=self.config.getoption("assignadd_device"), task=task)[0]
+                    task = {
+                        "f": self.config.getoption("assignadd_f"),
+                        "r": self.config.getoption("assignadd_r"),
+                        "seed": self.config.getoption("assignadd_split_seed"),
+                    }
+                    cache[key] = load_context(
+                        self.path,
+                        seed=self.config.getoption("assignadd_seed"),
+                        n=self.config.getoption("assignadd_n"),
+                        device=self.config.getoption("assignadd_device"),
+                        task=task,
+                    )[0]
                 except ValueError as e:  # CheckpointError included
                     cache[key] = e
         got = cache[key]
@@ -189,8 +254,11 @@ class ClaimItem(pytest.Item):
             from ..hypotheses.session import ClaimRunner, resolve_jobs
 
             ctx = self._context()
-            ids = list(dict.fromkeys(it.claim for it in self.session.items
-                                     if isinstance(it, ClaimItem) and str(it.path) == key))
+            ids = list(
+                dict.fromkeys(
+                    it.claim for it in self.session.items if isinstance(it, ClaimItem) and str(it.path) == key
+                )
+            )
             jobs = resolve_jobs(self.config.getoption("assignadd_jobs"), ctx, len(ids))
             runs[key] = (iter(ClaimRunner(ctx, ids, jobs=jobs).start()), {})
         pending, got = runs[key]

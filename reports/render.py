@@ -8,6 +8,7 @@ Verdicts: ``pass``, ``fail``, ``inconclusive`` (an interval straddles its thresh
 claim could not be decided). Claims that need more than one checkpoint (a series, a sweep) are listed
 as *not run here*, with the command that runs them.
 """
+
 from __future__ import annotations
 
 import json
@@ -38,37 +39,50 @@ def clean_json(x):
     return x
 
 
-def build_report(*, checkpoint: dict, model_config: dict, task: dict, task_source: str, seed: int, n: int,
-                 device: str, only: list[str] | None, claims: list[dict], tool_version: str,
-                 not_run: list[dict] | None = None) -> dict:
+def build_report(
+    *,
+    checkpoint: dict,
+    model_config: dict,
+    task: dict,
+    task_source: str,
+    seed: int,
+    n: int,
+    device: str,
+    only: list[str] | None,
+    claims: list[dict],
+    tool_version: str,
+    not_run: list[dict] | None = None,
+) -> dict:
     """The report.json document. ``claims`` are ``ClaimResult.to_dict()`` in run order; ``not_run`` the
     claims this command cannot run (``{"claim", "spec", "statement", "needs", "command"}``)."""
     by_verdict = {v: [c["claim"] for c in claims if c["verdict"] == v] for v in VERDICTS}
     others = [c["claim"] for c in claims if c["verdict"] not in VERDICTS]  # a verdict this version does not know
     not_run = list(not_run or [])
-    return clean_json({
-        "schema": SCHEMA,
-        "tool": {"name": "assignadd-verify", "version": tool_version},
-        "checkpoint": checkpoint,
-        "model_config": model_config,
-        "task": task,
-        "task_source": task_source,
-        "seed": seed,
-        "n": n,
-        "device": device,
-        "only": only,
-        "summary": {
-            "passed": len(by_verdict["pass"]),
-            "total": len(claims),
-            "all_passed": bool(claims) and len(by_verdict["pass"]) == len(claims),
-            "failed": by_verdict["fail"],
-            "inconclusive": by_verdict["inconclusive"],
-            "errors": by_verdict["error"] + others,
-            "not_run": [c["claim"] for c in not_run],
-        },
-        "claims": claims,
-        "not_run": not_run,
-    })
+    return clean_json(
+        {
+            "schema": SCHEMA,
+            "tool": {"name": "assignadd-verify", "version": tool_version},
+            "checkpoint": checkpoint,
+            "model_config": model_config,
+            "task": task,
+            "task_source": task_source,
+            "seed": seed,
+            "n": n,
+            "device": device,
+            "only": only,
+            "summary": {
+                "passed": len(by_verdict["pass"]),
+                "total": len(claims),
+                "all_passed": bool(claims) and len(by_verdict["pass"]) == len(claims),
+                "failed": by_verdict["fail"],
+                "inconclusive": by_verdict["inconclusive"],
+                "errors": by_verdict["error"] + others,
+                "not_run": [c["claim"] for c in not_run],
+            },
+            "claims": claims,
+            "not_run": not_run,
+        }
+    )
 
 
 def dumps(report: dict) -> str:
@@ -127,9 +141,11 @@ def fmt_interval(value, low, high) -> tuple[str, str, str]:
                 break
         return tuple("n/a" if s is None else s for s in shown)
     for places in range(3, 7):
-        shown = [None if value is None else _decimals(value, places, ROUND_HALF_EVEN),
-                 None if low is None else _decimals(low, places, ROUND_FLOOR),
-                 None if high is None else _decimals(high, places, ROUND_CEILING)]
+        shown = [
+            None if value is None else _decimals(value, places, ROUND_HALF_EVEN),
+            None if low is None else _decimals(low, places, ROUND_FLOOR),
+            None if high is None else _decimals(high, places, ROUND_CEILING),
+        ]
         if _distinct(shown, (value, low, high)):
             break
     return tuple("n/a" if s is None else s for s in shown)
@@ -138,8 +154,11 @@ def fmt_interval(value, low, high) -> tuple[str, str, str]:
 def _distinct(shown, numbers) -> bool:
     """Numbers that differ are shown differently."""
     pairs = [(i, j) for i in range(3) for j in range(i + 1, 3)]
-    return all(shown[i] != shown[j] for i, j in pairs
-               if numbers[i] is not None and numbers[j] is not None and numbers[i] != numbers[j])
+    return all(
+        shown[i] != shown[j]
+        for i, j in pairs
+        if numbers[i] is not None and numbers[j] is not None and numbers[i] != numbers[j]
+    )
 
 
 def fmt_measurement(m: dict) -> str:
@@ -233,9 +252,11 @@ def notes(report: dict) -> list[str]:
     out = []
     if report.get("task_source") == "default":
         t = report["task"]
-        out.append(f"note: the checkpoint holds no task, so the claims ran on the paper's (f = {t.get('f')}, "
-                   f"r = {t.get('r')}, split seed {t.get('seed')}); if it was trained on another, say so with "
-                   "--f, --r and --split-seed")
+        out.append(
+            f"note: the checkpoint holds no task, so the claims ran on the paper's (f = {t.get('f')}, "
+            f"r = {t.get('r')}, split seed {t.get('seed')}); if it was trained on another, say so with "
+            "--f, --r and --split-seed"
+        )
     elif report.get("task_source") == "command line":
         out.append("note: the task was given on the command line (--f, --r, --split-seed); the checkpoint holds none")
     return out
@@ -252,8 +273,7 @@ def terminal_table(report: dict, width: int = 160) -> str:
     rows = summary_rows(report)
     cols = list(zip(HEADER, *rows)) if rows else [(h,) for h in HEADER]
     widths = [max(len(s) for s in col) for col in cols]
-    lines = ["  ".join(h.ljust(w) for h, w in zip(HEADER, widths)).rstrip(),
-             "  ".join("-" * w for w in widths)]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(HEADER, widths)).rstrip(), "  ".join("-" * w for w in widths)]
     for r in rows:
         lines.append("  ".join(s.ljust(w) for s, w in zip(r, widths)).rstrip())
     bad = [c for c in report["claims"] if c["verdict"] != "pass"]
@@ -279,10 +299,12 @@ def evidence_lines(e: dict) -> list[str]:
     status = item_status(e).upper()
     m = e["measurement"]
     n = f", n = {m['n']}" if m.get("n") is not None else ""
-    out = [f"- **{e['name']}** ({e['kind']}{'' if e['required'] else ', optional'}): "
-           f"{fmt_measurement(m)}{n}; needs {fmt_threshold(e['threshold'])}: **{status}**",
-           f"  - measures: {e['definition']}",
-           f"  - threshold: {e['threshold']['reason']}"]
+    out = [
+        f"- **{e['name']}** ({e['kind']}{'' if e['required'] else ', optional'}): "
+        f"{fmt_measurement(m)}{n}; needs {fmt_threshold(e['threshold'])}: **{status}**",
+        f"  - measures: {e['definition']}",
+        f"  - threshold: {e['threshold']['reason']}",
+    ]
     if e.get("controls"):
         parts = [f"{name} {fmt_measurement(cm)} ({_control_words(cm)})" for name, cm in sorted(e["controls"].items())]
         out.append(f"  - controls: {'; '.join(parts)}")
@@ -313,15 +335,28 @@ def markdown(report: dict) -> str:
     lines += ["", "| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
     lines += ["| " + " | ".join(_md_cell(x) for x in r) + " |" for r in summary_rows(report)]
     for c in report["claims"]:
-        lines += ["", f"## {c['claim']} — {c['verdict'].upper()} ({c['spec']})", "", f"> {c['statement']}", "",
-                  f"Verdict: **{c['verdict']}**: {c['reason']}", ""]
+        lines += [
+            "",
+            f"## {c['claim']} — {c['verdict'].upper()} ({c['spec']})",
+            "",
+            f"> {c['statement']}",
+            "",
+            f"Verdict: **{c['verdict']}**: {c['reason']}",
+            "",
+        ]
         for e in c.get("evidence") or []:
             lines += evidence_lines(e)
         if c.get("controls"):
             lines += ["", "Controls: " + "; ".join(f"*{k}*: {v}" for k, v in sorted(c["controls"].items()))]
     for c in report.get("not_run") or []:
-        lines += ["", f"## {c['claim']} — NOT RUN HERE ({c['spec']})", "", f"> {c['statement']}", "",
-                  f"Needs {c['needs']}: run `{c['command']}`."]
+        lines += [
+            "",
+            f"## {c['claim']} — NOT RUN HERE ({c['spec']})",
+            "",
+            f"> {c['statement']}",
+            "",
+            f"Needs {c['needs']}: run `{c['command']}`.",
+        ]
     return "\n".join(lines) + "\n"
 
 
@@ -334,23 +369,38 @@ def junit_xml(report: dict, timings: dict | None = None) -> str:
     claim_time = timings.get("claims", {})
     s = report["summary"]
     not_run = report.get("not_run") or []
-    suite = ET.Element("testsuite", {
-        "name": "assignadd-verify", "tests": str(s["total"] + len(not_run)),
-        "failures": str(len(s["failed"]) + len(s.get("inconclusive", []))),
-        "errors": str(len(s["errors"])), "skipped": str(len(not_run)),
-        "time": f"{sum(claim_time.values()):.3f}",
-    })
+    suite = ET.Element(
+        "testsuite",
+        {
+            "name": "assignadd-verify",
+            "tests": str(s["total"] + len(not_run)),
+            "failures": str(len(s["failed"]) + len(s.get("inconclusive", []))),
+            "errors": str(len(s["errors"])),
+            "skipped": str(len(not_run)),
+            "time": f"{sum(claim_time.values()):.3f}",
+        },
+    )
     props = ET.SubElement(suite, "properties")
-    for k, v in (("checkpoint", report["checkpoint"]["path"]), ("sha256", report["checkpoint"]["sha256"]),
-                 ("seed", report["seed"]), ("n", report["n"])):
+    for k, v in (
+        ("checkpoint", report["checkpoint"]["path"]),
+        ("sha256", report["checkpoint"]["sha256"]),
+        ("seed", report["seed"]),
+        ("n", report["n"]),
+    ):
         ET.SubElement(props, "property", {"name": k, "value": str(v)})
     for c in report["claims"]:
-        case = ET.SubElement(suite, "testcase", {"classname": "assignadd.claims", "name": c["claim"],
-                                                 "time": f"{claim_time.get(c['claim'], 0.0):.3f}"})
+        case = ET.SubElement(
+            suite,
+            "testcase",
+            {"classname": "assignadd.claims", "name": c["claim"], "time": f"{claim_time.get(c['claim'], 0.0):.3f}"},
+        )
         if c["verdict"] != "pass":
             tag = "failure" if c["verdict"] in ("fail", "inconclusive") else "error"
-            el = ET.SubElement(case, tag, {"message": c["reason"].splitlines()[0] if c["reason"] else c["verdict"],
-                                           "type": c["verdict"]})
+            el = ET.SubElement(
+                case,
+                tag,
+                {"message": c["reason"].splitlines()[0] if c["reason"] else c["verdict"], "type": c["verdict"]},
+            )
             el.text = "\n".join(sum((evidence_lines(e) for e in c.get("evidence") or []), [c["reason"]]))
     for c in not_run:
         case = ET.SubElement(suite, "testcase", {"classname": "assignadd.claims", "name": c["claim"], "time": "0.000"})
@@ -370,20 +420,31 @@ def _figure(fig) -> H.Markup:
 def _evidence_table(e_list: list[dict]) -> H.Markup:
     rows = []
     for e in e_list:
-        controls = [H.join([H.breakable(k), f": {fmt_measurement(m)} ", f"({_control_words(m).split(':')[0]})"])
-                    for k, m in sorted((e.get("controls") or {}).items())]
-        rows.append([
-            [H.tag("b", H.breakable(e["name"])), H.tag("br"), H.tag("span", e["definition"], class_="meta")],
-            [e["kind"], None if e["required"] else [H.tag("br"), "(optional)"]],
-            H.tag("span", fmt_measurement(e["measurement"]), class_="num"),
-            H.tag("span", fmt(e["measurement"].get("n")), class_="num"),
-            [H.tag("span", fmt_threshold(e["threshold"]), class_="num"), H.tag("br"),
-             H.tag("span", e["threshold"]["reason"], class_="meta")],
-            H.verdict(item_status(e)),
-            H.join(controls, H.tag("br")) if controls else "-",
-        ])
-    return H.table(["evidence", "kind", "value [95% CI]", "n", "threshold", "result", "controls"], rows, wide=True,
-                   cell_classes=["text", "nowrap", None, "nowrap", "text", "nowrap", "text"])
+        controls = [
+            H.join([H.breakable(k), f": {fmt_measurement(m)} ", f"({_control_words(m).split(':')[0]})"])
+            for k, m in sorted((e.get("controls") or {}).items())
+        ]
+        rows.append(
+            [
+                [H.tag("b", H.breakable(e["name"])), H.tag("br"), H.tag("span", e["definition"], class_="meta")],
+                [e["kind"], None if e["required"] else [H.tag("br"), "(optional)"]],
+                H.tag("span", fmt_measurement(e["measurement"]), class_="num"),
+                H.tag("span", fmt(e["measurement"].get("n")), class_="num"),
+                [
+                    H.tag("span", fmt_threshold(e["threshold"]), class_="num"),
+                    H.tag("br"),
+                    H.tag("span", e["threshold"]["reason"], class_="meta"),
+                ],
+                H.verdict(item_status(e)),
+                H.join(controls, H.tag("br")) if controls else "-",
+            ]
+        )
+    return H.table(
+        ["evidence", "kind", "value [95% CI]", "n", "threshold", "result", "controls"],
+        rows,
+        wide=True,
+        cell_classes=["text", "nowrap", None, "nowrap", "text", "nowrap", "text"],
+    )
 
 
 def html_page(report: dict, figures: list | None = None) -> str:
@@ -397,43 +458,97 @@ def html_page(report: dict, figures: list | None = None) -> str:
     claim_ids = {c["claim"] for c in report["claims"]}
     body = [
         H.tag("h1", "assignadd-verify report"),
-        H.tag("div", "checkpoint ", H.tag("code", ck["path"]), f" ({ck['format']}{_step(ck)})", H.tag("br"),
-              "SHA-256 ", H.tag("code", ck["sha256"]), H.tag("br"),
-              f"task ({report['task_source']}): ", ", ".join(f"{k} = {v}" for k, v in report["task"].items()),
-              H.tag("br"), f"seed {report['seed']}, pool size {report['n']}, device {report['device']}, schema ",
-              H.tag("code", report["schema"]), class_="meta"),
+        H.tag(
+            "div",
+            "checkpoint ",
+            H.tag("code", ck["path"]),
+            f" ({ck['format']}{_step(ck)})",
+            H.tag("br"),
+            "SHA-256 ",
+            H.tag("code", ck["sha256"]),
+            H.tag("br"),
+            f"task ({report['task_source']}): ",
+            ", ".join(f"{k} = {v}" for k, v in report["task"].items()),
+            H.tag("br"),
+            f"seed {report['seed']}, pool size {report['n']}, device {report['device']}, schema ",
+            H.tag("code", report["schema"]),
+            class_="meta",
+        ),
         H.tag("p", H.tag("b", summary_line(report)), class_="summary"),
         [H.tag("p", n, class_="meta") for n in notes(report)],
     ]
     rows = []
     for c, r in zip(report["claims"], summary_rows(report)):
-        rows.append([H.tag("a", H.breakable(r[0]), href=f"#claim-{c['claim']}"), H.verdict(c["verdict"]), r[2],
-                     H.tag("span", r[3], class_="num"), r[4]])
+        rows.append(
+            [
+                H.tag("a", H.breakable(r[0]), href=f"#claim-{c['claim']}"),
+                H.verdict(c["verdict"]),
+                r[2],
+                H.tag("span", r[3], class_="num"),
+                r[4],
+            ]
+        )
     for c in report.get("not_run") or []:
-        rows.append([H.tag("a", H.breakable(c["claim"]), href=f"#claim-{c['claim']}"), H.verdict("not-run"),
-                     f"needs {c['needs']}", "-", ["run: ", H.tag("code", c["command"])]])
+        rows.append(
+            [
+                H.tag("a", H.breakable(c["claim"]), href=f"#claim-{c['claim']}"),
+                H.verdict("not-run"),
+                f"needs {c['needs']}",
+                "-",
+                ["run: ", H.tag("code", c["command"])],
+            ]
+        )
     body.append(H.table(HEADER, rows, cell_classes=["text", "nowrap", "text", "nowrap", "text"]))
 
     for c in report["claims"]:
-        body += [H.tag("h2", c["claim"], " ", H.verdict(c["verdict"]), " ", H.tag("span", c["spec"], class_="meta"),
-                       id=f"claim-{c['claim']}"),
-                 H.tag("blockquote", c["statement"]),
-                 H.tag("p", "Verdict ", H.tag("b", c["verdict"]), f": {c['reason']}")]
+        body += [
+            H.tag(
+                "h2",
+                c["claim"],
+                " ",
+                H.verdict(c["verdict"]),
+                " ",
+                H.tag("span", c["spec"], class_="meta"),
+                id=f"claim-{c['claim']}",
+            ),
+            H.tag("blockquote", c["statement"]),
+            H.tag("p", "Verdict ", H.tag("b", c["verdict"]), f": {c['reason']}"),
+        ]
         if c.get("evidence"):
             body.append(_evidence_table(c["evidence"]))
         if c.get("controls"):
-            body.append(H.tag("p", "Controls: ", H.join([[H.tag("i", k), f": {v}"] for k, v in
-                                                          sorted(c["controls"].items())], "; "), class_="meta"))
+            body.append(
+                H.tag(
+                    "p",
+                    "Controls: ",
+                    H.join([[H.tag("i", k), f": {v}"] for k, v in sorted(c["controls"].items())], "; "),
+                    class_="meta",
+                )
+            )
         body += [_figure(f) for f in by_claim.get(c["claim"], [])]
     for c in report.get("not_run") or []:
-        body += [H.tag("h2", c["claim"], " ", H.verdict("not-run"), " ", H.tag("span", c["spec"], class_="meta"),
-                       id=f"claim-{c['claim']}"),
-                 H.tag("blockquote", c["statement"]),
-                 H.tag("p", f"Not run on one checkpoint: it needs {c['needs']}. Run ", H.tag("code", c["command"]), ".")]
+        body += [
+            H.tag(
+                "h2",
+                c["claim"],
+                " ",
+                H.verdict("not-run"),
+                " ",
+                H.tag("span", c["spec"], class_="meta"),
+                id=f"claim-{c['claim']}",
+            ),
+            H.tag("blockquote", c["statement"]),
+            H.tag("p", f"Not run on one checkpoint: it needs {c['needs']}. Run ", H.tag("code", c["command"]), "."),
+        ]
     rest = [f for f in figures if f.claim not in claim_ids]
     if rest:
-        body += [H.tag("h2", "Model figures", id="model-figures"),
-                 H.tag("p", "Computed from the checkpoint's weights and activations, for claims not in this run.",
-                       class_="meta")]
+        body += [
+            H.tag("h2", "Model figures", id="model-figures"),
+            H.tag(
+                "p",
+                "Computed from the checkpoint's weights and activations, for claims not in this run.",
+                class_="meta",
+            ),
+        ]
         body += [_figure(f) for f in rest]
     return H.page(f"assignadd-verify: {ck['path']}", *body)

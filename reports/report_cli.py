@@ -9,6 +9,7 @@ Exit status, so that a CI job can gate on the claims: 0 when every series (or sw
 one does not (``fail``, ``inconclusive`` or ``error``: only a pass is a pass); 2 on bad input (one
 ``error: ...`` line, nothing written). The files are written in the first two cases.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -32,16 +33,24 @@ assignadd/hypotheses/data_requirements.py and docs/sweeps.md."""
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="assignadd-report", description=__doc__.splitlines()[0],
-                                epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="assignadd-report",
+        description=__doc__.splitlines()[0],
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("path", help="a run folder of assignadd-train, or a folder of checkpoints (either format)")
     p.add_argument("--out", default=None, help="output folder (default: out/report-<folder name>)")
     p.add_argument("--every", type=int, default=1, help="measure every K-th checkpoint (the last always)")
     p.add_argument("--jobs", type=int, default=1, help="processes (1 torch thread each)")
     p.add_argument("--n", type=int, default=1000, help="sequences per pool (default 1000)")
-    p.add_argument("--claims", type=int, default=8,
-                   help="run every registered claim on this many checkpoints, evenly spread, first and last "
-                        "included (0: none; default 8; a claim run costs tens of CPU-seconds)")
+    p.add_argument(
+        "--claims",
+        type=int,
+        default=8,
+        help="run every registered claim on this many checkpoints, evenly spread, first and last "
+        "included (0: none; default 8; a claim run costs tens of CPU-seconds)",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress bar, no summary")
     return p
 
@@ -61,8 +70,9 @@ def main(argv: list[str] | None = None) -> int:
         exit_bad_input(f"{out}: exists and is not a folder")
     t0 = time.perf_counter()
     try:
-        doc = compute_series(args.path, every=args.every, jobs=args.jobs, n=args.n, claims=args.claims,
-                             progress=not args.quiet)
+        doc = compute_series(
+            args.path, every=args.every, jobs=args.jobs, n=args.n, claims=args.claims, progress=not args.quiet
+        )
     except SeriesError as e:
         exit_bad_input(str(e))
     except KeyboardInterrupt:
@@ -78,15 +88,21 @@ def main(argv: list[str] | None = None) -> int:
             where = "none" if at is None else (f"step {at}" if before is None else f"between steps {before} and {at}")
             print(f"  {p['id']:<17} onset {where}  (monotone-fit R^2 {p['coherence_r2']}, step R^2 {p.get('step_r2')})")
         jump = ph["assignment_jump"]
-        print(f"  assignment jump: {fmt_span(jump['fraction_interval'], '-')} of its rise within "
-              f"{jump['width_steps']} steps after addition is learned ({jump['state']})")
+        print(
+            f"  assignment jump: {fmt_span(jump['fraction_interval'], '-')} of its rise within "
+            f"{jump['width_steps']} steps after addition is learned ({jump['state']})"
+        )
         for s in ph["separations"]:
             if s["gap_steps"] is not None:
-                print(f"  {s['earlier']} -> {s['later']}: {s['gap_steps']} steps between onsets "
-                      f"({fmt_span(s['gap_interval'], '-')} as the checkpoints place them)")
+                print(
+                    f"  {s['earlier']} -> {s['later']}: {s['gap_steps']} steps between onsets "
+                    f"({fmt_span(s['gap_interval'], '-')} as the checkpoints place them)"
+                )
         ref = ph["restricted_refinement"]
-        print(f"  restricted-slot refinement: {fmt_span(ref['fraction_interval'], '-')} of what remains within "
-              f"{ref['width_steps']} steps ({ref['state']})")
+        print(
+            f"  restricted-slot refinement: {fmt_span(ref['fraction_interval'], '-')} of what remains within "
+            f"{ref['width_steps']} steps ({ref['state']})"
+        )
         for cid, r in doc["series_claims"].items():
             print(f"  {cid}: {r['verdict']} ({r['reason']})")
         for cid, h in doc["claims_first_hold"].items():

@@ -16,6 +16,7 @@ files.
     >>> errors(json.loads(Path("out/seed42/series.json").read_text()))  # the schema its "schema" field names
     []
 """
+
 from __future__ import annotations
 
 import json
@@ -24,8 +25,27 @@ from functools import cache
 from pathlib import Path
 
 SCHEMA_DIR = Path(__file__).resolve().parent / "schemas"
-KNOWN = {"$schema", "$id", "title", "description", "$defs", "type", "const", "enum", "properties", "required",
-         "additionalProperties", "items", "minItems", "maxItems", "minimum", "pattern", "allOf", "anyOf", "$ref"}
+KNOWN = {
+    "$schema",
+    "$id",
+    "title",
+    "description",
+    "$defs",
+    "type",
+    "const",
+    "enum",
+    "properties",
+    "required",
+    "additionalProperties",
+    "items",
+    "minItems",
+    "maxItems",
+    "minimum",
+    "pattern",
+    "allOf",
+    "anyOf",
+    "$ref",
+}
 BY_ID = {"assignadd.verify/1": "verify", "assignadd.series/1": "series", "assignadd.sweep/1": "sweep"}
 _TYPES = {
     "object": lambda x: isinstance(x, dict),

@@ -12,6 +12,7 @@ goes through ``model.last_logits`` (the last position only); the probe is a clos
 classifier; ``jobs`` spreads checkpoints over processes with one torch thread each. Every process
 computes in one thread, so the numbers do not depend on ``jobs``.
 """
+
 from __future__ import annotations
 
 import json
@@ -34,6 +35,7 @@ DEFAULT_CLAIMS = 8  # checkpoints on which every registered claim runs (see comp
 OURS = re.compile(r"^step_(\d+)\.pt$")
 AUTHORS = re.compile(r"^checkpoint_step_(\d+)\.pth$")
 FINAL_NAMES = ("final.pt", "model_state_dict.pth")
+
 
 class SeriesError(ValueError):
     """A folder that holds no usable checkpoint series; the message is one line."""
@@ -95,8 +97,9 @@ def find_checkpoints(path) -> list[Entry]:
             gap = int(np.median(np.diff([e.step for e in entries]))) if len(entries) > 1 else 1
             entries.append(Entry(f, (last + gap) if last is not None else 0, "inferred"))
     if not entries:
-        raise SeriesError(f"{root}: no checkpoints (expected step_NNNNNN.pt, checkpoint_step_N.pth, final.pt "
-                          "or model_state_dict.pth)")
+        raise SeriesError(
+            f"{root}: no checkpoints (expected step_NNNNNN.pt, checkpoint_step_N.pth, final.pt or model_state_dict.pth)"
+        )
     return entries
 
 
@@ -126,8 +129,10 @@ def _measure_one(path: str, with_claims: bool) -> dict:
     except CheckpointError as e:
         return {"error": str(e)}
     if model.cfg.d_vocab != _MEASURER.task.vocab.size or model.cfg.d_vocab_out != _MEASURER.task.vocab.modulus:
-        return {"error": f"{path}: model vocabulary ({model.cfg.d_vocab}, {model.cfg.d_vocab_out}) does not match "
-                         f"the series' task ({_MEASURER.task.vocab.size}, {_MEASURER.task.vocab.modulus})"}
+        return {
+            "error": f"{path}: model vocabulary ({model.cfg.d_vocab}, {model.cfg.d_vocab_out}) does not match "
+            f"the series' task ({_MEASURER.task.vocab.size}, {_MEASURER.task.vocab.modulus})"
+        }
     out = {"values": _MEASURER.measure(model)}
     if with_claims:
         out["claims"] = _MEASURER.claims(model)
@@ -162,8 +167,16 @@ def claim_indices(n_checkpoints: int, n_claims: int) -> list[int]:
     return sorted({round(i * (n_checkpoints - 1) / (n_claims - 1)) for i in range(n_claims)})
 
 
-def compute_series(path, *, every: int = 1, jobs: int = 1, n: int = DEFAULT_N, claims: int = DEFAULT_CLAIMS,
-                   claims_n: int = 2000, progress: bool = True) -> dict:
+def compute_series(
+    path,
+    *,
+    every: int = 1,
+    jobs: int = 1,
+    n: int = DEFAULT_N,
+    claims: int = DEFAULT_CLAIMS,
+    claims_n: int = 2000,
+    progress: bool = True,
+) -> dict:
     """The ``assignadd.series/1`` document of a folder of checkpoints (see the module docstring).
 
     ``claims``: on how many checkpoints (evenly spread, first and last included) to run every
@@ -185,6 +198,7 @@ def compute_series(path, *, every: int = 1, jobs: int = 1, n: int = DEFAULT_N, c
     bar = None
     if progress:
         from tqdm.auto import tqdm
+
         bar = tqdm(total=len(entries), desc="assignadd-report", unit="ckpt", dynamic_ncols=True)
     results: list[dict | None] = [None] * len(entries)
 
@@ -206,10 +220,13 @@ def compute_series(path, *, every: int = 1, jobs: int = 1, n: int = DEFAULT_N, c
                 torch.set_num_threads(old_threads)
         else:
             import multiprocessing as mp
-            with ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("spawn"), initializer=_init_worker,
-                                     initargs=args) as pool:
+
+            with ProcessPoolExecutor(
+                max_workers=jobs, mp_context=mp.get_context("spawn"), initializer=_init_worker, initargs=args
+            ) as pool:
                 futures = {pool.submit(_measure_one, str(e.path), with_claims[i]): i for i, e in enumerate(entries)}
                 from concurrent.futures import as_completed
+
                 try:
                     for fut in as_completed(futures):
                         take(futures[fut], fut.result())
@@ -223,8 +240,13 @@ def compute_series(path, *, every: int = 1, jobs: int = 1, n: int = DEFAULT_N, c
 
     checkpoints = []
     for e, r in zip(entries, results):
-        rec = {"step": e.step, "file": str(e.path.relative_to(root)), "step_from": e.step_from,
-               "sha256": sha256_file(e.path), "values": r["values"]}
+        rec = {
+            "step": e.step,
+            "file": str(e.path.relative_to(root)),
+            "step_from": e.step_from,
+            "sha256": sha256_file(e.path),
+            "values": r["values"],
+        }
         if "claims" in r:
             rec["claims"] = r["claims"]
         checkpoints.append(rec)
@@ -232,8 +254,14 @@ def compute_series(path, *, every: int = 1, jobs: int = 1, n: int = DEFAULT_N, c
         "schema": SCHEMA,
         "source": str(path),
         "task": task_cfg.to_dict(),
-        "settings": {"n": n, "every": every, "pool_seed": POOL_SEED, "claims": claims,
-                     "claims_n": claims_n, "routing_pool": ROUTING_POOL},
+        "settings": {
+            "n": n,
+            "every": every,
+            "pool_seed": POOL_SEED,
+            "claims": claims,
+            "claims_n": claims_n,
+            "routing_pool": ROUTING_POOL,
+        },
         "measures": measure_definitions(Task(**task_cfg.to_dict())),
         "checkpoints": checkpoints,
     }
@@ -262,11 +290,16 @@ def claims_first_hold(checkpoints: list[dict]) -> dict:
         # A mechanism, once formed, should not come and go: every change of verdict is listed, and a
         # pass followed by anything else is a flip back.
         changes = [(a[0], b[0], a[1], b[1]) for a, b in zip(verdicts, verdicts[1:]) if a[1] != b[1]]
-        out[cid] = {"first_step_holding": first, "last_step_not_holding": before,
-                    "evaluated_steps": [s for s, _ in verdicts], "verdicts": [v for _, v in verdicts],
-                    "verdict_changes": len(changes),
-                    "flips_back": [{"from_step": a, "to_step": b, "from": va, "to": vb}
-                                   for a, b, va, vb in changes if va == "pass"]}
+        out[cid] = {
+            "first_step_holding": first,
+            "last_step_not_holding": before,
+            "evaluated_steps": [s for s, _ in verdicts],
+            "verdicts": [v for _, v in verdicts],
+            "verdict_changes": len(changes),
+            "flips_back": [
+                {"from_step": a, "to_step": b, "from": va, "to": vb} for a, b, va, vb in changes if va == "pass"
+            ],
+        }
     return out
 
 
@@ -275,14 +308,22 @@ def first_hold_text(h: dict) -> str:
     as it was evaluated."""
     first, before, n = h["first_step_holding"], h.get("last_step_not_holding"), len(h["evaluated_steps"])
     flips = h.get("flips_back") or []
-    note = ("; FLIPPED BACK " + ", ".join(f"between steps {f['from_step']} and {f['to_step']} ({f['from']} -> {f['to']})"
-                                          for f in flips)) if flips else ""
+    note = (
+        (
+            "; FLIPPED BACK "
+            + ", ".join(f"between steps {f['from_step']} and {f['to_step']} ({f['from']} -> {f['to']})" for f in flips)
+        )
+        if flips
+        else ""
+    )
     if first is None:
         return f"does not hold at the last evaluated checkpoint ({n} evaluated){note}"
     if before is None:
         return f"holds at all {n} evaluated checkpoints (from step {first})"
-    return (f"began to hold between steps {before} and {first}: not at {before}, and at every evaluated checkpoint "
-            f"from {first} on ({n} evaluated; more with --claims){note}")
+    return (
+        f"began to hold between steps {before} and {first}: not at {before}, and at every evaluated checkpoint "
+        f"from {first} on ({n} evaluated; more with --claims){note}"
+    )
 
 
 def to_json(doc: dict) -> str:

@@ -6,6 +6,7 @@ script, no network, and every string from the document escaped where it enters t
 table here (``evidence_table``) is also the sweep page's: both show claims decided over many checkpoints
 or runs, whose intervals are what the checkpoints or the grid allow rather than a 95% CI.
 """
+
 from __future__ import annotations
 
 import fnmatch
@@ -17,18 +18,38 @@ from .render import fmt, fmt_interval, fmt_measurement, fmt_span, fmt_threshold
 ACCURACY_PANELS = (
     ("0 variables", ("acc_0var_train", "acc_0var_heldout_pair")),
     ("1 variable", ("acc_1var_train", "acc_1var_heldout_pair", "acc_1var_restricted_slot", "acc_b_operand_1var")),
-    ("2 variables", ("acc_2var_train", "acc_2var_heldout_pair", "acc_2var_restricted_1", "acc_2var_restricted_2",
-                     "acc_b_operand_2var")),
+    (
+        "2 variables",
+        (
+            "acc_2var_train",
+            "acc_2var_heldout_pair",
+            "acc_2var_restricted_1",
+            "acc_2var_restricted_2",
+            "acc_b_operand_2var",
+        ),
+    ),
     ("1 variable in a slot it never had, by variable", ("acc_restricted_*",)),  # names depend on the task
 )
 PROGRESS_PANELS = (
     ("Addition from weights (SPEC §4.3)", ("ov2_mlp2_accuracy",)),
-    ("Layer 1 [blocks.0]: previous-token head (SPEC §4.1)",
-     ("positional_prev_token", "prev_token_argmax", "prev_token_weight", "layer1_eq_to_operand_slots", "variable_probe")),
-    ("Layer 2 [blocks.1]: identity QK (SPEC §4.2)",
-     ("identity_qk_diagonal", "layer2_eq_to_operand_values", "layer2_eq_to_operand_values_restricted")),
-    ("Whole algorithm, scrubbed (SPEC §6)",
-     ("scrub_model_accuracy", "scrub_routing_accuracy", "scrub_addition_accuracy")),
+    (
+        "Layer 1 [blocks.0]: previous-token head (SPEC §4.1)",
+        (
+            "positional_prev_token",
+            "prev_token_argmax",
+            "prev_token_weight",
+            "layer1_eq_to_operand_slots",
+            "variable_probe",
+        ),
+    ),
+    (
+        "Layer 2 [blocks.1]: identity QK (SPEC §4.2)",
+        ("identity_qk_diagonal", "layer2_eq_to_operand_values", "layer2_eq_to_operand_values_restricted"),
+    ),
+    (
+        "Whole algorithm, scrubbed (SPEC §6)",
+        ("scrub_model_accuracy", "scrub_routing_accuracy", "scrub_addition_accuracy"),
+    ),
 )
 PHASE_STYLES = {"addition": ":", "assignment": "--", "restricted_slots": "-."}  # black lines, told apart by style
 ONSETS_NOTE = "black lines: detected phase onsets (dotted addition, dashed assignment, dash-dot restricted slots)"
@@ -37,7 +58,9 @@ ONSETS_NOTE = "black lines: detected phase onsets (dotted addition, dashed assig
 def _mark_phases(ax, doc):
     for p in doc["phases"]["phases"]:
         if p["onset_step"] is not None:
-            ax.axvline(p["onset_step"], color="black", ls=PHASE_STYLES.get(p["id"], "-"), lw=1, label=f"onset: {p['id']}")
+            ax.axvline(
+                p["onset_step"], color="black", ls=PHASE_STYLES.get(p["id"], "-"), lw=1, label=f"onset: {p['id']}"
+            )
 
 
 def _panels(doc, panels, title) -> bytes:
@@ -124,35 +147,61 @@ def evidence_table(evidence: list[dict], status=written_status) -> H.Markup:
     rows = []
     for e in evidence:
         m = e["measurement"]
-        controls = [H.join([H.breakable(k), f": {fmt_item_value(c)} ", f"({words.get(status(e, c), status(e, c))})"])
-                    for k, c in sorted((e.get("controls") or {}).items())]
+        controls = [
+            H.join([H.breakable(k), f": {fmt_item_value(c)} ", f"({words.get(status(e, c), status(e, c))})"])
+            for k, c in sorted((e.get("controls") or {}).items())
+        ]
         note = (m.get("extra") or {}).get("unresolved")
-        rows.append([
-            [H.tag("b", H.breakable(e["name"])), H.tag("br"), H.tag("span", e["definition"], class_="meta")],
-            [e["kind"], None if e["required"] else [H.tag("br"), "(optional)"]],
-            H.tag("span", fmt_item_value(m), class_="num"),
-            H.tag("span", fmt(m.get("n")), class_="num"),
-            [H.tag("span", fmt_threshold(e["threshold"]), class_="num"), H.tag("br"),
-             H.tag("span", e["threshold"]["reason"], class_="meta")],
-            [H.verdict(status(e, m)), [H.tag("br"), H.tag("span", note, class_="meta")] if note else None],
-            H.join(controls, H.tag("br")) if controls else "-",
-        ])
-    return H.table(["evidence", "kind", "value [interval]", "n", "threshold", "result", "controls"], rows, wide=True,
-                   cell_classes=["text", "nowrap", None, "nowrap", "text", "text", "text"])
+        rows.append(
+            [
+                [H.tag("b", H.breakable(e["name"])), H.tag("br"), H.tag("span", e["definition"], class_="meta")],
+                [e["kind"], None if e["required"] else [H.tag("br"), "(optional)"]],
+                H.tag("span", fmt_item_value(m), class_="num"),
+                H.tag("span", fmt(m.get("n")), class_="num"),
+                [
+                    H.tag("span", fmt_threshold(e["threshold"]), class_="num"),
+                    H.tag("br"),
+                    H.tag("span", e["threshold"]["reason"], class_="meta"),
+                ],
+                [H.verdict(status(e, m)), [H.tag("br"), H.tag("span", note, class_="meta")] if note else None],
+                H.join(controls, H.tag("br")) if controls else "-",
+            ]
+        )
+    return H.table(
+        ["evidence", "kind", "value [interval]", "n", "threshold", "result", "controls"],
+        rows,
+        wide=True,
+        cell_classes=["text", "nowrap", None, "nowrap", "text", "text", "text"],
+    )
 
 
 def claim_section(claim: dict, status=written_status) -> list:
     """A claim as the verify report shows one: its id and verdict, the statement, the verdict's reason, the
     evidence table and what each control is."""
-    out = [H.tag("h2", claim["claim"], " ", H.verdict(claim["verdict"]), " ",
-                 H.tag("span", claim.get("spec", ""), class_="meta"), id=f"claim-{claim['claim']}"),
-           H.tag("blockquote", claim.get("statement", "")),
-           H.tag("p", "Verdict ", H.tag("b", claim["verdict"]), f": {claim['reason']}")]
+    out = [
+        H.tag(
+            "h2",
+            claim["claim"],
+            " ",
+            H.verdict(claim["verdict"]),
+            " ",
+            H.tag("span", claim.get("spec", ""), class_="meta"),
+            id=f"claim-{claim['claim']}",
+        ),
+        H.tag("blockquote", claim.get("statement", "")),
+        H.tag("p", "Verdict ", H.tag("b", claim["verdict"]), f": {claim['reason']}"),
+    ]
     if claim.get("evidence"):
         out.append(evidence_table(claim["evidence"], status))
     if claim.get("controls"):
-        out.append(H.tag("p", "Controls: ", H.join([[H.tag("i", k), f": {v}"] for k, v in
-                                                    sorted(claim["controls"].items())], "; "), class_="meta"))
+        out.append(
+            H.tag(
+                "p",
+                "Controls: ",
+                H.join([[H.tag("i", k), f": {v}"] for k, v in sorted(claim["controls"].items())], "; "),
+                class_="meta",
+            )
+        )
     return out
 
 
@@ -170,45 +219,84 @@ def _series_status(e: dict, m: dict) -> str:
 # ----- the page --------------------------------------------------------------------------------------
 def _phase_section(doc) -> list:
     ph, rule = doc["phases"], doc["phases"]["rule"]
-    explained = H.tag("p", (
-        f"Rule version {rule.get('version', 1)}, all in training steps: a phase's curve is learned at ≥ "
-        f"{rule['learned']}; its onset is the first checkpoint from which the {rule['smoothing']} stays learned (the "
-        f"true onset lies between it and the checkpoint before); coherent when the best non-decreasing fit explains "
-        f"R² ≥ {rule['coherence_r2']}. Assignment: ≥ {rule.get('jump_fraction')} of its rise within "
-        f"{rule.get('jump_width_steps')} steps, after addition is learned. Restricted slots: onset ≥ "
-        f"{rule.get('restricted_gap_steps')} steps after assignment's, and ≥ {rule.get('refinement_fraction')} of "
-        f"what remains gained within {rule.get('refinement_width_steps')} steps. An item whose interval straddles "
-        "its threshold is "), H.tag("i", "inconclusive"), ", and so is the claim: not judged.")
+    explained = H.tag(
+        "p",
+        (
+            f"Rule version {rule.get('version', 1)}, all in training steps: a phase's curve is learned at ≥ "
+            f"{rule['learned']}; its onset is the first checkpoint from which the {rule['smoothing']} stays learned (the "
+            f"true onset lies between it and the checkpoint before); coherent when the best non-decreasing fit explains "
+            f"R² ≥ {rule['coherence_r2']}. Assignment: ≥ {rule.get('jump_fraction')} of its rise within "
+            f"{rule.get('jump_width_steps')} steps, after addition is learned. Restricted slots: onset ≥ "
+            f"{rule.get('restricted_gap_steps')} steps after assignment's, and ≥ {rule.get('refinement_fraction')} of "
+            f"what remains gained within {rule.get('refinement_width_steps')} steps. An item whose interval straddles "
+            "its threshold is "
+        ),
+        H.tag("i", "inconclusive"),
+        ", and so is the claim: not judged.",
+    )
     rows = []
     for p in ph["phases"]:
         rise = p["largest_rise"]
-        rows.append([p["title"], H.tag("code", H.breakable(p["curve"])), H.tag("span", _onset(p), class_="num"),
-                     H.tag("span", fmt(p["coherence_r2"]), class_="num"),
-                     H.tag("span", fmt(p.get("step_r2")), class_="num"),
-                     "" if rise is None else H.tag("span", f"{rise['rise']:+.3f} ({rise['from_step']}→{rise['to_step']})",
-                                                   class_="num"),
-                     H.join([[H.breakable(k), f": {'none' if v is None else v}"]
-                             for k, v in sorted(p["supporting_onsets"].items())], ", ")])
-    table = H.table(["phase", "curve", "onset step (interval)", "monotone-fit R² (decided)", "step-fit R² (reported)",
-                     "largest rise", "onsets of supporting measures"], rows, wide=True,
-                    cell_classes=[None, None, "nowrap", "nowrap", "nowrap", "nowrap", None])  # wrap between words
+        rows.append(
+            [
+                p["title"],
+                H.tag("code", H.breakable(p["curve"])),
+                H.tag("span", _onset(p), class_="num"),
+                H.tag("span", fmt(p["coherence_r2"]), class_="num"),
+                H.tag("span", fmt(p.get("step_r2")), class_="num"),
+                ""
+                if rise is None
+                else H.tag("span", f"{rise['rise']:+.3f} ({rise['from_step']}→{rise['to_step']})", class_="num"),
+                H.join(
+                    [
+                        [H.breakable(k), f": {'none' if v is None else v}"]
+                        for k, v in sorted(p["supporting_onsets"].items())
+                    ],
+                    ", ",
+                ),
+            ]
+        )
+    table = H.table(
+        [
+            "phase",
+            "curve",
+            "onset step (interval)",
+            "monotone-fit R² (decided)",
+            "step-fit R² (reported)",
+            "largest rise",
+            "onsets of supporting measures",
+        ],
+        rows,
+        wide=True,
+        cell_classes=[None, None, "nowrap", "nowrap", "nowrap", "nowrap", None],
+    )  # wrap between words
     items = []
     jump, ref = ph.get("assignment_jump"), ph.get("restricted_refinement")
     if jump:
-        items.append(f"assignment jump: {_fraction_range(jump['fraction_interval'])} of the assignment curve's rise "
-                     f"within {jump['width_steps']} steps after addition is learned; best window "
-                     f"{fmt_span(jump['window'], '→', collapse=False)} ({jump['state']})")
+        items.append(
+            f"assignment jump: {_fraction_range(jump['fraction_interval'])} of the assignment curve's rise "
+            f"within {jump['width_steps']} steps after addition is learned; best window "
+            f"{fmt_span(jump['window'], '→', collapse=False)} ({jump['state']})"
+        )
     for s in ph["separations"]:
         if s.get("gap_steps") is not None:
-            items.append(f"{s['earlier']} → {s['later']}: {s['gap_steps']} steps between onsets "
-                         f"({fmt_span(s['gap_interval'])} as the checkpoints place them; {s['separating_checkpoints']} "
-                         "checkpoints between them, reported only)")
+            items.append(
+                f"{s['earlier']} → {s['later']}: {s['gap_steps']} steps between onsets "
+                f"({fmt_span(s['gap_interval'])} as the checkpoints place them; {s['separating_checkpoints']} "
+                "checkpoints between them, reported only)"
+            )
     if ref:
-        items.append(f"restricted-slot refinement: {_fraction_range(ref['fraction_interval'])} of what remains at the "
-                     f"assignment onset gained within {ref['width_steps']} steps; best window "
-                     f"{fmt_span(ref['window'], '→', collapse=False)} ({ref['state']})")
-    return [H.tag("h2", "Learning phases (SPEC §4.5)", id="phases"), explained, table,
-            H.tag("ul", [H.tag("li", x) for x in items])]
+        items.append(
+            f"restricted-slot refinement: {_fraction_range(ref['fraction_interval'])} of what remains at the "
+            f"assignment onset gained within {ref['width_steps']} steps; best window "
+            f"{fmt_span(ref['window'], '→', collapse=False)} ({ref['state']})"
+        )
+    return [
+        H.tag("h2", "Learning phases (SPEC §4.5)", id="phases"),
+        explained,
+        table,
+        H.tag("ul", [H.tag("li", x) for x in items]),
+    ]
 
 
 def render_html(doc: dict) -> str:
@@ -219,27 +307,64 @@ def render_html(doc: dict) -> str:
     claims = sorted(doc["series_claims"].items())
     body = [
         H.tag("h1", "Checkpoint series"),
-        H.tag("div", "source ", H.tag("code", doc["source"]), H.tag("br"),
-              f"{n} checkpoints, steps {first}–{last}; pools of {doc['settings']['n']} sequences "
-              f"(seed {doc['settings']['pool_seed']}); schema ", H.tag("code", doc["schema"]), class_="meta"),
-        H.tag("p", H.join([[H.tag("a", H.breakable(cid), href=f"#claim-{cid}"), " ", H.verdict(r["verdict"])]
-                           for cid, r in claims], "; "), class_="summary"),
+        H.tag(
+            "div",
+            "source ",
+            H.tag("code", doc["source"]),
+            H.tag("br"),
+            f"{n} checkpoints, steps {first}–{last}; pools of {doc['settings']['n']} sequences "
+            f"(seed {doc['settings']['pool_seed']}); schema ",
+            H.tag("code", doc["schema"]),
+            class_="meta",
+        ),
+        H.tag(
+            "p",
+            H.join(
+                [
+                    [H.tag("a", H.breakable(cid), href=f"#claim-{cid}"), " ", H.verdict(r["verdict"])]
+                    for cid, r in claims
+                ],
+                "; ",
+            ),
+            class_="summary",
+        ),
         _phase_section(doc),
         [claim_section(r, _series_status) for _, r in claims],
         H.tag("h2", "Per-checkpoint claims: where each starts to hold", id="first-hold"),
-        H.tag("ul", [H.tag("li", H.breakable(cid), f": {first_hold_text(h)}")
-                     for cid, h in sorted(doc["claims_first_hold"].items())] or H.tag("li", "(no claims evaluated)")),
+        H.tag(
+            "ul",
+            [
+                H.tag("li", H.breakable(cid), f": {first_hold_text(h)}")
+                for cid, h in sorted(doc["claims_first_hold"].items())
+            ]
+            or H.tag("li", "(no claims evaluated)"),
+        ),
     ]
-    figures = [("accuracy", "Accuracy by number of variables", _panels(doc, ACCURACY_PANELS,
-                                                                        "Accuracy by number of variables"),
-                "accuracy on each evaluation pool against the training step; " + ONSETS_NOTE),
-               ("progress", "Progress measures", _panels(doc, PROGRESS_PANELS, "Progress measures"),
-                "the authors' progress measures (defined under measures in series.json) against the training step; "
-                + ONSETS_NOTE)]
+    figures = [
+        (
+            "accuracy",
+            "Accuracy by number of variables",
+            _panels(doc, ACCURACY_PANELS, "Accuracy by number of variables"),
+            "accuracy on each evaluation pool against the training step; " + ONSETS_NOTE,
+        ),
+        (
+            "progress",
+            "Progress measures",
+            _panels(doc, PROGRESS_PANELS, "Progress measures"),
+            "the authors' progress measures (defined under measures in series.json) against the training step; "
+            + ONSETS_NOTE,
+        ),
+    ]
     claims_png = _claims_figure(doc)
     if claims_png:
-        figures.append(("claims", "Per-checkpoint claims", claims_png,
-                        "each registered claim's verdict at the checkpoints it ran on (--claims)"))
+        figures.append(
+            (
+                "claims",
+                "Per-checkpoint claims",
+                claims_png,
+                "each registered claim's verdict at the checkpoints it ran on (--claims)",
+            )
+        )
     for key, title, png, caption in figures:
         body += [H.tag("h2", title), H.figure(key, title, caption, png)]
     return H.page(f"assignadd series: {doc['source']}", *body)

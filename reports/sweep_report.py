@@ -14,6 +14,7 @@ files are written and say why), 2 on bad input (one ``error: ...`` line, nothing
 ``rescore_report(sweep.json)`` applies the current rule to the points of a report written earlier (the
 shipped ``docs/sweep_results/sweep.json``, whose sweep folders and weights are not shipped).
 """
+
 from __future__ import annotations
 
 import csv
@@ -31,8 +32,25 @@ from .png import PAGE_DPI, png_bytes, pyplot
 from .render import fmt, fmt_measurement
 
 SCHEMA = "assignadd.sweep/1"
-CSV_FIELDS = ("param", "point", "value", "seed", "f", "r", "metric", "accuracy", "ci_low", "ci_high", "n", "sample",
-              "generalizes", "status", "steps_trained", "stopped_early", "final_sha256")
+CSV_FIELDS = (
+    "param",
+    "point",
+    "value",
+    "seed",
+    "f",
+    "r",
+    "metric",
+    "accuracy",
+    "ci_low",
+    "ci_high",
+    "n",
+    "sample",
+    "generalizes",
+    "status",
+    "steps_trained",
+    "stopped_early",
+    "final_sha256",
+)
 
 
 class SweepReportError(ValueError):
@@ -66,11 +84,14 @@ def _training_summary(point_dir: Path, steps: int) -> dict:
                 continue
     done = (point_dir / "final.pt").exists()
     step = last["step"] if last else None
-    return {"steps_trained": step, "finished": done,
-            "stopped_early": bool(done and step is not None and step < steps),
-            "final_pools": last["accuracy"] if last else None,
-            # what re-scores the verdict: the exact weights the point's metric was measured on
-            "final_sha256": sha256_file(point_dir / "final.pt") if done else None}
+    return {
+        "steps_trained": step,
+        "finished": done,
+        "stopped_early": bool(done and step is not None and step < steps),
+        "final_pools": last["accuracy"] if last else None,
+        # what re-scores the verdict: the exact weights the point's metric was measured on
+        "final_sha256": sha256_file(point_dir / "final.pt") if done else None,
+    }
 
 
 def compute_sweep_report(path, *, union_sample=None, device: str = "cpu", progress: bool = False) -> dict:
@@ -85,6 +106,7 @@ def compute_sweep_report(path, *, union_sample=None, device: str = "cpu", progre
     folders = find_sweeps(path)
     sweeps, by_param = [], {}
     for folder in folders:
+
         def note(r, folder=folder):
             if progress:
                 acc = "unfinished" if r.accuracy is None else f"{r.accuracy:.4f}"
@@ -105,15 +127,28 @@ def compute_sweep_report(path, *, union_sample=None, device: str = "cpu", progre
         points = []
         for r in results:
             points.append({**r.to_dict(), **_training_summary(points_dir(folder) / r.name, grid_doc["grid"]["steps"])})
-        sweeps.append({"folder": folder.name if folder != Path(path) else ".", "param": param,
-                       "grid": grid_doc["grid"], "points": points, "threshold": threshold})
+        sweeps.append(
+            {
+                "folder": folder.name if folder != Path(path) else ".",
+                "param": param,
+                "grid": grid_doc["grid"],
+                "points": points,
+                "threshold": threshold,
+            }
+        )
     claim = dr.DataRequirements().run_results(by_param).to_dict()
     return {
         "schema": SCHEMA,
-        "rule": {"version": dr.RULE_VERSION, "generalizes": dr.GENERALIZES,
-                 "band": {p: list(b) for p, b in dr.BAND.items()}, "band_half_width": dr.BAND_HALF_WIDTH,
-                 "paper": dr.PAPER, "metrics": dr.METRICS, "union_sample": union_sample,
-                 "preregistered_grid": {p: list(v) for p, v in dr.PREREGISTERED_GRID.items()}},
+        "rule": {
+            "version": dr.RULE_VERSION,
+            "generalizes": dr.GENERALIZES,
+            "band": {p: list(b) for p, b in dr.BAND.items()},
+            "band_half_width": dr.BAND_HALF_WIDTH,
+            "paper": dr.PAPER,
+            "metrics": dr.METRICS,
+            "union_sample": union_sample,
+            "preregistered_grid": {p: list(v) for p, v in dr.PREREGISTERED_GRID.items()},
+        },
         "sweeps": sweeps,
         "claim": claim,
     }
@@ -127,9 +162,23 @@ def results_from_report(doc: dict) -> dict:
         raise SweepReportError(f"not an {SCHEMA} document")
     out = {}
     for sw in doc["sweeps"]:
-        out[sw["param"]] = [dr.PointResult(p["name"], p["param"], p["value"], p["seed"], p["f"], p["r"], p["metric"],
-                                           p["accuracy"], p["low"], p["high"], p["n"], p["sample"])
-                            for p in sw["points"]]
+        out[sw["param"]] = [
+            dr.PointResult(
+                p["name"],
+                p["param"],
+                p["value"],
+                p["seed"],
+                p["f"],
+                p["r"],
+                p["metric"],
+                p["accuracy"],
+                p["low"],
+                p["high"],
+                p["n"],
+                p["sample"],
+            )
+            for p in sw["points"]
+        ]
     return out
 
 
@@ -154,12 +203,27 @@ def to_csv(doc: dict) -> str:
     w.writeheader()
     for s in doc["sweeps"]:
         for p in s["points"]:
-            w.writerow({"param": s["param"], "point": p["name"], "value": p["value"], "seed": p["seed"], "f": p["f"],
-                        "r": p["r"], "metric": p["metric"], "accuracy": p["accuracy"], "ci_low": p["low"],
-                        "ci_high": p["high"], "n": p["n"], "sample": p["sample"], "generalizes": p["generalizes"],
-                        "status": p.get("status"),
-                        "steps_trained": p["steps_trained"], "stopped_early": p["stopped_early"],
-                        "final_sha256": p.get("final_sha256")})
+            w.writerow(
+                {
+                    "param": s["param"],
+                    "point": p["name"],
+                    "value": p["value"],
+                    "seed": p["seed"],
+                    "f": p["f"],
+                    "r": p["r"],
+                    "metric": p["metric"],
+                    "accuracy": p["accuracy"],
+                    "ci_low": p["low"],
+                    "ci_high": p["high"],
+                    "n": p["n"],
+                    "sample": p["sample"],
+                    "generalizes": p["generalizes"],
+                    "status": p.get("status"),
+                    "steps_trained": p["steps_trained"],
+                    "stopped_early": p["stopped_early"],
+                    "final_sha256": p.get("final_sha256"),
+                }
+            )
     return buf.getvalue()
 
 
@@ -213,21 +277,41 @@ def _point_accuracy(q: dict) -> str:
 def _sweep_section(doc: dict, s: dict, png: bytes | None) -> list:
     p, grid = s["param"], s["grid"]
     fixed = ", ".join(f"{k} = {v}" for k, v in grid["fixed"].items())
-    out = [H.tag("h2", f"Sweep over {p} (", H.tag("code", s["folder"]), ")", id=f"sweep-{p}"),
-           H.tag("p", f"{fixed}; seeds {grid['seeds']}; up to {grid['steps']} steps; early stop: ",
-                 H.tag("code", json.dumps(grid["early_stop"])), class_="meta")]
+    out = [
+        H.tag("h2", f"Sweep over {p} (", H.tag("code", s["folder"]), ")", id=f"sweep-{p}"),
+        H.tag(
+            "p",
+            f"{fixed}; seeds {grid['seeds']}; up to {grid['steps']} steps; early stop: ",
+            H.tag("code", json.dumps(grid["early_stop"])),
+            class_="meta",
+        ),
+    ]
     if "error" in s["threshold"]:
         out.append(H.tag("p", H.verdict("error"), " ", s["threshold"]["error"]))
-    caption = (f"{doc['rule']['metrics'][p]} accuracy of each point's final.pt against {p}, one line per seed; green: "
-               f"the pass band; dotted: the bar ({doc['rule']['generalizes']}) and the paper's value; red dashed: "
-               "the estimated threshold θ (shaded: its range over seeds)")
+    caption = (
+        f"{doc['rule']['metrics'][p]} accuracy of each point's final.pt against {p}, one line per seed; green: "
+        f"the pass band; dotted: the bar ({doc['rule']['generalizes']}) and the paper's value; red dashed: "
+        "the estimated threshold θ (shaded: its range over seeds)"
+    )
     out.append(H.figure(f"sweep-{p}", f"Accuracy against {p}", caption, png))
-    rows = [[H.breakable(q["name"]), H.tag("span", _point_accuracy(q), class_="num"),
-             H.tag("span", _word(q["n"]), class_="num"), _word(q.get("status") or q["generalizes"]),
-             H.tag("span", _word(q["steps_trained"]), class_="num"), _word(q["stopped_early"])]
-            for q in s["points"]]
-    out.append(H.table(["point", "accuracy [95% CI]", "n", "generalizes", "steps", "early stop"], rows,
-                       cell_classes=["text", "nowrap", "nowrap", "nowrap", "nowrap", "nowrap"]))
+    rows = [
+        [
+            H.breakable(q["name"]),
+            H.tag("span", _point_accuracy(q), class_="num"),
+            H.tag("span", _word(q["n"]), class_="num"),
+            _word(q.get("status") or q["generalizes"]),
+            H.tag("span", _word(q["steps_trained"]), class_="num"),
+            _word(q["stopped_early"]),
+        ]
+        for q in s["points"]
+    ]
+    out.append(
+        H.table(
+            ["point", "accuracy [95% CI]", "n", "generalizes", "steps", "early stop"],
+            rows,
+            cell_classes=["text", "nowrap", "nowrap", "nowrap", "nowrap", "nowrap"],
+        )
+    )
     return out
 
 
@@ -242,22 +326,41 @@ def render_html(doc: dict, figures: dict[str, bytes] | None = None) -> str:
         if written:
             return written
         t = e["threshold"]
-        return item_state(Evidence(e["name"], "", e["kind"], Threshold(t["value"], t["direction"], ""),
-                                   Measurement(m["value"], m["ci"][0], m["ci"][1], m["n"], m.get("extra") or {})))
+        return item_state(
+            Evidence(
+                e["name"],
+                "",
+                e["kind"],
+                Threshold(t["value"], t["direction"], ""),
+                Measurement(m["value"], m["ci"][0], m["ci"][1], m["n"], m.get("extra") or {}),
+            )
+        )
 
     claim, rule = doc["claim"], doc["rule"]
     body = [
         H.tag("h1", "Data requirements (SPEC §4.5)"),
-        H.tag("div", f"{sum(len(s['points']) for s in doc['sweeps'])} points in {len(doc['sweeps'])} sweep(s): ",
-              H.join([H.tag("code", s["folder"]) for s in doc["sweeps"]], ", "), "; rule version ",
-              str(rule.get("version", 1)), "; schema ", H.tag("code", doc["schema"]), class_="meta"),
+        H.tag(
+            "div",
+            f"{sum(len(s['points']) for s in doc['sweeps'])} points in {len(doc['sweeps'])} sweep(s): ",
+            H.join([H.tag("code", s["folder"]) for s in doc["sweeps"]], ", "),
+            "; rule version ",
+            str(rule.get("version", 1)),
+            "; schema ",
+            H.tag("code", doc["schema"]),
+            class_="meta",
+        ),
         H.tag("p", H.breakable(claim["claim"]), " ", H.verdict(claim["verdict"]), class_="summary"),
-        H.tag("p", f"A point generalizes when the lower 95% bound of its accuracy is ≥ {rule['generalizes']}, does "
-                   "not when the upper bound is below it. Per seed the grid brackets the threshold: (b, θ], θ the "
-                   "smallest grid value from which every larger value generalizes, b the largest value below it "
-                   "that does not. An item passes when the bracket lies on the band's side of its edge, fails when "
-                   "it lies beyond it, and is inconclusive when it straddles it (and so is the claim). Rule and "
-                   "band: ", H.tag("code", "assignadd/hypotheses/data_requirements.py"), ", docs/sweeps.md."),
+        H.tag(
+            "p",
+            f"A point generalizes when the lower 95% bound of its accuracy is ≥ {rule['generalizes']}, does "
+            "not when the upper bound is below it. Per seed the grid brackets the threshold: (b, θ], θ the "
+            "smallest grid value from which every larger value generalizes, b the largest value below it "
+            "that does not. An item passes when the bracket lies on the band's side of its edge, fails when "
+            "it lies beyond it, and is inconclusive when it straddles it (and so is the claim). Rule and "
+            "band: ",
+            H.tag("code", "assignadd/hypotheses/data_requirements.py"),
+            ", docs/sweeps.md.",
+        ),
         series_html.claim_section(claim, status),
     ]
     for s in doc["sweeps"]:
@@ -265,8 +368,7 @@ def render_html(doc: dict, figures: dict[str, bytes] | None = None) -> str:
     return H.page("assignadd sweep report: data_requirements", *body)
 
 
-def main_for_sweep(path, out=None, *, quiet: bool = False, union_sample: int | None = None,
-                   device: str = "cpu") -> int:
+def main_for_sweep(path, out=None, *, quiet: bool = False, union_sample: int | None = None, device: str = "cpu") -> int:
     """What ``assignadd-report SWEEP_DIR [--out OUT]`` runs: writes sweep.json/.csv/.html and one
     ``sweep_<param>.png`` per swept parameter into ``out``
     (default ``out/report-<folder name>``); bad input exits 2 with one ``error:`` line."""
@@ -286,8 +388,11 @@ def main_for_sweep(path, out=None, *, quiet: bool = False, union_sample: int | N
     except SweepReportError as e:
         exit_bad_input(str(e))
     figures = {sw["param"]: sweep_figure(doc, sw) for sw in doc["sweeps"]}
-    files: dict[str, str | bytes] = {"sweep.json": to_json(doc), "sweep.csv": to_csv(doc),
-                                     "sweep.html": render_html(doc, figures)}
+    files: dict[str, str | bytes] = {
+        "sweep.json": to_json(doc),
+        "sweep.csv": to_csv(doc),
+        "sweep.html": render_html(doc, figures),
+    }
     files.update({f"sweep_{param}.png": png for param, png in figures.items()})
     atomic_write_files(out, files)
     if not quiet:

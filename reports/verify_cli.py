@@ -8,6 +8,7 @@ Exit status: 0 every claim run passed; 1 a claim failed, was inconclusive or err
 with the command that runs them. Same checkpoint and flags give a byte-identical report.json; run times
 go to timings.json. Report schema: docs/reports.md.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -25,8 +26,10 @@ REPORT_FILES = ("report.json", "report.md", "report.html", "junit.xml", "timings
 # Claims about more than one checkpoint: what each kind needs, and the command that runs it.
 NOT_HERE = {
     "series": ("a checkpoint series (a training run's folder)", "assignadd-report RUN_DIR"),
-    "sweep": ("a sweep over f or r (a grid of training runs)",
-              "assignadd-sweep --param f|r --values ... --out SWEEP_DIR, then assignadd-report SWEEP_DIR"),
+    "sweep": (
+        "a sweep over f or r (a grid of training runs)",
+        "assignadd-sweep --param f|r --values ... --out SWEEP_DIR, then assignadd-report SWEEP_DIR",
+    ),
 }
 
 
@@ -35,11 +38,15 @@ def _parser() -> argparse.ArgumentParser:
         prog="assignadd-verify",
         description="Run the paper's claims (SPEC §4) as falsifiable tests on a checkpoint and report the verdicts.",
         epilog="Exit status: 0 every claim run passed, 1 a claim failed, was inconclusive or errored, 2 bad input "
-               "or usage. A bare TransformerLens state dict holds no task: the claims run on the paper's "
-               "(f 0.7, r 1, split seed 42) unless --f, --r or --split-seed say otherwise.",
+        "or usage. A bare TransformerLens state dict holds no task: the claims run on the paper's "
+        "(f 0.7, r 1, split seed 42) unless --f, --r or --split-seed say otherwise.",
     )
-    p.add_argument("checkpoint", nargs="?", default=None,
-                   help="checkpoint file, either format of SPEC §2.4 (default: the bundled reference checkpoint)")
+    p.add_argument(
+        "checkpoint",
+        nargs="?",
+        default=None,
+        help="checkpoint file, either format of SPEC §2.4 (default: the bundled reference checkpoint)",
+    )
     p.add_argument("--only", metavar="ID,...", help="comma-separated claim ids to run (default: all registered)")
     p.add_argument("--out", metavar="DIR", help="write report.json, report.md, report.html, junit.xml, timings.json")
     p.add_argument("--json", metavar="PATH", help="write report.json to PATH")
@@ -47,17 +54,33 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0, help="seed for pools and resampling (default 0)")
     p.add_argument("--n", type=int, default=DEFAULT_N, help=f"evaluation pool size (default {DEFAULT_N})")
     p.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="device to run on (default cpu)")
-    p.add_argument("--f", type=float, default=None,
-                   help="the task's training fraction f, for a checkpoint that does not record it (paper: 0.7)")
-    p.add_argument("--r", type=float, default=None,
-                   help="the task's 2-var keep-probability r, for a checkpoint that does not record it (paper: 1.0)")
-    p.add_argument("--split-seed", type=int, default=None,
-                   help="the seed of the train/held-out pair split, for a checkpoint that does not record it "
-                        "(paper: 42)")
-    p.add_argument("--jobs", type=int, default=None, metavar="N",
-                   help="claims run side by side in N forked worker processes, one torch thread each (default: "
-                        "one per usable core; 1 where fork is unavailable or on CUDA); the report does not "
-                        "depend on N")
+    p.add_argument(
+        "--f",
+        type=float,
+        default=None,
+        help="the task's training fraction f, for a checkpoint that does not record it (paper: 0.7)",
+    )
+    p.add_argument(
+        "--r",
+        type=float,
+        default=None,
+        help="the task's 2-var keep-probability r, for a checkpoint that does not record it (paper: 1.0)",
+    )
+    p.add_argument(
+        "--split-seed",
+        type=int,
+        default=None,
+        help="the seed of the train/held-out pair split, for a checkpoint that does not record it (paper: 42)",
+    )
+    p.add_argument(
+        "--jobs",
+        type=int,
+        default=None,
+        metavar="N",
+        help="claims run side by side in N forked worker processes, one torch thread each (default: "
+        "one per usable core; 1 where fork is unavailable or on CUDA); the report does not "
+        "depend on N",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress output on stderr")
     return p
 
@@ -66,8 +89,10 @@ def _check_writable(path: Path, flag: str, want_dir: bool) -> None:
     """Fail early (exit 2) when ``path`` cannot be written, creating nothing: probe the nearest existing
     folder above it."""
     if path.exists() and path.is_dir() != want_dir:
-        exit_bad_input(f"{flag} {path}: " + ("exists and is not a directory" if want_dir
-                                             else "is a directory, expected a file path"))
+        exit_bad_input(
+            f"{flag} {path}: "
+            + ("exists and is not a directory" if want_dir else "is a directory, expected a file path")
+        )
     anchor = path.parent
     while not anchor.exists() and anchor != anchor.parent:
         anchor = anchor.parent
@@ -97,12 +122,16 @@ def not_run_here(only: list[str] | None) -> list[dict]:
     if only is not None:
         return []
     out = []
-    for kind, (module, name) in (("series", ("learning_phases", "SERIES_REGISTRY")),
-                                 ("sweep", ("data_requirements", "SWEEP_REGISTRY"))):
+    for kind, (module, name) in (
+        ("series", ("learning_phases", "SERIES_REGISTRY")),
+        ("sweep", ("data_requirements", "SWEEP_REGISTRY")),
+    ):
         registry = getattr(importlib.import_module(f"..hypotheses.{module}", __package__), name, {})
         needs, command = NOT_HERE[kind]
-        out += [{"claim": cid, "spec": cls.spec, "statement": cls.statement, "needs": needs, "command": command}
-                for cid, cls in registry.items()]
+        out += [
+            {"claim": cid, "spec": cls.spec, "statement": cls.statement, "needs": needs, "command": command}
+            for cid, cls in registry.items()
+        ]
     return out
 
 
@@ -151,8 +180,7 @@ def verify(args) -> int:
             _check_writable(p, flag, want_dir)
     staging: list[Path] = []
     try:
-        return _run(args, path, shown_path, only, ids, json_path, junit_path, out, staging, t_start,
-                    __version__)
+        return _run(args, path, shown_path, only, ids, json_path, junit_path, out, staging, t_start, __version__)
     finally:
         for d in staging:
             if d.exists():
@@ -171,8 +199,9 @@ def _run(args, path, shown_path, only, ids, json_path, junit_path, out, staging_
     from ..hypotheses.session import load_context
 
     try:
-        ctx, meta, task_source = load_context(path, seed=args.seed, n=args.n, device=args.device,
-                                              task={"f": args.f, "r": args.r, "seed": args.split_seed})
+        ctx, meta, task_source = load_context(
+            path, seed=args.seed, n=args.n, device=args.device, task={"f": args.f, "r": args.r, "seed": args.split_seed}
+        )
     except ValueError as e:  # CheckpointError is a ValueError
         exit_bad_input(str(e))
     model, task = ctx.model, ctx.task
@@ -199,8 +228,10 @@ def _run(args, path, shown_path, only, ids, json_path, junit_path, out, staging_
         from .figures import claim_figures, model_figures
 
         painter = ThreadPoolExecutor(max_workers=1, thread_name_prefix="assignadd-figures")
-        figure_jobs = {"model": painter.submit(model_figures, copy.deepcopy(model).eval(), task, seed=args.seed),
-                       "forest": {}}
+        figure_jobs = {
+            "model": painter.submit(model_figures, copy.deepcopy(model).eval(), task, seed=args.seed),
+            "forest": {},
+        }
     # On a terminal, a bar that clears itself; in a log (stderr not a terminal), one finished line per
     # claim, so nothing is left without its newline for the table on stdout to run into.
     interactive = not args.quiet and sys.stderr.isatty()
@@ -226,14 +257,28 @@ def _run(args, path, shown_path, only, ids, json_path, junit_path, out, staging_
     results = [by_id[c] for c in ids]  # registry order, whichever finished first
     timings["claims"] = {c: timings["claims"][c] for c in ids}
 
-    checkpoint = {"path": shown_path, "sha256": digest, "format": meta.get("format"), "step": meta.get("step"),
-                  "size_bytes": path.stat().st_size}
+    checkpoint = {
+        "path": shown_path,
+        "sha256": digest,
+        "format": meta.get("format"),
+        "step": meta.get("step"),
+        "size_bytes": path.stat().st_size,
+    }
     if meta.get("step_source"):
         checkpoint["step_source"] = meta["step_source"]
     report = render.build_report(
-        checkpoint=checkpoint, model_config=model.cfg.to_dict(), task=task.config.to_dict(), task_source=task_source,
-        seed=args.seed, n=args.n, device=args.device, only=only, claims=results,
-        tool_version=version, not_run=not_run_here(only))
+        checkpoint=checkpoint,
+        model_config=model.cfg.to_dict(),
+        task=task.config.to_dict(),
+        task_source=task_source,
+        seed=args.seed,
+        n=args.n,
+        device=args.device,
+        only=only,
+        claims=results,
+        tool_version=version,
+        not_run=not_run_here(only),
+    )
     sys.stdout.write(render.terminal_table(report))
     sys.stdout.flush()
 
@@ -264,8 +309,11 @@ def _run(args, path, shown_path, only, ids, json_path, junit_path, out, staging_
         (staging / "timings.json").write_text(render.dumps(render.clean_json(timings)), encoding="utf-8")
         commit_folder(staging, out)
         if not args.quiet:
-            print(f"report written to {out / 'report.html'} (and report.json, report.md, junit.xml, timings.json "
-                  f"beside it)", file=sys.stderr)
+            print(
+                f"report written to {out / 'report.html'} (and report.json, report.md, junit.xml, timings.json "
+                f"beside it)",
+                file=sys.stderr,
+            )
     return 0 if report["summary"]["all_passed"] else 1
 
 

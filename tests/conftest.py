@@ -2,6 +2,7 @@
 
 Kept generic: nothing here knows a particular test. Everything is seeded and CPU-only.
 """
+
 from __future__ import annotations
 
 import math
@@ -63,18 +64,24 @@ def tl_state_dict(seed: int = 0, *, biases: bool = True, layer1_mlp: bool = True
     for layer in (0, 1):
         p = f"blocks.{layer}."
         mlp_on = layer == 1 or layer1_mlp
-        sd.update({
-            p + "attn.W_Q": w(1, D_MODEL, D_HEAD), p + "attn.W_K": w(1, D_MODEL, D_HEAD),
-            p + "attn.W_V": w(1, D_MODEL, D_HEAD), p + "attn.W_O": w(1, D_HEAD, D_MODEL),
-            p + "attn.b_Q": b(1, D_HEAD), p + "attn.b_K": b(1, D_HEAD), p + "attn.b_V": b(1, D_HEAD),
-            p + "attn.b_O": b(D_MODEL),
-            p + "attn.mask": torch.tril(torch.ones(N_CTX, N_CTX)).bool(),
-            p + "attn.IGNORE": torch.tensor(-torch.inf),
-            p + "mlp.W_in": w(D_MODEL, D_MLP) if mlp_on else torch.zeros(D_MODEL, D_MLP),
-            p + "mlp.b_in": b(D_MLP) if mlp_on else torch.zeros(D_MLP),
-            p + "mlp.W_out": w(D_MLP, D_MODEL) if mlp_on else torch.zeros(D_MLP, D_MODEL),
-            p + "mlp.b_out": b(D_MODEL) if mlp_on else torch.zeros(D_MODEL),
-        })
+        sd.update(
+            {
+                p + "attn.W_Q": w(1, D_MODEL, D_HEAD),
+                p + "attn.W_K": w(1, D_MODEL, D_HEAD),
+                p + "attn.W_V": w(1, D_MODEL, D_HEAD),
+                p + "attn.W_O": w(1, D_HEAD, D_MODEL),
+                p + "attn.b_Q": b(1, D_HEAD),
+                p + "attn.b_K": b(1, D_HEAD),
+                p + "attn.b_V": b(1, D_HEAD),
+                p + "attn.b_O": b(D_MODEL),
+                p + "attn.mask": torch.tril(torch.ones(N_CTX, N_CTX)).bool(),
+                p + "attn.IGNORE": torch.tensor(-torch.inf),
+                p + "mlp.W_in": w(D_MODEL, D_MLP) if mlp_on else torch.zeros(D_MODEL, D_MLP),
+                p + "mlp.b_in": b(D_MLP) if mlp_on else torch.zeros(D_MLP),
+                p + "mlp.W_out": w(D_MLP, D_MODEL) if mlp_on else torch.zeros(D_MLP, D_MODEL),
+                p + "mlp.b_out": b(D_MODEL) if mlp_on else torch.zeros(D_MODEL),
+            }
+        )
     sd.update({"unembed.W_U": w(D_MODEL, D_VOCAB_OUT), "unembed.b_U": b(D_VOCAB_OUT)})
     return sd
 

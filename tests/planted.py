@@ -35,6 +35,7 @@ The solver, position by position:
 Variants (each breaks one claim; see their docstrings for what else breaks with it):
 ``planted_no_previous_token`` (SPEC §4.1 false), ``planted_permuted_identity_qk`` (§4.2 false).
 """
+
 from __future__ import annotations
 
 import math

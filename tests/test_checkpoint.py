@@ -2,6 +2,7 @@
 ``CheckpointError``, one line naming the file and the problem, and a file that would run code is
 never run.
 """
+
 from __future__ import annotations
 
 import builtins
@@ -55,8 +56,9 @@ def test_bare_tl_checkpoint_loads_with_config_inferred_from_shapes(tl_checkpoint
 
 
 @pytest.mark.parametrize("protocol", [2, 3, 5])
-def test_bare_tl_checkpoint_loads_the_same_at_any_pickle_protocol(tmp_path, tl_checkpoint, make_tl_state_dict,
-                                                                  protocol):
+def test_bare_tl_checkpoint_loads_the_same_at_any_pickle_protocol(
+    tmp_path, tl_checkpoint, make_tl_state_dict, protocol
+):
     # torch's weights-only unpickler reads protocol 2 only (pytorch/pytorch#118092); the authors' files
     # are protocol 4 (tl_checkpoint), which the loader rewrites without running anything.
     path = tmp_path / f"p{protocol}.pt"
@@ -71,7 +73,12 @@ def test_own_format_round_trip_keeps_weights_and_metadata(tmp_path):
     loaded, meta = load_checkpoint_full(path)
     assert same_state(loaded.state_dict(), model.state_dict())
     assert meta["format"] == "assignadd.checkpoint/1"
-    assert (meta["step"], meta["metrics"], meta["task"], meta["run"]) == (120, {"0var_train": 0.5}, {"f": 0.7}, {"seed": 3})
+    assert (meta["step"], meta["metrics"], meta["task"], meta["run"]) == (
+        120,
+        {"0var_train": 0.5},
+        {"f": 0.7},
+        {"seed": 3},
+    )
     assert not loaded.training
     # readable by a plain weights-only load (SPEC §2.4)
     assert isinstance(torch.load(path, weights_only=True)["state_dict"], dict)
@@ -152,8 +159,9 @@ def test_the_malicious_payload_really_runs_when_unpickled_unsafely(tmp_path):
     assert marker.read_text() == "ran"
 
 
-@pytest.mark.parametrize("how", ["torch_save", "torch_save_protocol_4", "in_a_state_dict", "raw_pickle",
-                                 "raw_pickle_protocol_4"])
+@pytest.mark.parametrize(
+    "how", ["torch_save", "torch_save_protocol_4", "in_a_state_dict", "raw_pickle", "raw_pickle_protocol_4"]
+)
 def test_malicious_pickle_is_refused_and_never_run(tmp_path, make_tl_state_dict, how):
     marker = tmp_path / "marker"
     path = tmp_path / "evil.pt"
@@ -172,12 +180,15 @@ def test_malicious_pickle_is_refused_and_never_run(tmp_path, make_tl_state_dict,
     assert not marker.exists()
 
 
-@pytest.mark.parametrize("obj, found", [
-    ([torch.zeros(3)], "found a list"),
-    (torch.zeros(74, 128), "found a Tensor"),
-    ((1, 2), "found a tuple"),
-    (3.5, "found a float"),
-])
+@pytest.mark.parametrize(
+    "obj, found",
+    [
+        ([torch.zeros(3)], "found a list"),
+        (torch.zeros(74, 128), "found a Tensor"),
+        ((1, 2), "found a tuple"),
+        (3.5, "found a float"),
+    ],
+)
 def test_non_dict_is_refused(tmp_path, obj, found):
     torch.save(obj, tmp_path / "x.pt")
     assert_refused(tmp_path / "x.pt", "expected a dict", found)
@@ -191,44 +202,58 @@ def _refuse_edited(tmp_path, make_tl_state_dict, save_tl_checkpoint, edit, *frag
     return assert_refused(path, *fragments)
 
 
-@pytest.mark.parametrize("edit, fragments", [
-    (lambda sd: sd.pop("embed.W_E"), ["missing key 'embed.W_E'"]),
-    (lambda sd: sd.pop("blocks.1.mlp.W_in"), ["'blocks.1.mlp.W_in'"]),
-    (lambda sd: sd.pop("blocks.0.attn.b_Q"), ["missing blocks.0.attn.b_Q"]),
-    (lambda sd: sd.update({"blocks.0.ln1.w": torch.ones(128)}), ["unexpected blocks.0.ln1.w"]),
-    (lambda sd: sd.update({"embed.W_E": [[0.0] * 128] * 74}), ["'embed.W_E' is a list"]),
-    (lambda sd: sd.update({7: torch.zeros(1)}), ["string keys"]),
-    (lambda sd: sd.clear(), ["missing key"]),
-])
+@pytest.mark.parametrize(
+    "edit, fragments",
+    [
+        (lambda sd: sd.pop("embed.W_E"), ["missing key 'embed.W_E'"]),
+        (lambda sd: sd.pop("blocks.1.mlp.W_in"), ["'blocks.1.mlp.W_in'"]),
+        (lambda sd: sd.pop("blocks.0.attn.b_Q"), ["missing blocks.0.attn.b_Q"]),
+        (lambda sd: sd.update({"blocks.0.ln1.w": torch.ones(128)}), ["unexpected blocks.0.ln1.w"]),
+        (lambda sd: sd.update({"embed.W_E": [[0.0] * 128] * 74}), ["'embed.W_E' is a list"]),
+        (lambda sd: sd.update({7: torch.zeros(1)}), ["string keys"]),
+        (lambda sd: sd.clear(), ["missing key"]),
+    ],
+)
 def test_wrong_keys_are_refused(tmp_path, make_tl_state_dict, save_tl_checkpoint, edit, fragments):
     _refuse_edited(tmp_path, make_tl_state_dict, save_tl_checkpoint, edit, *fragments)
 
 
-@pytest.mark.parametrize("key, shape, fragment", [
-    ("blocks.0.attn.W_Q", (1, 128, 64), "'blocks.0.attn.W_K' has shape [1, 128, 128], expected [1, 128, 64]"),
-    ("blocks.1.attn.W_V", (1, 128, 64), "'blocks.1.attn.W_V' has shape [1, 128, 64], expected [1, 128, 128]"),
-    ("blocks.1.mlp.b_in", (511,), "'blocks.1.mlp.b_in' has shape [511], expected [512]"),
-    ("unembed.b_U", (60,), "'unembed.b_U' has shape [60], expected [59]"),
-    ("embed.W_E", (74, 128, 1), "'embed.W_E' has shape [74, 128, 1], expected 2 dimensions"),
-    ("blocks.0.attn.W_Q", (128, 128), "expected 3 dimensions"),
-    ("embed.W_E", (60, 128), "no room for variables"),
-    ("blocks.0.attn.mask", (8, 8), "'blocks.0.attn.mask' has shape [8, 8], expected [16, 16]"),
-])
+@pytest.mark.parametrize(
+    "key, shape, fragment",
+    [
+        ("blocks.0.attn.W_Q", (1, 128, 64), "'blocks.0.attn.W_K' has shape [1, 128, 128], expected [1, 128, 64]"),
+        ("blocks.1.attn.W_V", (1, 128, 64), "'blocks.1.attn.W_V' has shape [1, 128, 64], expected [1, 128, 128]"),
+        ("blocks.1.mlp.b_in", (511,), "'blocks.1.mlp.b_in' has shape [511], expected [512]"),
+        ("unembed.b_U", (60,), "'unembed.b_U' has shape [60], expected [59]"),
+        ("embed.W_E", (74, 128, 1), "'embed.W_E' has shape [74, 128, 1], expected 2 dimensions"),
+        ("blocks.0.attn.W_Q", (128, 128), "expected 3 dimensions"),
+        ("embed.W_E", (60, 128), "no room for variables"),
+        ("blocks.0.attn.mask", (8, 8), "'blocks.0.attn.mask' has shape [8, 8], expected [16, 16]"),
+    ],
+)
 def test_wrong_shapes_are_refused(tmp_path, make_tl_state_dict, save_tl_checkpoint, key, shape, fragment):
     def edit(sd):
         sd[key] = torch.zeros(shape, dtype=sd[key].dtype)
+
     _refuse_edited(tmp_path, make_tl_state_dict, save_tl_checkpoint, edit, fragment)
 
 
-@pytest.mark.parametrize("key, value", [
-    ("embed.W_E", float("nan")), ("blocks.1.mlp.W_out", float("inf")), ("blocks.0.attn.b_O", float("-inf")),
-    ("blocks.0.mlp.W_in", float("nan")), ("unembed.W_U", float("inf")),
-])
+@pytest.mark.parametrize(
+    "key, value",
+    [
+        ("embed.W_E", float("nan")),
+        ("blocks.1.mlp.W_out", float("inf")),
+        ("blocks.0.attn.b_O", float("-inf")),
+        ("blocks.0.mlp.W_in", float("nan")),
+        ("unembed.W_U", float("inf")),
+    ],
+)
 def test_nan_and_inf_weights_are_refused(tmp_path, make_tl_state_dict, save_tl_checkpoint, key, value):
     def edit(sd):
         sd[key] = sd[key].clone().reshape(-1)
         sd[key][5] = value
         sd[key] = sd[key].reshape(make_tl_state_dict(seed=0)[key].shape)
+
     _refuse_edited(tmp_path, make_tl_state_dict, save_tl_checkpoint, edit, repr(key), "NaN or infinite")
 
 
@@ -237,21 +262,31 @@ def test_ignore_buffer_at_minus_inf_is_accepted(tl_checkpoint):
     assert model.blocks[0].attn.IGNORE.item() == float("-inf")
 
 
-@pytest.mark.parametrize("key, value, fragment", [
-    ("blocks.0.attn.IGNORE", torch.tensor(float("nan")), "-inf"),
-    ("blocks.1.attn.IGNORE", torch.tensor(-1e4), "-inf"),
-    ("blocks.0.attn.mask", torch.ones(16, 16, dtype=torch.bool), "causal mask"),
-    ("blocks.1.attn.mask", torch.ones(16, 16).tril(), "causal mask"),  # float, not bool
-])
-def test_buffers_other_than_the_architectures_are_refused(tmp_path, make_tl_state_dict, save_tl_checkpoint,
-                                                          key, value, fragment):
-    _refuse_edited(tmp_path, make_tl_state_dict, save_tl_checkpoint, lambda sd: sd.update({key: value}),
-                   repr(key), fragment)
+@pytest.mark.parametrize(
+    "key, value, fragment",
+    [
+        ("blocks.0.attn.IGNORE", torch.tensor(float("nan")), "-inf"),
+        ("blocks.1.attn.IGNORE", torch.tensor(-1e4), "-inf"),
+        ("blocks.0.attn.mask", torch.ones(16, 16, dtype=torch.bool), "causal mask"),
+        ("blocks.1.attn.mask", torch.ones(16, 16).tril(), "causal mask"),  # float, not bool
+    ],
+)
+def test_buffers_other_than_the_architectures_are_refused(
+    tmp_path, make_tl_state_dict, save_tl_checkpoint, key, value, fragment
+):
+    _refuse_edited(
+        tmp_path, make_tl_state_dict, save_tl_checkpoint, lambda sd: sd.update({key: value}), repr(key), fragment
+    )
 
 
 def test_integer_weights_are_refused(tmp_path, make_tl_state_dict, save_tl_checkpoint):
-    _refuse_edited(tmp_path, make_tl_state_dict, save_tl_checkpoint,
-                   lambda sd: sd.update({"unembed.W_U": sd["unembed.W_U"].long()}), "dtype torch.int64")
+    _refuse_edited(
+        tmp_path,
+        make_tl_state_dict,
+        save_tl_checkpoint,
+        lambda sd: sd.update({"unembed.W_U": sd["unembed.W_U"].long()}),
+        "dtype torch.int64",
+    )
 
 
 def test_unknown_format_string_is_refused(tmp_path):

@@ -5,6 +5,7 @@ The claims passing on the bundled checkpoint are checked by the pytest plugin
 negative side: a re-initialised model, each mechanism knocked out of the reference, and the early
 checkpoints of the shipped series. Pools are smaller than the default 2000 where the effect is large.
 """
+
 from __future__ import annotations
 
 import pytest
@@ -18,8 +19,9 @@ from assignadd.training.fast_forward import hooks_attached
 
 MECHANISTIC = ["previous_token_head", "identity_qk", "shared_residual", "fourier_neurons"]
 
-needs_reference = pytest.mark.skipif(not assignadd.reference_checkpoint().exists(),
-                                     reason="the bundled reference checkpoint is missing")
+needs_reference = pytest.mark.skipif(
+    not assignadd.reference_checkpoint().exists(), reason="the bundled reference checkpoint is missing"
+)
 
 
 @pytest.fixture(scope="module")
@@ -37,8 +39,15 @@ def verdicts(model, task, ids, n):
 
 
 def test_registry_lists_the_seven_claims_in_report_order():
-    assert list(REGISTRY) == ["previous_token_head", "identity_qk", "shared_residual", "fourier_neurons",
-                              "heldout_generalization", "restricted_slot_generalization", "whole_algorithm"]
+    assert list(REGISTRY) == [
+        "previous_token_head",
+        "identity_qk",
+        "shared_residual",
+        "fourier_neurons",
+        "heldout_generalization",
+        "restricted_slot_generalization",
+        "whole_algorithm",
+    ]
 
 
 def test_mechanistic_claims_fail_on_reinitialised_model(task):
@@ -139,8 +148,11 @@ def test_shared_residual_fails_when_layer2_output_at_eq_is_scrambled_in_the_refe
     def scramble(act, hook):
         return act[torch.randperm(act.shape[0], generator=torch.Generator().manual_seed(0))]
 
-    knocked = knockout(reference, [Replace(Site("blocks.1.hook_attn_out", positions=15), scramble)],
-                       probe_tokens=torch.zeros(4, 16, dtype=torch.long))
+    knocked = knockout(
+        reference,
+        [Replace(Site("blocks.1.hook_attn_out", positions=15), scramble)],
+        probe_tokens=torch.zeros(4, 16, dtype=torch.long),
+    )
     r = verdicts(knocked, task, ["shared_residual"], n=500)["shared_residual"]
     assert r.verdict == "fail"
     items = {e.name: e for e in r.evidence}

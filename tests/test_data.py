@@ -4,6 +4,7 @@ Sequences are checked by decoding them here, one token at a time, independently 
 ``data/sequences.py`` builds them: every operand is resolved to its value through the prefix, so a
 held-out pair hidden behind variables is still caught.
 """
+
 from __future__ import annotations
 
 import math
@@ -77,8 +78,16 @@ def decode(seq) -> dict:
 
     lhs_var, num1 = operand(seq[13])
     rhs_var, num2 = operand(seq[14])
-    return {"assignments": assignments, "gaps": gaps, "n": len(assignments), "lhs_var": lhs_var,
-            "rhs_var": rhs_var, "num1": num1, "num2": num2, "n_vars": (lhs_var is not None) + (rhs_var is not None)}
+    return {
+        "assignments": assignments,
+        "gaps": gaps,
+        "n": len(assignments),
+        "lhs_var": lhs_var,
+        "rhs_var": rhs_var,
+        "num1": num1,
+        "num2": num2,
+        "n_vars": (lhs_var is not None) + (rhs_var is not None),
+    }
 
 
 def decode_all(tokens, labels) -> list[dict]:
@@ -124,27 +133,33 @@ def test_parse_rejects_a_bad_word_and_names_it(bad_word):
         parse(text)
 
 
-@pytest.mark.parametrize("n_tokens, message", [
-    (0, "got no tokens"),
-    (15, "expected the core '\\+ LHS RHS =' at the end, got '9 \\+ a 27'"),  # short, and its '=' is missing
-    (17, "expected 16 tokens.*got 17"),
-])
+@pytest.mark.parametrize(
+    "n_tokens, message",
+    [
+        (0, "got no tokens"),
+        (15, "expected the core '\\+ LHS RHS =' at the end, got '9 \\+ a 27'"),  # short, and its '=' is missing
+        (17, "expected 16 tokens.*got 17"),
+    ],
+)
 def test_parse_rejects_wrong_length_and_says_what_is_wrong(n_tokens, message):
     words = (SPEC_EXAMPLE.split() * 2)[:n_tokens]
     with pytest.raises(ParseError, match=message):
         parse(" ".join(words))
 
 
-@pytest.mark.parametrize("text, named", [
-    ("PAD PAD a 40 PAD j 18 PAD PAD PAD k 9 = a 27 +", "= a 27 +"),  # core frame swapped
-    ("PAD PAD a 40 PAD j 18 PAD PAD PAD k 9 + a 27 PAD", "+ a 27 PAD"),
-    ("PAD PAD a 40 PAD j 18 PAD PAD PAD k 9 + PAD 27 =", "'PAD'"),  # operand must be number or variable
-    ("PAD PAD a 40 PAD j 18 PAD PAD PAD k 9 + a = =", "'='"),
-    ("PAD PAD 5 40 PAD j 18 PAD PAD PAD k 9 + a 27 =", "'5' at position 2"),  # number without variable
-    ("PAD PAD a b PAD j 18 PAD PAD PAD k 9 + a 27 =", "'a' at position 2"),  # variable without value
-    ("PAD PAD a 40 PAD j 18 PAD PAD PAD PAD k + a 27 =", "'k' at position 11"),  # value falls off prefix
-    ("+ PAD a 40 PAD j 18 PAD PAD PAD k 9 + a 27 =", "'+' at position 0"),
-])
+@pytest.mark.parametrize(
+    "text, named",
+    [
+        ("PAD PAD a 40 PAD j 18 PAD PAD PAD k 9 = a 27 +", "= a 27 +"),  # core frame swapped
+        ("PAD PAD a 40 PAD j 18 PAD PAD PAD k 9 + a 27 PAD", "+ a 27 PAD"),
+        ("PAD PAD a 40 PAD j 18 PAD PAD PAD k 9 + PAD 27 =", "'PAD'"),  # operand must be number or variable
+        ("PAD PAD a 40 PAD j 18 PAD PAD PAD k 9 + a = =", "'='"),
+        ("PAD PAD 5 40 PAD j 18 PAD PAD PAD k 9 + a 27 =", "'5' at position 2"),  # number without variable
+        ("PAD PAD a b PAD j 18 PAD PAD PAD k 9 + a 27 =", "'a' at position 2"),  # variable without value
+        ("PAD PAD a 40 PAD j 18 PAD PAD PAD PAD k + a 27 =", "'k' at position 11"),  # value falls off prefix
+        ("+ PAD a 40 PAD j 18 PAD PAD PAD k 9 + a 27 =", "'+' at position 0"),
+    ],
+)
 def test_parse_rejects_a_bad_frame_and_names_the_offending_token(text, named):
     with pytest.raises(ParseError, match=re.escape(named)):
         parse(text)
@@ -188,10 +203,16 @@ def test_training_table_keeps_2var_rows_with_probability_r():
     assert Task(r=0.9).n_training_rows < 102_312
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    ({"f": 0.0}, "f must be in"), ({"f": 1.5}, "f must be in"), ({"f": float("nan")}, "f must be in"),
-    ({"r": -0.1}, "r must be in"), ({"never_rhs": ("z",)}, "restricted variable 'z'"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"f": 0.0}, "f must be in"),
+        ({"f": 1.5}, "f must be in"),
+        ({"f": float("nan")}, "f must be in"),
+        ({"r": -0.1}, "r must be in"),
+        ({"never_rhs": ("z",)}, "restricted variable 'z'"),
+    ],
+)
 def test_task_rejects_bad_parameters(kwargs, message):
     with pytest.raises(TaskError, match=message):
         Task(**kwargs)
@@ -285,7 +306,8 @@ def test_assignments_are_shuffled_and_distractors_are_uniform(training_sequences
     for n in (3, 6):
         where = Counter(
             [v for v, _, _ in d["assignments"]].index(d["lhs_var"])
-            for d in training_sequences if d["n"] == n and d["n_vars"] == 1 and d["lhs_var"] is not None
+            for d in training_sequences
+            if d["n"] == n and d["n_vars"] == 1 and d["lhs_var"] is not None
         )
         counts = [where[i] for i in range(n)]
         assert chi_square(counts, [sum(counts) / n] * n) < CHI2_CRIT[n - 1], (n, counts)
@@ -336,12 +358,16 @@ POOL_RULES = {
     "1var_restricted_slot": ("train", lambda d: d["n_vars"] == 1 and _forbidden(d["lhs_var"], d["rhs_var"]) == 1),
     "2var_train": ("train", lambda d: d["n_vars"] == 2 and _valid(d["lhs_var"], d["rhs_var"])),
     "2var_heldout_pair": ("heldout", lambda d: d["n_vars"] == 2 and _valid(d["lhs_var"], d["rhs_var"])),
-    "2var_restricted_1": ("train", lambda d: d["n_vars"] == 2 and d["lhs_var"] != d["rhs_var"]
-                          and _forbidden(d["lhs_var"], d["rhs_var"]) == 1),
+    "2var_restricted_1": (
+        "train",
+        lambda d: d["n_vars"] == 2 and d["lhs_var"] != d["rhs_var"] and _forbidden(d["lhs_var"], d["rhs_var"]) == 1,
+    ),
     "2var_restricted_2": ("train", lambda d: d["n_vars"] == 2 and _forbidden(d["lhs_var"], d["rhs_var"]) == 2),
     "b_operand_1var": ("all", lambda d: d["n_vars"] == 1 and "b" in (d["lhs_var"], d["rhs_var"])),
-    "b_operand_2var": ("all", lambda d: d["n_vars"] == 2 and "b" in (d["lhs_var"], d["rhs_var"])
-                       and d["lhs_var"] != d["rhs_var"]),
+    "b_operand_2var": (
+        "all",
+        lambda d: d["n_vars"] == 2 and "b" in (d["lhs_var"], d["rhs_var"]) and d["lhs_var"] != d["rhs_var"],
+    ),
 }
 
 
@@ -373,6 +399,7 @@ def test_each_pool_holds_only_what_its_name_says(paper_task, name):
 def test_pools_cover_their_whole_variable_sets(paper_task):
     def var_pairs(name):
         return {(d["lhs_var"], d["rhs_var"]) for d in decode_all(*paper_task.pool(name, size=POOL_SIZE))}
+
     assert var_pairs("2var_restricted_2") == {(x, y) for x in NEVER_LHS for y in NEVER_RHS}
     assert len(var_pairs("2var_restricted_1")) == 36
     assert len(var_pairs("2var_train")) == 92
@@ -434,7 +461,8 @@ def test_exhaustive_2var_union_has_193580_sequences_with_the_right_content(paper
     train, heldout = split_from_spec()
     is_heldout = np.array([(a, b) in heldout for a, b in zip(num1.tolist(), num2.tolist())])
     forbidden = np.isin(v1, [VARS.index(x) for x in NEVER_LHS]).astype(int) + np.isin(
-        v2, [VARS.index(x) for x in NEVER_RHS])
+        v2, [VARS.index(x) for x in NEVER_RHS]
+    )
     # held-out pairs with the 92 valid variable pairs; training pairs with the 40 restricted ones
     assert (forbidden[is_heldout] == 0).all() and (forbidden[~is_heldout] >= 1).all()
     assert is_heldout.sum() == 1045 * 92
@@ -444,13 +472,16 @@ def test_exhaustive_2var_union_has_193580_sequences_with_the_right_content(paper
 
 
 # ----- operand_sources and value_positions -----------------------------------------------------------
-@pytest.mark.parametrize("text, sources, values", [
-    (SPEC_EXAMPLE, [3, 14], [3, 6, 11]),
-    ("PAD PAD PAD PAD PAD PAD PAD PAD PAD PAD PAD PAD + 5 7 =", [13, 14], []),
-    ("a 1 b 2 PAD PAD PAD PAD PAD PAD PAD PAD + b a =", [3, 1], [1, 3]),
-    ("PAD c 58 PAD PAD PAD PAD PAD PAD PAD d 0 + 4 d =", [13, 11], [2, 11]),
-    ("PAD c 58 PAD PAD PAD PAD PAD PAD PAD PAD PAD + e c =", [-1, 2], [2]),  # e is never assigned
-])
+@pytest.mark.parametrize(
+    "text, sources, values",
+    [
+        (SPEC_EXAMPLE, [3, 14], [3, 6, 11]),
+        ("PAD PAD PAD PAD PAD PAD PAD PAD PAD PAD PAD PAD + 5 7 =", [13, 14], []),
+        ("a 1 b 2 PAD PAD PAD PAD PAD PAD PAD PAD + b a =", [3, 1], [1, 3]),
+        ("PAD c 58 PAD PAD PAD PAD PAD PAD PAD d 0 + 4 d =", [13, 11], [2, 11]),
+        ("PAD c 58 PAD PAD PAD PAD PAD PAD PAD PAD PAD + e c =", [-1, 2], [2]),  # e is never assigned
+    ],
+)
 def test_operand_sources_and_value_positions_on_hand_written_sequences(text, sources, values):
     tokens = parse(text)[None]
     assert operand_sources(tokens).tolist() == [sources]

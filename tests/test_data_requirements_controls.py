@@ -5,6 +5,7 @@ of the paper's grid wide, so that it can fail.
 The sweeps are synthetic scored points (``PointResult``), so the answer is known by construction and each
 test takes milliseconds; ``tests/test_sweep.py`` runs the same rule through real sweep folders.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -24,8 +25,22 @@ def points(param: str, accuracies: dict, seed: int = 0, half_width: float = 0.00
     out = []
     for v, acc in sorted(accuracies.items()):
         f, r = (v, 1.0) if param == "f" else (0.7, v)
-        out.append(dr.PointResult(f"{param}={v:g}_seed={seed}", param, v, seed, f, r, dr.METRICS[param], acc,
-                                  acc - half_width, acc + half_width, 1000, None))
+        out.append(
+            dr.PointResult(
+                f"{param}={v:g}_seed={seed}",
+                param,
+                v,
+                seed,
+                f,
+                r,
+                dr.METRICS[param],
+                acc,
+                acc - half_width,
+                acc + half_width,
+                1000,
+                None,
+            )
+        )
     return out
 
 
@@ -61,32 +76,50 @@ def test_thresholds_at_the_papers_values_pass():
 
 
 # ----- controls that must not pass ---------------------------------------------------------------------
-@pytest.mark.parametrize("case, f, r", [
-    ("every value generalizes", step("f", F_GRID, 0.1), step("r", R_GRID, 0.05)),
-    ("no value generalizes", step("f", F_GRID, None), step("r", R_GRID, None)),
-    ("f: no value generalizes", step("f", F_GRID, None), step("r", R_GRID, 0.2)),
-    ("r: every value generalizes", step("f", F_GRID, 0.25), step("r", R_GRID, 0.05)),
-    ("not monotone in f", points("f", dict(zip(F_GRID, (0.05, 0.99, 0.05, 0.05, 0.99, 0.99, 0.99, 0.99)))),
-     step("r", R_GRID, 0.2)),
-    ("not monotone in r", step("f", F_GRID, 0.25),
-     points("r", dict(zip(R_GRID, (0.99, 0.05, 0.05, 0.99, 0.99, 0.99, 0.99))))),
-    ("generalization lost at the top", points("f", dict(zip(F_GRID, (0.05, 0.05, 0.05, 0.99, 0.99, 0.99, 0.99, 0.05)))),
-     step("r", R_GRID, 0.2)),
-    ("the referee's f = 0.4", step("f", F_GRID, 0.4), step("r", R_GRID, 0.3)),
-    ("f threshold one paper step low", step("f", F_GRID, 0.15), step("r", R_GRID, 0.2)),
-])
+@pytest.mark.parametrize(
+    "case, f, r",
+    [
+        ("every value generalizes", step("f", F_GRID, 0.1), step("r", R_GRID, 0.05)),
+        ("no value generalizes", step("f", F_GRID, None), step("r", R_GRID, None)),
+        ("f: no value generalizes", step("f", F_GRID, None), step("r", R_GRID, 0.2)),
+        ("r: every value generalizes", step("f", F_GRID, 0.25), step("r", R_GRID, 0.05)),
+        (
+            "not monotone in f",
+            points("f", dict(zip(F_GRID, (0.05, 0.99, 0.05, 0.05, 0.99, 0.99, 0.99, 0.99)))),
+            step("r", R_GRID, 0.2),
+        ),
+        (
+            "not monotone in r",
+            step("f", F_GRID, 0.25),
+            points("r", dict(zip(R_GRID, (0.99, 0.05, 0.05, 0.99, 0.99, 0.99, 0.99)))),
+        ),
+        (
+            "generalization lost at the top",
+            points("f", dict(zip(F_GRID, (0.05, 0.05, 0.05, 0.99, 0.99, 0.99, 0.99, 0.05)))),
+            step("r", R_GRID, 0.2),
+        ),
+        ("the referee's f = 0.4", step("f", F_GRID, 0.4), step("r", R_GRID, 0.3)),
+        ("f threshold one paper step low", step("f", F_GRID, 0.15), step("r", R_GRID, 0.2)),
+    ],
+)
 def test_sweeps_without_the_papers_threshold_never_pass(case, f, r):
     result = decide(f, r)
     assert result.verdict in ("fail", "inconclusive"), (case, result.reason)
 
 
-@pytest.mark.parametrize("f, r, item", [
-    (step("f", F_GRID, 0.1), step("r", R_GRID, 0.2), "f_threshold_not_below_band"),  # generalizes from f = 0.1
-    (step("f", F_GRID, None), step("r", R_GRID, 0.2), "f_threshold_not_above_band"),  # nothing up to 0.7
-    (points("f", dict(zip(F_GRID, (0.05, 0.99, 0.05, 0.05, 0.99, 0.99, 0.99, 0.99)))), step("r", R_GRID, 0.2),
-     "f_generalization_is_monotone"),
-    (step("f", F_GRID, 0.25), step("r", R_GRID, 0.05), "r_threshold_not_below_band"),
-])
+@pytest.mark.parametrize(
+    "f, r, item",
+    [
+        (step("f", F_GRID, 0.1), step("r", R_GRID, 0.2), "f_threshold_not_below_band"),  # generalizes from f = 0.1
+        (step("f", F_GRID, None), step("r", R_GRID, 0.2), "f_threshold_not_above_band"),  # nothing up to 0.7
+        (
+            points("f", dict(zip(F_GRID, (0.05, 0.99, 0.05, 0.05, 0.99, 0.99, 0.99, 0.99)))),
+            step("r", R_GRID, 0.2),
+            "f_generalization_is_monotone",
+        ),
+        (step("f", F_GRID, 0.25), step("r", R_GRID, 0.05), "r_threshold_not_below_band"),
+    ],
+)
 def test_each_control_fails_on_the_item_that_catches_it(f, r, item):
     result = decide(f, r)
     assert result.verdict == "fail" and item in result.reason, result.reason
@@ -136,6 +169,11 @@ def test_shipped_sweep_results_rescored_are_inconclusive_on_r():
     result = sweep_report.rescore_report(SHIPPED_REPORT)
     assert result.verdict == "inconclusive", result.reason
     states = {e.name: dr.item_state(e) for e in result.evidence}
-    assert states == {"f_threshold_not_below_band": "pass", "f_threshold_not_above_band": "pass",
-                      "f_generalization_is_monotone": "pass", "r_threshold_not_below_band": "pass",
-                      "r_threshold_not_above_band": "inconclusive", "r_generalization_is_monotone": "pass"}
+    assert states == {
+        "f_threshold_not_below_band": "pass",
+        "f_threshold_not_above_band": "pass",
+        "f_generalization_is_monotone": "pass",
+        "r_threshold_not_below_band": "pass",
+        "r_threshold_not_above_band": "inconclusive",
+        "r_generalization_is_monotone": "pass",
+    }

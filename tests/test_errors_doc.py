@@ -15,6 +15,7 @@ conscious decision too:
 - ``exit_bad_input(str(e))`` in the CLIs: re-prints another error's message (a CheckpointError,
   TrainError, SweepError, SeriesError, ...), so it has no text of its own.
 """
+
 from __future__ import annotations
 
 import ast

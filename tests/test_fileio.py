@@ -1,5 +1,6 @@
 """``fileio``: the one owner of writing files whole and of the SHA-256 of a file (issue "One owner per
 operation"), and ``checkpoint.atomic_save`` on top of it."""
+
 from __future__ import annotations
 
 import hashlib

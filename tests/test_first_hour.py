@@ -1,5 +1,6 @@
 """A new user's first hour: install, --help, typing a sequence, loading the authors' checkpoints, sharing
 files, reading the docs. Each test is one thing that used to get in the way."""
+
 from __future__ import annotations
 
 import ast
@@ -42,8 +43,11 @@ def test_a_list_of_texts_is_a_batch_and_renders_back_to_texts():
     texts = ["a=3 b=4 + b 5 =", SPEC_EXAMPLE, "+ 7 8="]
     batch = to_tokens(texts)
     assert batch.shape == (3, 16)
-    assert render(batch) == ["PAD PAD PAD PAD PAD PAD PAD PAD a 3 b 4 + b 5 =", SPEC_EXAMPLE,
-                             "PAD PAD PAD PAD PAD PAD PAD PAD PAD PAD PAD PAD + 7 8 ="]
+    assert render(batch) == [
+        "PAD PAD PAD PAD PAD PAD PAD PAD a 3 b 4 + b 5 =",
+        SPEC_EXAMPLE,
+        "PAD PAD PAD PAD PAD PAD PAD PAD PAD PAD PAD PAD + 7 8 =",
+    ]
     assert render(batch[1]) == SPEC_EXAMPLE  # one sequence: one string
 
 
@@ -59,13 +63,19 @@ def test_the_model_takes_text_through_to_tokens_and_gives_it_back():
         model.to_tokens("+ 1 2 =", prepend_bos=True)
 
 
-@pytest.mark.parametrize("text, message", [
-    ("a=3 b=a + b 5 =", "'b=a': a variable is assigned a number 0..58, not another variable"),
-    ("a=3 + b 5", "expected the core '+ LHS RHS =' at the end"),
-    ("3 a + a 5 =", "prefix token '3' at position 10 is not PAD or the start of an assignment 'var value' "
-                    "(the text was padded to 16 tokens with 10 PADs in front)"),
-    ("z=3 + a 5 =", "an assignment starts with a variable a..l, got 'z'"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("a=3 b=a + b 5 =", "'b=a': a variable is assigned a number 0..58, not another variable"),
+        ("a=3 + b 5", "expected the core '+ LHS RHS =' at the end"),
+        (
+            "3 a + a 5 =",
+            "prefix token '3' at position 10 is not PAD or the start of an assignment 'var value' "
+            "(the text was padded to 16 tokens with 10 PADs in front)",
+        ),
+        ("z=3 + a 5 =", "an assignment starts with a variable a..l, got 'z'"),
+    ],
+)
 def test_a_text_that_is_not_a_sequence_says_what_is_wrong(text, message):
     with pytest.raises(ParseError, match=re.escape(message)):
         parse(text)
@@ -77,13 +87,16 @@ def test_a_bad_text_in_a_batch_is_named_by_its_index():
 
 
 # ----- --help ------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("module", ["assignadd.training.train_cli", "assignadd.training.sweep_cli",
-                                    "assignadd.reports.verify_cli"])
+@pytest.mark.parametrize(
+    "module", ["assignadd.training.train_cli", "assignadd.training.sweep_cli", "assignadd.reports.verify_cli"]
+)
 def test_help_imports_neither_torch_nor_transformer_lens(module):
-    code = (f"import sys, {module} as m\n"
-            "p = m.build_parser() if hasattr(m, 'build_parser') else m._parser()\n"
-            "p.format_help()\n"
-            "print(sorted(x for x in ('torch', 'transformer_lens', 'numpy') if x in sys.modules))")
+    code = (
+        f"import sys, {module} as m\n"
+        "p = m.build_parser() if hasattr(m, 'build_parser') else m._parser()\n"
+        "p.format_help()\n"
+        "print(sorted(x for x in ('torch', 'transformer_lens', 'numpy') if x in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert out.stdout.strip() == "[]"
 
@@ -116,16 +129,22 @@ def _npz(path):
     np.savez(path, a=np.zeros(3))
 
 
-@pytest.mark.parametrize("name, write, what", [
-    ("notes.txt", lambda p: p.write_text("hello\nworld\n"), "a text file, not a torch.save file"),
-    ("config.json", lambda p: p.write_text('{"d_model": 128}'), "a JSON file, not a torch.save file"),
-    ("plot.png", lambda p: p.write_bytes(b"\x89PNG\r\n\x1a\n" + b"\0" * 32), "a PNG image"),
-    ("weights.npy", lambda p: np.save(p, np.zeros(3)), "a NumPy .npy array"),
-    ("weights.npz", _npz, "a NumPy .npz archive, not a torch.save file"),
-    ("model.safetensors", lambda p: p.write_bytes((20).to_bytes(8, "little") + b'{"__metadata__":{}}  '),
-     "a safetensors file"),
-    ("other.zip", lambda p: zipfile.ZipFile(p, "w").writestr("readme.txt", "x"), "a zip archive without data.pkl"),
-])
+@pytest.mark.parametrize(
+    "name, write, what",
+    [
+        ("notes.txt", lambda p: p.write_text("hello\nworld\n"), "a text file, not a torch.save file"),
+        ("config.json", lambda p: p.write_text('{"d_model": 128}'), "a JSON file, not a torch.save file"),
+        ("plot.png", lambda p: p.write_bytes(b"\x89PNG\r\n\x1a\n" + b"\0" * 32), "a PNG image"),
+        ("weights.npy", lambda p: np.save(p, np.zeros(3)), "a NumPy .npy array"),
+        ("weights.npz", _npz, "a NumPy .npz archive, not a torch.save file"),
+        (
+            "model.safetensors",
+            lambda p: p.write_bytes((20).to_bytes(8, "little") + b'{"__metadata__":{}}  '),
+            "a safetensors file",
+        ),
+        ("other.zip", lambda p: zipfile.ZipFile(p, "w").writestr("readme.txt", "x"), "a zip archive without data.pkl"),
+    ],
+)
 def test_a_file_that_is_not_a_checkpoint_is_named_for_what_it_is(tmp_path, name, write, what):
     path = tmp_path / name
     write(path)
@@ -138,8 +157,9 @@ def test_a_file_that_is_not_a_checkpoint_is_named_for_what_it_is(tmp_path, name,
 @pytest.mark.parametrize("legacy", [False, True])
 def test_protocol_4_files_load_or_are_refused_without_torchs_protocol_warning(tmp_path, legacy):
     path = tmp_path / "checkpoint_step_1.pth"
-    torch.save(AssignAddTransformer(seed=0).state_dict(), path, pickle_protocol=4,
-               _use_new_zipfile_serialization=not legacy)
+    torch.save(
+        AssignAddTransformer(seed=0).state_dict(), path, pickle_protocol=4, _use_new_zipfile_serialization=not legacy
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         if legacy:  # the pre-2020 format: refused, saying what it is
@@ -155,8 +175,15 @@ def test_protocol_4_files_load_or_are_refused_without_torchs_protocol_warning(tm
             load_checkpoint(raw)
 
 
-@pytest.mark.parametrize("name, step", [("checkpoint_step_39901.pth", 39901), ("step_000100.pth", 100),
-                                        ("model_state_dict.pth", None), ("run-step-7.pt", 7)])
+@pytest.mark.parametrize(
+    "name, step",
+    [
+        ("checkpoint_step_39901.pth", 39901),
+        ("step_000100.pth", 100),
+        ("model_state_dict.pth", None),
+        ("run-step-7.pt", 7),
+    ],
+)
 def test_a_bare_state_dict_takes_its_step_from_the_file_name(tmp_path, name, step):
     torch.save(AssignAddTransformer(seed=0).state_dict(), tmp_path / name)
     meta = load_checkpoint_full(tmp_path / name)[1]
@@ -176,7 +203,9 @@ def test_a_bare_state_dict_is_scored_on_the_task_the_user_names(tmp_path, capsys
     bare = tmp_path / "checkpoint_step_39901.pth"
     torch.save(AssignAddTransformer(seed=0).state_dict(), bare)
     out = tmp_path / "r.json"
-    assert verify_main([str(bare), "--only", PASS, "--json", str(out), "--quiet", "--f", "0.5", "--split-seed", "7"]) == 0
+    assert (
+        verify_main([str(bare), "--only", PASS, "--json", str(out), "--quiet", "--f", "0.5", "--split-seed", "7"]) == 0
+    )
     r = json.loads(out.read_text())
     assert r["task_source"] == "command line" and (r["task"]["f"], r["task"]["seed"], r["task"]["r"]) == (0.5, 7, 1.0)
     assert r["checkpoint"]["step"] == 39901
@@ -243,8 +272,11 @@ def test_pyproject_needs_no_deprecated_license_table_and_lists_its_data_folders(
     config = _pyproject()
     assert isinstance(config["project"]["license"], str)  # an SPDX expression, not a table
     packages = set(config["tool"]["setuptools"]["packages"])
-    data_dirs = {"assignadd." + ".".join(p.relative_to(ROOT).parts)
-                 for pattern in ("checkpoints", "checkpoints/series", "reports/schemas") for p in [ROOT / pattern]}
+    data_dirs = {
+        "assignadd." + ".".join(p.relative_to(ROOT).parts)
+        for pattern in ("checkpoints", "checkpoints/series", "reports/schemas")
+        for p in [ROOT / pattern]
+    }
     assert data_dirs <= packages
 
 

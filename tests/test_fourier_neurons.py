@@ -1,5 +1,6 @@
 """SPEC §4.4, the Fourier-neurons claim, as specifications: planted models where it is true or false by
 construction, the re-initialised model, the key frequencies knocked out, determinism."""
+
 from __future__ import annotations
 
 import math
@@ -49,11 +50,11 @@ def planted_model(fourier_features: bool = True, seed: int = 0) -> AssignAddTran
         f = torch.randn(N, 2 * K, generator=gen, dtype=torch.float64)
         f = f / f.norm(dim=1, keepdim=True) * math.sqrt(K)
     W_E, W_pos = m.embed.W_E, m.pos_embed.W_pos
-    W_E[:N, FEAT:FEAT + 2 * K] = (A * f).float()
+    W_E[:N, FEAT : FEAT + 2 * K] = (A * f).float()
     W_E[:N, NUM_FLAG] = 1.0
-    W_E[first_var:first_var + V, VAR_ID:VAR_ID + V] = torch.eye(V)
-    W_E[first_var:first_var + V, VAR_FLAG] = 1.0
-    W_pos[:, POS:POS + 16] = torch.eye(16)
+    W_E[first_var : first_var + V, VAR_ID : VAR_ID + V] = torch.eye(V)
+    W_E[first_var : first_var + V, VAR_FLAG] = 1.0
+    W_pos[:, POS : POS + 16] = torch.eye(16)
     W_pos[13:15, SLOT_FLAG] = 1.0
     W_pos[15, EQ_FLAG] = 1.0
     s = math.sqrt(60.0 * math.sqrt(128))  # a score of 60 where a query meets its key: softmax is hard
@@ -61,20 +62,20 @@ def planted_model(fourier_features: bool = True, seed: int = 0) -> AssignAddTran
     # Layer 1: query t (head dim t) finds key t-1; 13 and 14 look at `+` (12); `=` looks at 13 and 14.
     for t in range(16):
         a1.W_Q[0, POS + t, t] = s
-        for key in ({13: [12], 14: [12], 15: [13, 14]}.get(t, [t - 1] if t else [0])):
+        for key in {13: [12], 14: [12], 15: [13, 14]}.get(t, [t - 1] if t else [0]):
             a1.W_K[0, POS + key, t] = s
-    a1.W_V[0, VAR_ID:VAR_ID + V, :V] = torch.eye(V)
-    a1.W_O[0, :V, COPIED_ID:COPIED_ID + V] = torch.eye(V)
+    a1.W_V[0, VAR_ID : VAR_ID + V, :V] = torch.eye(V)
+    a1.W_O[0, :V, COPIED_ID : COPIED_ID + V] = torch.eye(V)
     # Layer 2 at `=`: identity match (0.5 per operand variable) scores 60, a slot holding a number 60,
     # a slot holding a variable 60 - 120 (+ 60 if it copied an identity, which 13/14 do not), `=` itself -120.
-    a2.W_Q[0, COPIED_ID:COPIED_ID + V, :V] = torch.eye(V) * s * 2
-    a2.W_K[0, COPIED_ID:COPIED_ID + V, :V] = torch.eye(V) * s
+    a2.W_Q[0, COPIED_ID : COPIED_ID + V, :V] = torch.eye(V) * s * 2
+    a2.W_K[0, COPIED_ID : COPIED_ID + V, :V] = torch.eye(V) * s
     a2.W_Q[0, EQ_FLAG, V] = s
     a2.W_K[0, SLOT_FLAG, V] = s
     a2.W_K[0, VAR_FLAG, V] = -2 * s
     a2.W_K[0, EQ_FLAG, V] = -2 * s  # `=` carries both identities too: it must not find itself
-    a2.W_V[0, FEAT:FEAT + 2 * K, :2 * K] = torch.eye(2 * K)
-    a2.W_O[0, :2 * K, FEAT:FEAT + 2 * K] = torch.eye(2 * K)
+    a2.W_V[0, FEAT : FEAT + 2 * K, : 2 * K] = torch.eye(2 * K)
+    a2.W_O[0, : 2 * K, FEAT : FEAT + 2 * K] = torch.eye(2 * K)
     # Layer-2 MLP: 512 neurons on the features; pre = cos(ω_k n + α) + cos(ω_k m + α) when Fourier.
     mlp = m.blocks[1].mlp
     d_mlp = mlp.W_in.shape[1]
@@ -86,7 +87,7 @@ def planted_model(fourier_features: bool = True, seed: int = 0) -> AssignAddTran
         W_in[2 * which + 1, torch.arange(d_mlp)] = -torch.sin(alpha) * 2 / A
     else:
         W_in = torch.randn(2 * K, d_mlp, generator=gen, dtype=torch.float64) / A
-    mlp.W_in[FEAT:FEAT + 2 * K] = W_in.float()
+    mlp.W_in[FEAT : FEAT + 2 * K] = W_in.float()
     # Readout fitted on the grid: post(n, m) W -> [cos ω_k s, sin ω_k s].
     n, mm = torch.meshgrid(torch.arange(N), torch.arange(N), indexing="ij")
     n, mm = n.flatten(), mm.flatten()
@@ -97,12 +98,14 @@ def planted_model(fourier_features: bool = True, seed: int = 0) -> AssignAddTran
     # Ridge, not plain least squares: post has a large near-null space (ReLU of 4 frequencies), where an
     # unregularised solution is huge and not reproducible across BLAS thread counts.
     gram = post.T @ post
-    W = torch.linalg.solve(gram + 1e-3 * gram.diagonal().mean() * torch.eye(d_mlp, dtype=torch.float64),
-                           post.T @ target)  # (d_mlp, 2K)
-    mlp.W_out[:, ANSWER:ANSWER + 2 * K] = W.float()
+    W = torch.linalg.solve(
+        gram + 1e-3 * gram.diagonal().mean() * torch.eye(d_mlp, dtype=torch.float64), post.T @ target
+    )  # (d_mlp, 2K)
+    mlp.W_out[:, ANSWER : ANSWER + 2 * K] = W.float()
     c = torch.arange(N, dtype=torch.float64)
-    m.unembed.W_U[ANSWER:ANSWER + 2 * K] = torch.stack(
-        [g(2 * math.pi * k * c / N) for k in ks for g in (torch.cos, torch.sin)], 0).float()
+    m.unembed.W_U[ANSWER : ANSWER + 2 * K] = torch.stack(
+        [g(2 * math.pi * k * c / N) for k in ks for g in (torch.cos, torch.sin)], 0
+    ).float()
     return m.eval()
 
 
@@ -174,8 +177,9 @@ def test_fourier_neurons_fails_on_reinitialised_model(task):
 
 def test_fourier_neurons_fails_when_key_frequencies_projected_out(task):
     model = planted_model(True)
-    directions = fourier.frequency_directions(fourier.grid_activations(model, fourier.RESID_MID2),
-                                              list(PLANTED_FREQUENCIES))
+    directions = fourier.frequency_directions(
+        fourier.grid_activations(model, fourier.RESID_MID2), list(PLANTED_FREQUENCIES)
+    )
     ablated = knockout(model, [Project(Site(fourier.RESID_MID2, positions=15), directions, mode="remove")])
     result = verdict(ablated, task)
     assert result.verdict == "fail"

@@ -2,6 +2,7 @@
 
 Skipped where ``/usr/bin/chromium`` is missing (``make html-check`` runs it with the other browser test).
 """
+
 from __future__ import annotations
 
 import html
@@ -12,8 +13,10 @@ import pytest
 
 from .test_verify_html import CHROMIUM, chromium, report_html  # noqa: F401 (report_html is a fixture)
 
-pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason="headless Chromium not installed at /usr/bin/chromium "
-                                                              "(Debian: apt-get install -y chromium)")
+pytestmark = pytest.mark.skipif(
+    not CHROMIUM.exists(),
+    reason="headless Chromium not installed at /usr/bin/chromium (Debian: apt-get install -y chromium)",
+)
 
 PROBE = """<script>
 window.addEventListener('load', function () {

@@ -4,6 +4,7 @@ Random-weight models stand in where only the machinery is under test; a planted 
 hand-set weights (Layer 1 copies the previous token, nothing else computes) is used where the
 right answer must be known by construction.
 """
+
 from __future__ import annotations
 
 import re
@@ -14,9 +15,30 @@ import torch
 
 from assignadd.data import Task, operand_sources, value_positions
 from assignadd.interventions import (
-    BACKENDS, InterventionError, Mean, Patch, Project, Replace, Resample, Site, Zero, accuracy,
-    activation_patch, capture, compare, firing_hooks, interchange, knockout, logit_diff, loss,
-    normalized, patch_sweep, path_patch, random_subspace, run, summarize_accuracy,
+    BACKENDS,
+    InterventionError,
+    Mean,
+    Patch,
+    Project,
+    Replace,
+    Resample,
+    Site,
+    Zero,
+    accuracy,
+    activation_patch,
+    capture,
+    compare,
+    firing_hooks,
+    interchange,
+    knockout,
+    logit_diff,
+    loss,
+    normalized,
+    patch_sweep,
+    path_patch,
+    random_subspace,
+    run,
+    summarize_accuracy,
 )
 from assignadd.model import AssignAddTransformer, ModelConfig
 
@@ -58,15 +80,15 @@ def planted_previous_token_model() -> AssignAddTransformer:
         for p in model.parameters():
             p.zero_()
         model.embed.W_E[:, :N_TOK] = torch.eye(N_TOK)
-        model.pos_embed.W_pos[:, N_TOK:N_TOK + N_POS] = torch.eye(N_POS)
+        model.pos_embed.W_pos[:, N_TOK : N_TOK + N_POS] = torch.eye(N_POS)
         attn = model.blocks[0].attn
         for t in range(N_POS):
             attn.W_Q[0, N_TOK + t, t] = big  # query of position t: direction t
             if t + 1 < N_POS:
                 attn.W_K[0, N_TOK + t, t + 1] = big  # key of position t: direction t + 1
         attn.W_V[0, :N_TOK, :] = torch.eye(N_TOK)
-        attn.W_O[0, :, N_TOK + N_POS:] = torch.eye(N_TOK)
-        model.unembed.W_U[N_TOK + N_POS:N_TOK + N_POS + 59, :] = torch.eye(59)
+        attn.W_O[0, :, N_TOK + N_POS :] = torch.eye(N_TOK)
+        model.unembed.W_U[N_TOK + N_POS : N_TOK + N_POS + 59, :] = torch.eye(59)
     return model.eval()
 
 
@@ -115,8 +137,9 @@ def test_interchange_scores_the_planted_model_against_the_source_label(planted):
     same = interchange(planted, base, source, [Site("blocks.0.hook_attn_out", -1)], source[:, 14])
     assert same.accuracy == 1.0 and same.correct.all() and same.low > 0.9
     # Reading the source at position 14 (which copied token 13, the LHS) predicts the source's LHS.
-    moved = interchange(planted, base, source, [Site("blocks.0.hook_attn_out", 15)], source[:, 13],
-                        source_positions=[14])
+    moved = interchange(
+        planted, base, source, [Site("blocks.0.hook_attn_out", 15)], source[:, 13], source_positions=[14]
+    )
     assert moved.accuracy == 1.0
 
 
@@ -126,6 +149,7 @@ def test_uniform_attention_through_replace_dilutes_the_planted_copy(planted, poo
     def uniform(pattern, hook):
         causal = torch.ones_like(pattern).tril()
         return causal / causal.sum(-1, keepdim=True)
+
     out = run(planted, clean, [Replace(Site("blocks.0.attn.hook_pattern"), uniform)]).logits
     rows, t = torch.arange(len(clean)), 9
     number = clean[:, t - 1] < 59
@@ -161,8 +185,16 @@ def test_patching_the_last_residual_from_clean_reproduces_clean_logits(model, po
     assert torch.equal(out, model(clean))
 
 
-@pytest.mark.parametrize("hook", ["blocks.0.attn.hook_pattern", "blocks.0.hook_attn_out", "blocks.1.attn.hook_k",
-                                  "blocks.1.hook_resid_mid", "blocks.1.mlp.hook_post"])
+@pytest.mark.parametrize(
+    "hook",
+    [
+        "blocks.0.attn.hook_pattern",
+        "blocks.0.hook_attn_out",
+        "blocks.1.attn.hook_k",
+        "blocks.1.hook_resid_mid",
+        "blocks.1.mlp.hook_post",
+    ],
+)
 def test_last_only_runs_give_the_full_runs_last_logits_and_fire_the_same_hooks(model, pools, hook):
     """``run(..., last_only=True)`` is an optimisation only: same answers (to float rounding), same hook calls,
     for a patch
@@ -281,7 +313,12 @@ def test_a_per_sequence_position_patches_one_cell_per_sequence(model, pools):
     def record(act, hook):
         seen["act"] = act.clone()
         return act
-    run(model, clean, [Patch(Site("blocks.0.hook_resid_post", where), corrupted), Replace("blocks.0.hook_resid_post", record)])
+
+    run(
+        model,
+        clean,
+        [Patch(Site("blocks.0.hook_resid_post", where), corrupted), Replace("blocks.0.hook_resid_post", record)],
+    )
     base = capture(model, clean, ["blocks.0.hook_resid_post"])["blocks.0.hook_resid_post"]
     source = capture(model, corrupted, ["blocks.0.hook_resid_post"])["blocks.0.hook_resid_post"]
     rows = torch.arange(len(clean))
@@ -299,8 +336,11 @@ def every_kind(clean, corrupted, reference):
         "mean_per_position": [Mean(Site("blocks.0.hook_attn_out", values), reference)],
         "mean_all_positions": [Mean(Site("blocks.1.hook_resid_mid", -1), reference, per_position=False)],
         "resample": [Resample(Site("blocks.1.attn.hook_pattern", -1), reference, seed=1)],
-        "resample_matched": [Resample(Site("blocks.1.hook_resid_mid", -1), reference, seed=2,
-                                      match=(clean[:, 13] % 4, reference[:, 13] % 4))],
+        "resample_matched": [
+            Resample(
+                Site("blocks.1.hook_resid_mid", -1), reference, seed=2, match=(clean[:, 13] % 4, reference[:, 13] % 4)
+            )
+        ],
         "replace": [Replace(Site("blocks.1.attn.hook_attn_scores", -1), lambda s, hook: s * 0.5)],
         "patch": [Patch(Site("blocks.1.attn.hook_v", operand_sources(clean)), corrupted)],
         "project_keep": [Project(Site("blocks.1.mlp.hook_pre", -1), random_subspace(512, 20, seed=0), "keep")],
@@ -327,6 +367,7 @@ def test_mean_ablation_writes_the_reference_mean(model, pools):
     def record(act, h):
         seen["act"] = act.clone()
         return act
+
     ref = capture(model, reference, [hook])[hook]
     run(model, clean, [Mean(hook, reference), Replace(hook, record)])
     assert torch.allclose(seen["act"], ref.mean(0, keepdim=True).expand_as(seen["act"]))
@@ -360,7 +401,9 @@ def test_keeping_and_removing_a_subspace_add_up_to_the_activation(model, pools):
         def fn(act, h):
             seen[name] = act.clone()
             return act
+
         return fn
+
     run(model, clean, [Replace(hook, record("orig"))])
     run(model, clean, [Project(hook, basis, "keep"), Replace(hook, record("keep"))])
     run(model, clean, [Project(hook, basis, "remove"), Replace(hook, record("remove"))])
@@ -386,8 +429,10 @@ def test_knockout_copies_leave_the_original_model_unchanged(model, pools):
     clean, reference = pools[0], pools[4]
     before = model(clean)
     state = {k: v.clone() for k, v in model.state_dict().items()}
-    interventions = [Mean(Site("blocks.0.hook_attn_out", value_positions(reference)[0]), reference),
-                     Zero(Site("blocks.1.attn.hook_pattern", -1, keys=[13, 14]))]
+    interventions = [
+        Mean(Site("blocks.0.hook_attn_out", value_positions(reference)[0]), reference),
+        Zero(Site("blocks.1.attn.hook_pattern", -1, keys=[13, 14])),
+    ]
     ablated = knockout(model, interventions)
     assert torch.equal(model(clean), before)
     assert all(torch.equal(state[k], v) for k, v in model.state_dict().items())
@@ -423,6 +468,7 @@ def test_patch_sweep_matches_single_patches_and_a_full_patch_restores_clean(mode
 
     def metric(logits):
         return logit_diff(logits, clean_labels, corrupted_labels)
+
     sweep = patch_sweep(model, clean, corrupted, hooks, [13, 15, None], metric)
     assert sweep.shape == (2, 3, len(clean))
     single = metric(activation_patch(model, clean, corrupted, [Site(hooks[1], 13)]).logits)
@@ -440,8 +486,11 @@ def test_path_patching_into_keys_only_changes_the_keys(model, pools):
     acts = capture(model, clean, ["blocks.1.hook_resid_pre", "blocks.0.hook_attn_out"])
     source = capture(model, corrupted, ["blocks.0.hook_attn_out"])["blocks.0.hook_attn_out"]
     mask = value_positions(clean)[..., None]
-    resid = acts["blocks.1.hook_resid_pre"] - acts["blocks.0.hook_attn_out"] + torch.where(
-        mask, source, acts["blocks.0.hook_attn_out"])
+    resid = (
+        acts["blocks.1.hook_resid_pre"]
+        - acts["blocks.0.hook_attn_out"]
+        + torch.where(mask, source, acts["blocks.0.hook_attn_out"])
+    )
     attn = model.blocks[1].attn
     keys = torch.einsum("btd,hde->bthe", resid, attn.W_K) + attn.b_K
     expected = run(model, clean, [Replace("blocks.1.attn.hook_k", lambda k, hook: keys)]).logits

@@ -1,6 +1,7 @@
 """One knock-out mechanism: a knock-out copy acts through every
 entry point (``__call__``, ``run_with_hooks``, ``run``, ``capture``, ``last_only``), on any batch; the hook-free
 training path refuses it."""
+
 from __future__ import annotations
 
 import pytest

@@ -6,6 +6,7 @@ opposite one.
 Series here are synthetic records (``{"step", "values"}``), so the answer is known by construction; each
 test takes milliseconds. ``tests/test_series.py`` runs the claim through ``assignadd-report``.
 """
+
 from __future__ import annotations
 
 import json
@@ -37,16 +38,30 @@ def logistic(centre: float, width: float):
 def noisy(records, n: int = 1000, seed: int = 0):
     """Each value as an accuracy on n sequences (binomial noise)."""
     rng = np.random.default_rng(seed)
-    return [{"step": r["step"], "values": {k: float(rng.binomial(n, min(max(v, 0.0), 1.0)) / n)
-                                           for k, v in r["values"].items()}} for r in records]
+    return [
+        {
+            "step": r["step"],
+            "values": {k: float(rng.binomial(n, min(max(v, 0.0), 1.0)) / n) for k, v in r["values"].items()},
+        }
+        for r in records
+    ]
 
 
 def paper_like(every: int = 100, last: int = 20000, seed: int = 0):
     """The paper's shape: addition at ~1k, a sharp assignment jump at ~4k (width 150), restricted slots at
     ~12k; binomial noise of 1000-sequence pools."""
     steps = range(0, last + 1, every)
-    return noisy(series(steps, {"addition": logistic(1000, 150), "assignment": logistic(4000, 150),
-                                "restricted_slots": logistic(12000, 150)}), seed=seed)
+    return noisy(
+        series(
+            steps,
+            {
+                "addition": logistic(1000, 150),
+                "assignment": logistic(4000, 150),
+                "restricted_slots": logistic(12000, 150),
+            },
+        ),
+        seed=seed,
+    )
 
 
 def thin(records, k: int):
@@ -88,8 +103,16 @@ def test_one_curve_copied_three_times_with_small_offsets_fails(shape, offset):
     steps for each copy, and the checkpoints between the crossings counted as separation."""
     base = logistic(4000, 150) if shape == "logistic" else jump_then_drift
     last = 20000 if shape == "logistic" else 40000
-    r = verdict(series(range(0, last + 1, 100), {"addition": base, "assignment": lambda s: base(s) - offset,
-                                                 "restricted_slots": lambda s: base(s) - 2 * offset}))
+    r = verdict(
+        series(
+            range(0, last + 1, 100),
+            {
+                "addition": base,
+                "assignment": lambda s: base(s) - offset,
+                "restricted_slots": lambda s: base(s) - 2 * offset,
+            },
+        )
+    )
     assert r.verdict == "fail", r.reason
 
 
@@ -97,23 +120,50 @@ def test_one_curve_copied_three_times_with_small_offsets_fails(shape, offset):
 def test_restricted_slots_as_a_lower_copy_of_the_assignment_curve_fail(offset):
     """Addition and the assignment jump are right, but the 'restricted' curve is only the assignment curve
     shifted down: it crosses 0.9 thousands of steps later by drifting, with no refinement of its own."""
-    r = verdict(series(range(0, 40001, 100), {"addition": logistic(1000, 150), "assignment": jump_then_drift,
-                                              "restricted_slots": lambda s: jump_then_drift(s) - offset}))
+    r = verdict(
+        series(
+            range(0, 40001, 100),
+            {
+                "addition": logistic(1000, 150),
+                "assignment": jump_then_drift,
+                "restricted_slots": lambda s: jump_then_drift(s) - offset,
+            },
+        )
+    )
     assert r.verdict == "fail" and "restricted_slots_refine_on_their_own" in r.reason, r.reason
 
 
 def test_smooth_sigmoids_with_no_jump_fail():
     """The right order and wide gaps, but every transition takes thousands of steps (width 1500: 10-90% over
     6,600 steps); the paper's assignment jump takes 100."""
-    r = verdict(noisy(series(range(0, 40001, 100), {"addition": logistic(1000, 1500),
-                                                   "assignment": logistic(8000, 1500),
-                                                   "restricted_slots": logistic(20000, 1500)})))
+    r = verdict(
+        noisy(
+            series(
+                range(0, 40001, 100),
+                {
+                    "addition": logistic(1000, 1500),
+                    "assignment": logistic(8000, 1500),
+                    "restricted_slots": logistic(20000, 1500),
+                },
+            )
+        )
+    )
     assert r.verdict == "fail" and "assignment_jumps_after_addition" in r.reason, r.reason
 
 
 def test_the_assignment_jump_before_addition_is_learned_fails():
-    r = verdict(noisy(series(range(0, 20001, 100), {
-        "addition": logistic(5000, 150), "assignment": logistic(3000, 150), "restricted_slots": logistic(12000, 150)})))
+    r = verdict(
+        noisy(
+            series(
+                range(0, 20001, 100),
+                {
+                    "addition": logistic(5000, 150),
+                    "assignment": logistic(3000, 150),
+                    "restricted_slots": logistic(12000, 150),
+                },
+            )
+        )
+    )
     assert r.verdict == "fail" and "assignment_jumps_after_addition" in r.reason, r.reason
 
 

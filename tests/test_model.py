@@ -3,6 +3,7 @@
 The forward is checked against ``reference_forward`` below: SPEC §2.2 written again in plain torch,
 in float64, straight from a bare TransformerLens state dict, sharing no code with ``model/``.
 """
+
 from __future__ import annotations
 
 import math
@@ -19,22 +20,43 @@ from assignadd.training.fast_forward import last_logits
 
 D_MODEL = 128
 SPEC_SHAPES = {  # SPEC §2.4, the bare TransformerLens 2.x layout
-    "embed.W_E": (74, 128), "pos_embed.W_pos": (16, 128),
-    **{f"blocks.{l}.{k}": s for l in (0, 1) for k, s in {
-        "attn.W_Q": (1, 128, 128), "attn.W_K": (1, 128, 128), "attn.W_V": (1, 128, 128),
-        "attn.W_O": (1, 128, 128), "attn.b_Q": (1, 128), "attn.b_K": (1, 128), "attn.b_V": (1, 128),
-        "attn.b_O": (128,), "attn.mask": (16, 16), "attn.IGNORE": (),
-        "mlp.W_in": (128, 512), "mlp.b_in": (512,), "mlp.W_out": (512, 128), "mlp.b_out": (128,),
-    }.items()},
-    "unembed.W_U": (128, 59), "unembed.b_U": (59,),
+    "embed.W_E": (74, 128),
+    "pos_embed.W_pos": (16, 128),
+    **{
+        f"blocks.{l}.{k}": s
+        for l in (0, 1)
+        for k, s in {
+            "attn.W_Q": (1, 128, 128),
+            "attn.W_K": (1, 128, 128),
+            "attn.W_V": (1, 128, 128),
+            "attn.W_O": (1, 128, 128),
+            "attn.b_Q": (1, 128),
+            "attn.b_K": (1, 128),
+            "attn.b_V": (1, 128),
+            "attn.b_O": (128,),
+            "attn.mask": (16, 16),
+            "attn.IGNORE": (),
+            "mlp.W_in": (128, 512),
+            "mlp.b_in": (512,),
+            "mlp.W_out": (512, 128),
+            "mlp.b_out": (128,),
+        }.items()
+    },
+    "unembed.W_U": (128, 59),
+    "unembed.b_U": (59,),
 }
 HOOK_SHAPES = {  # SPEC §2.3, shapes as TransformerLens gives them for batch B = 5, T = 16
-    "hook_embed": (5, 16, 128), "hook_pos_embed": (5, 16, 128),
-    **{f"blocks.{l}.{h}": (5, 16, 128) for l in (0, 1)
-       for h in ("hook_resid_pre", "hook_attn_out", "hook_resid_mid", "hook_mlp_out", "hook_resid_post")},
+    "hook_embed": (5, 16, 128),
+    "hook_pos_embed": (5, 16, 128),
+    **{
+        f"blocks.{l}.{h}": (5, 16, 128)
+        for l in (0, 1)
+        for h in ("hook_resid_pre", "hook_attn_out", "hook_resid_mid", "hook_mlp_out", "hook_resid_post")
+    },
     **{f"blocks.{l}.attn.hook_{h}": (5, 16, 1, 128) for l in (0, 1) for h in ("q", "k", "v", "z")},
     **{f"blocks.{l}.attn.hook_{h}": (5, 1, 16, 16) for l in (0, 1) for h in ("attn_scores", "pattern")},
-    "blocks.1.mlp.hook_pre": (5, 16, 512), "blocks.1.mlp.hook_post": (5, 16, 512),
+    "blocks.1.mlp.hook_pre": (5, 16, 512),
+    "blocks.1.mlp.hook_post": (5, 16, 512),
 }
 
 
@@ -59,8 +81,16 @@ def reference_forward(sd: dict, tokens: torch.Tensor) -> tuple[torch.Tensor, dic
         pre = resid_mid @ W[p + "mlp.W_in"] + W[p + "mlp.b_in"]
         post = pre.relu()
         mlp_out = post @ W[p + "mlp.W_out"] + W[p + "mlp.b_out"]
-        acts.update({p + "attn.hook_pattern": pattern, p + "attn.hook_attn_scores": scores, p + "attn.hook_z": z,
-                     p + "hook_resid_mid": resid_mid, p + "mlp.hook_pre": pre, p + "hook_mlp_out": mlp_out})
+        acts.update(
+            {
+                p + "attn.hook_pattern": pattern,
+                p + "attn.hook_attn_scores": scores,
+                p + "attn.hook_z": z,
+                p + "hook_resid_mid": resid_mid,
+                p + "mlp.hook_pre": pre,
+                p + "hook_mlp_out": mlp_out,
+            }
+        )
         x = resid_mid + mlp_out
         acts[p + "hook_resid_post"] = x
     return x @ W["unembed.W_U"] + W["unembed.b_U"], acts
@@ -93,8 +123,9 @@ def test_forward_matches_independent_implementation_on_bare_tl_checkpoint(tl_che
     _close(logits, expected)
 
 
-def test_zero_layer1_mlp_in_a_tl_checkpoint_stays_off_and_matches(tmp_path, tokens, make_tl_state_dict,
-                                                                   save_tl_checkpoint):
+def test_zero_layer1_mlp_in_a_tl_checkpoint_stays_off_and_matches(
+    tmp_path, tokens, make_tl_state_dict, save_tl_checkpoint
+):
     sd = make_tl_state_dict(seed=3, layer1_mlp=False)
     save_tl_checkpoint(sd, tmp_path / "tl.pt")
     model = assignadd.load_checkpoint(tmp_path / "tl.pt")
@@ -254,8 +285,13 @@ def test_init_is_transformer_lens_default_with_zero_frozen_biases_and_layer1_mlp
             assert abs(p.mean().item()) < 5 * std / math.sqrt(n), name
     assert model.cfg.mlp_layers == (1,)
     assert {n for n, p in model.named_parameters() if p.requires_grad} == {
-        "embed.W_E", "pos_embed.W_pos", "unembed.W_U", "blocks.1.mlp.W_in", "blocks.1.mlp.W_out",
-        *(f"blocks.{l}.attn.W_{m}" for l in (0, 1) for m in "QKVO")}
+        "embed.W_E",
+        "pos_embed.W_pos",
+        "unembed.W_U",
+        "blocks.1.mlp.W_in",
+        "blocks.1.mlp.W_out",
+        *(f"blocks.{l}.attn.W_{m}" for l in (0, 1) for m in "QKVO"),
+    }
     assert [p for p in model.trainable_parameters] == [p for p in model.parameters() if p.requires_grad]
 
 
@@ -273,7 +309,8 @@ def test_state_dict_keys_and_shapes_are_exactly_spec():
         assert mask.dtype == torch.bool and torch.equal(mask, torch.ones(16, 16).tril().bool())
         assert ignore.is_floating_point() and ignore.item() == float("-inf")
     assert {n for n, _ in AssignAddTransformer(seed=0).named_buffers()} == {
-        f"blocks.{l}.attn.{b}" for l in (0, 1) for b in ("mask", "IGNORE")}
+        f"blocks.{l}.attn.{b}" for l in (0, 1) for b in ("mask", "IGNORE")
+    }
 
 
 def test_model_config_reads_modulus_and_variables_from_the_vocabulary():
@@ -288,7 +325,11 @@ def test_no_module_reads_torchs_private_hook_tables():
     from pathlib import Path
 
     root = Path(assignadd.__file__).resolve().parent
-    offenders = [str(p.relative_to(root)) for p in root.rglob("*.py")
-                 if ".venv" not in p.parts and p.name != "test_model.py"
-                 and any(n in p.read_text(encoding="utf-8") for n in ("._forward_hooks", "._forward_pre_hooks"))]
+    offenders = [
+        str(p.relative_to(root))
+        for p in root.rglob("*.py")
+        if ".venv" not in p.parts
+        and p.name != "test_model.py"
+        and any(n in p.read_text(encoding="utf-8") for n in ("._forward_hooks", "._forward_pre_hooks"))
+    ]
     assert not offenders, offenders

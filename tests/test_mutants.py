@@ -4,6 +4,7 @@ Each mutant breaks one component and keeps every other weight bit-identical; on 
 reference, every judged cell of the claim x mutant matrix must come out as the pattern predicts: the
 broken component's claim fails, every claim upstream of it passes, behaviour claims fail.
 """
+
 from __future__ import annotations
 
 import pytest
@@ -15,8 +16,9 @@ from assignadd.hypotheses.mutation import matrix_to_dict, mutation_matrix, rende
 from assignadd.interventions.mutants import COMPONENTS, MUTANTS, changed_parameters, expected
 from assignadd.model import AssignAddTransformer
 
-needs_reference = pytest.mark.skipif(not assignadd.reference_checkpoint().exists(),
-                                     reason="the bundled reference checkpoint is missing")
+needs_reference = pytest.mark.skipif(
+    not assignadd.reference_checkpoint().exists(), reason="the bundled reference checkpoint is missing"
+)
 
 # The parameters each component owns: a mutant may change these and nothing else.
 OWNED = {
@@ -51,8 +53,12 @@ def test_mutants_are_deterministic_given_a_seed():
 
 def test_expected_pattern_follows_the_circuit_order():
     m = MUTANTS["layer2_values_rotated"]
-    assert [expected(c, m) for c in ("previous_token_head", "identity_qk", "shared_residual", "fourier_neurons")] \
-        == ["pass", "pass", "fail", "not judged"]
+    assert [expected(c, m) for c in ("previous_token_head", "identity_qk", "shared_residual", "fourier_neurons")] == [
+        "pass",
+        "pass",
+        "fail",
+        "not judged",
+    ]
     assert expected("heldout_generalization", m) == "fail"
     assert {MUTANTS[n].component for n in MUTANTS} == set(COMPONENTS)
 
@@ -96,8 +102,9 @@ def test_an_interval_straddling_its_bar_is_inconclusive_with_a_sample_estimate()
     assert verdict == "inconclusive" and "samples" in reason
     assert decide([causal(Measurement(0.7, 0.6, 0.78, 200))])[0] == "fail"
     # a control straddling the bar cannot be counted as failed either
-    assert decide([causal(Measurement(0.95, 0.9, 0.99, 100), {"c": Measurement(0.8, 0.7, 0.9, 100)})])[0] \
-        == "inconclusive"
+    assert (
+        decide([causal(Measurement(0.95, 0.9, 0.99, 100), {"c": Measurement(0.8, 0.7, 0.9, 100)})])[0] == "inconclusive"
+    )
 
 
 # ----- every control acts on the reference ---------------------------------------------------------------
@@ -156,10 +163,16 @@ def test_golden_numbers_of_the_reference_are_unchanged(reference_results):
     want = json.loads(GOLDEN.read_text())
     got = golden_numbers(reference_results)
     assert set(got) == set(want), f"items added or removed: {sorted(set(got) ^ set(want))}"
-    moved = [f"{k}: {want[k]} -> {got[k]}" for k in want
-             if isinstance(want[k], str) and got[k] != want[k]
-             or isinstance(want[k], float) and (got[k] is None or abs(got[k] - want[k]) > GOLDEN_TOLERANCE)
-             or want[k] is None and got[k] is not None]
+    moved = [
+        f"{k}: {want[k]} -> {got[k]}"
+        for k in want
+        if isinstance(want[k], str)
+        and got[k] != want[k]
+        or isinstance(want[k], float)
+        and (got[k] is None or abs(got[k] - want[k]) > GOLDEN_TOLERANCE)
+        or want[k] is None
+        and got[k] is not None
+    ]
     assert not moved, "\n".join(moved)
 
 
@@ -167,12 +180,19 @@ def test_matrix_renders_as_text_markdown_and_an_html_page_with_a_figure():
     from assignadd.hypotheses.mutation import Cell
     from assignadd.reports.mutation_page import matrix_html
 
-    cells = [Cell("previous_token_head", "layer2_keys_rotated", "pass", "pass", "ok"),
-             Cell("identity_qk", "layer2_keys_rotated", "pass", "fail", "<script>x</script>"),
-             Cell("shared_residual", "layer2_keys_rotated", "fail", "not judged", "")]
-    doc = matrix_to_dict({"mutants": ["layer2_keys_rotated"], "cells": cells,
-                          "claims": ["previous_token_head", "identity_qk", "shared_residual"],
-                          "changed": {"layer2_keys_rotated": ["blocks.1.attn.W_K"]}})
+    cells = [
+        Cell("previous_token_head", "layer2_keys_rotated", "pass", "pass", "ok"),
+        Cell("identity_qk", "layer2_keys_rotated", "pass", "fail", "<script>x</script>"),
+        Cell("shared_residual", "layer2_keys_rotated", "fail", "not judged", ""),
+    ]
+    doc = matrix_to_dict(
+        {
+            "mutants": ["layer2_keys_rotated"],
+            "cells": cells,
+            "claims": ["previous_token_head", "identity_qk", "shared_residual"],
+            "changed": {"layer2_keys_rotated": ["blocks.1.attn.W_K"]},
+        }
+    )
     assert doc["summary"]["judged"] == 2 and doc["summary"]["right"] == 1
     text = render_matrix(doc)
     assert "pass ✗" in text and "fail ·" in text and "1/2 judged cells" in text
@@ -186,8 +206,16 @@ def test_a_claim_failing_on_the_unbroken_checkpoint_is_shown_not_judged():
     says why (a re-initialised model fails every claim)."""
     from assignadd.model import AssignAddTransformer
 
-    doc = matrix_to_dict(mutation_matrix(AssignAddTransformer(seed=1), Task(), seed=0, n=100,
-                                         mutants=["mlp_input_rotated"], claims=["heldout_generalization"]))
+    doc = matrix_to_dict(
+        mutation_matrix(
+            AssignAddTransformer(seed=1),
+            Task(),
+            seed=0,
+            n=100,
+            mutants=["mlp_input_rotated"],
+            claims=["heldout_generalization"],
+        )
+    )
     assert doc["unbroken"] == {"heldout_generalization": "fail"}
     assert [c["expected"] for c in doc["cells"]] == ["not judged"] and doc["summary"]["judged"] == 0
     assert doc["summary"]["not_judged_failing_unbroken"] == ["heldout_generalization"]
@@ -202,7 +230,8 @@ def test_mutants_command_exits_1_when_nothing_could_be_judged(tmp_path, capsys):
 
     path = tmp_path / "step_000000.pt"
     save_checkpoint(AssignAddTransformer(seed=1), path, step=0)
-    code = main([str(path), "--mutants", "mlp_input_rotated", "--only", "heldout_generalization", "--n", "20",
-                 "--quiet"])
+    code = main(
+        [str(path), "--mutants", "mlp_input_rotated", "--only", "heldout_generalization", "--n", "20", "--quiet"]
+    )
     out = capsys.readouterr().out
     assert code == 1 and "0/0 judged cells as expected; not judged: heldout_generalization" in out

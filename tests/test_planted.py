@@ -10,6 +10,7 @@ construction (``tests/planted.py``), so a verdict can be checked against the kno
 
 Pools of 300 (``Context(n=300)``): the planted models are exact, so small pools decide cleanly.
 """
+
 from __future__ import annotations
 
 import pytest
@@ -77,6 +78,7 @@ def failed_items(result) -> set[str]:
 
 # ----- the solver: the mechanism, true by construction ---------------------------------------------
 
+
 @pytest.mark.parametrize("pool", POOL_NAMES)
 def test_planted_solver_answers_every_pool(contexts, pool):
     assert accuracy(contexts["solver"], pool) >= 0.99
@@ -88,8 +90,17 @@ def test_planted_solver_adds_every_heldout_pair_as_constants(contexts, paper_tas
         assert bool(last_position_correct(contexts["solver"].model, tokens, labels).all())
 
 
-@pytest.mark.parametrize("claim", ["previous_token_head", "identity_qk", "shared_residual", "heldout_generalization",
-                                   "restricted_slot_generalization", "whole_algorithm"])
+@pytest.mark.parametrize(
+    "claim",
+    [
+        "previous_token_head",
+        "identity_qk",
+        "shared_residual",
+        "heldout_generalization",
+        "restricted_slot_generalization",
+        "whole_algorithm",
+    ],
+)
 def test_claim_passes_on_planted_solver(verdict, claim):
     result = verdict("solver", claim)
     assert result.verdict == "pass", result.reason
@@ -115,6 +126,7 @@ def test_fourier_neurons_fails_on_planted_lookup_mlp(verdict):
 
 
 # ----- no previous-token head: §4.1 false by construction -------------------------------------------
+
 
 def test_previous_token_head_fails_when_value_tokens_attend_to_themselves(verdict):
     result = verdict("no_previous_token", "previous_token_head")
@@ -143,11 +155,15 @@ def test_variable_answers_collapse_without_previous_token_head(contexts):
 
 # ----- permuted identity block: §4.2 false by construction ------------------------------------------
 
+
 def test_identity_qk_fails_when_planted_qk_block_is_permuted(verdict):
     result = verdict("permuted_identity_qk", "identity_qk")
     assert result.verdict == "fail", result.reason
-    assert failed_items(result) >= {"identity_block_diagonal", "eq_attends_to_operand_values",
-                                    "attention_follows_identity_swap"}
+    assert failed_items(result) >= {
+        "identity_block_diagonal",
+        "eq_attends_to_operand_values",
+        "attention_follows_identity_swap",
+    }
 
 
 def test_identity_qk_block_has_no_diagonal_row_when_permuted(verdict):

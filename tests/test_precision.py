@@ -5,6 +5,7 @@ by construction (a 10x slower bf16 loses, a 2x faster safe one wins, a fast one 
 loses). Then the real trainer, on a tiny run: run.json, sweep.json and the log say what was chosen and
 why, and a resumed run keeps its precision. No test asserts a time measured on this machine.
 """
+
 from __future__ import annotations
 
 import json
@@ -55,8 +56,14 @@ class FakeProbe(StepProbe):
     """Steps that cost ``seconds[precision][size]`` on a fake clock and return a fixed loss and
     gradient; ``loss``/``grad_error`` make a candidate's safety sample differ from fp32's."""
 
-    def __init__(self, clock: FakeClock, seconds: dict, loss: dict | None = None, grad_error: dict | None = None,
-                 batch_size: int = 512):
+    def __init__(
+        self,
+        clock: FakeClock,
+        seconds: dict,
+        loss: dict | None = None,
+        grad_error: dict | None = None,
+        batch_size: int = 512,
+    ):
         self.clock, self.seconds = clock, seconds
         self.loss, self.grad_error = loss or {}, grad_error or {}
         self.made: list[tuple[str, str]] = []
@@ -76,14 +83,19 @@ class FakeProbe(StepProbe):
 
 def speeds(fp32_scout, bf16_scout, fp32_full=None, bf16_full=None) -> dict:
     """Seconds per step for each candidate at each size (full size: 8x the scout by default)."""
-    return {"fp32": {"scout": fp32_scout, "workload": fp32_full or 8 * fp32_scout},
-            "bf16": {"scout": bf16_scout, "workload": bf16_full or 8 * bf16_scout}}
+    return {
+        "fp32": {"scout": fp32_scout, "workload": fp32_full or 8 * fp32_scout},
+        "bf16": {"scout": bf16_scout, "workload": bf16_full or 8 * bf16_scout},
+    }
 
 
 def measured(fp32: float, bf16: float, *, safe: bool = True) -> dict:
-    return {"fp32": Measurement("fp32", True, "the reference", fp32, fp32),
-            "bf16": Measurement("bf16", safe, "ok" if safe else "loss is nan", bf16 if safe else None,
-                                bf16 if safe else None)}
+    return {
+        "fp32": Measurement("fp32", True, "the reference", fp32, fp32),
+        "bf16": Measurement(
+            "bf16", safe, "ok" if safe else "loss is nan", bf16 if safe else None, bf16 if safe else None
+        ),
+    }
 
 
 # ----- the decision --------------------------------------------------------------------------------------
@@ -110,8 +122,10 @@ def test_bf16_within_the_margin_of_fp32_keeps_fp32():
 def test_rates_are_compared_at_the_same_size():
     """A candidate timed only at the small scout size is compared with fp32's scout rate, not with
     fp32's (much lower) full-size rate."""
-    m = {"fp32": Measurement("fp32", True, "the reference", 60.0, 9.0),
-         "bf16": Measurement("bf16", True, "ok", 20.0, None)}
+    m = {
+        "fp32": Measurement("fp32", True, "the reference", 60.0, 9.0),
+        "bf16": Measurement("bf16", True, "ok", 20.0, None),
+    }
     assert decide(m)[0] == "fp32"
 
 
@@ -286,8 +300,13 @@ def test_batched_members_share_one_measured_choice(tmp_path):
 
 
 def test_choice_round_trips_through_a_dict():
-    c = PrecisionChoice(requested="auto", chosen="bf16", reason="r", source="measured",
-                        steps_per_s={"scout": {"fp32": 1.0, "bf16": 2.0}, "workload": {}},
-                        sizes={"scout": {"batch_size": 64}, "workload": {"batch_size": 512}})
+    c = PrecisionChoice(
+        requested="auto",
+        chosen="bf16",
+        reason="r",
+        source="measured",
+        steps_per_s={"scout": {"fp32": 1.0, "bf16": 2.0}, "workload": {}},
+        sizes={"scout": {"batch_size": 64}, "workload": {"batch_size": 512}},
+    )
     assert PrecisionChoice.from_dict({**c.to_dict(), "unknown": 1}) == c
     assert c.use_bf16 and "fp32 1.00, bf16 2.00" in c.log_line()

@@ -1,6 +1,7 @@
 """Random streams are named by what they are for: ``random_streams`` derives every stream of the
 measurement code from ``(seed, label)``, the same in every process, and no measurement keys a stream
 by a bare integer."""
+
 from __future__ import annotations
 
 import json
@@ -32,8 +33,9 @@ print(json.dumps(out))
 
 def _draws_in_a_new_process(hash_seed: str) -> dict:
     env = {**os.environ, "PYTHONHASHSEED": hash_seed}
-    done = subprocess.run([sys.executable, "-c", _DRAWS], capture_output=True, text=True, env=env, timeout=300,
-                          check=True)
+    done = subprocess.run(
+        [sys.executable, "-c", _DRAWS], capture_output=True, text=True, env=env, timeout=300, check=True
+    )
     return json.loads(done.stdout)
 
 
@@ -41,8 +43,10 @@ def test_the_same_seed_and_label_give_the_same_stream_in_two_separate_processes(
     # two processes with different hash salts: a derivation through Python's hash() would differ here
     a, b = _draws_in_a_new_process("1"), _draws_in_a_new_process("2")
     assert a == b
-    here = [numpy_rng(0, "placebo frequencies").integers(0, 2**31, size=4).tolist(),
-            torch.randint(0, 2**31, (4,), generator=torch_generator(0, "placebo frequencies")).tolist()]
+    here = [
+        numpy_rng(0, "placebo frequencies").integers(0, 2**31, size=4).tolist(),
+        torch.randint(0, 2**31, (4,), generator=torch_generator(0, "placebo frequencies")).tolist(),
+    ]
     assert a["0/placebo frequencies"] == here
 
 
@@ -78,8 +82,11 @@ def test_numpy_and_torch_streams_come_from_the_same_key():
     for seed, label in [(0, "resample draws"), (41, "identity probe split")]:
         ss = seed_sequence(seed, label)
         assert np.array_equal(numpy_rng(seed, label).random(6), np.random.default_rng(ss).random(6))
-        assert torch_generator(seed, label).initial_seed() == torch_seed(seed, label) \
+        assert (
+            torch_generator(seed, label).initial_seed()
+            == torch_seed(seed, label)
             == int(ss.generate_state(1, np.uint64)[0]) & (2**63 - 1)
+        )
     # another key: both variants move together
     assert torch_seed(0, "resample draws") != torch_seed(0, "resample matches")
     assert seed_sequence(0, "resample draws").entropy != seed_sequence(0, "resample matches").entropy
@@ -139,13 +146,16 @@ def test_no_stream_in_the_measurement_code_is_keyed_by_a_bare_integer():
         if rel in ALLOWED:
             continue
         found += [f"{rel}:{i}: {line.strip()}" for i, line in _code_lines(path) if STREAM_CALL.search(line)]
-    assert not found, ("random streams made outside random_streams.py; derive them from (seed, label) with "
-                       "random_streams.numpy_rng / torch_generator:\n" + "\n".join(found))
+    assert not found, (
+        "random streams made outside random_streams.py; derive them from (seed, label) with "
+        "random_streams.numpy_rng / torch_generator:\n" + "\n".join(found)
+    )
 
 
 def test_the_allow_list_names_files_that_still_need_it():
     for rel in ALLOWED:
         path = PACKAGE / rel
         assert path.exists(), f"{rel} is allow-listed but gone"
-        assert any(STREAM_CALL.search(line) for _, line in _code_lines(path)), \
+        assert any(STREAM_CALL.search(line) for _, line in _code_lines(path)), (
             f"{rel} makes no random stream any more: take it off the allow-list"
+        )

@@ -1,4 +1,5 @@
 """assignadd-report over a checkpoint series, and the learning_phases claim (SPEC §4.5)."""
+
 from __future__ import annotations
 
 import html
@@ -46,8 +47,11 @@ N = 40  # sequences per pool in these tests: enough to exercise every measure, s
 def tiny_run(tmp_path_factory):
     """A 30-step run: checkpoints at steps 0, 10, 20, 30, plus final.pt (the same weights as step 30)."""
     run = tmp_path_factory.mktemp("series") / "run"
-    train(run, TrainConfig(steps=30, batch_size=32, checkpoint_every=10, eval_every=10, eval_size=8, threads=1),
-          progress=False)
+    train(
+        run,
+        TrainConfig(steps=30, batch_size=32, checkpoint_every=10, eval_every=10, eval_size=8, threads=1),
+        progress=False,
+    )
     return run
 
 
@@ -56,8 +60,12 @@ def authors_folder(tiny_run, tmp_path_factory):
     """The tiny run's weights as bare TransformerLens state dicts, named as the authors name them, with
     steps whose text order is not their numeric order (11 < 101 < 1001 but "1001" < "101" < "11")."""
     folder = tmp_path_factory.mktemp("authors")
-    names = {0: "checkpoint_step_11.pth", 10: "checkpoint_step_101.pth", 20: "checkpoint_step_1001.pth",
-             30: "model_state_dict.pth"}
+    names = {
+        0: "checkpoint_step_11.pth",
+        10: "checkpoint_step_101.pth",
+        20: "checkpoint_step_1001.pth",
+        30: "model_state_dict.pth",
+    }
     for step, name in names.items():
         model = load_checkpoint(tiny_run / "checkpoints" / f"step_{step:06d}.pt")
         torch.save(model.state_dict(), folder / name, pickle_protocol=4)
@@ -67,8 +75,12 @@ def authors_folder(tiny_run, tmp_path_factory):
 
 def test_authors_named_state_dicts_are_read_and_ordered_by_step(authors_folder):
     entries = find_checkpoints(authors_folder)
-    assert [e.path.name for e in entries] == ["checkpoint_step_11.pth", "checkpoint_step_101.pth",
-                                             "checkpoint_step_1001.pth", "model_state_dict.pth"]
+    assert [e.path.name for e in entries] == [
+        "checkpoint_step_11.pth",
+        "checkpoint_step_101.pth",
+        "checkpoint_step_1001.pth",
+        "model_state_dict.pth",
+    ]
     assert [e.step for e in entries[:3]] == [11, 101, 1001]
     assert entries[3].step_from == "inferred" and entries[3].step > 1001
 
@@ -97,8 +109,23 @@ def test_claims_are_spread_over_the_series_first_and_last_included():
 
 def test_series_json_is_byte_identical_across_runs_and_jobs(tiny_run, tmp_path):
     for name, jobs in (("a", 1), ("b", 2)):  # exit 1: learning_phases fails on 30 steps (no phase at all)
-        assert report_main([str(tiny_run), "--out", str(tmp_path / name), "--n", str(N), "--claims", "0",
-                            "--jobs", str(jobs), "--quiet"]) == 1
+        assert (
+            report_main(
+                [
+                    str(tiny_run),
+                    "--out",
+                    str(tmp_path / name),
+                    "--n",
+                    str(N),
+                    "--claims",
+                    "0",
+                    "--jobs",
+                    str(jobs),
+                    "--quiet",
+                ]
+            )
+            == 1
+        )
     a = (tmp_path / "a" / "series.json").read_bytes()
     assert a == (tmp_path / "b" / "series.json").read_bytes()
     assert a == to_json(compute_series(tiny_run, n=N, claims=0, progress=False)).encode()
@@ -125,6 +152,7 @@ def test_series_csv_is_long_form_and_html_is_self_contained(tiny_run, tmp_path):
 
 class _StandInSeriesClaim:
     """A series claim whose verdict is fixed: for the exit status of assignadd-report."""
+
     verdict = "pass"
 
     def run_series(self, doc):
@@ -150,8 +178,10 @@ def test_report_help_documents_the_exit_status(capsys):
 
 def test_a_claim_evaluated_sparsely_is_said_to_hold_only_as_precisely_as_it_was_evaluated():
     """The referee's 'holds from step 40000' when only steps 0 and 40000 were evaluated."""
-    cps = [{"step": s, "values": {}, **({"claims": {"c": {"verdict": v}}} if v else {})}
-           for s, v in ((0, "fail"), (100, None), (20000, None), (40000, "pass"))]
+    cps = [
+        {"step": s, "values": {}, **({"claims": {"c": {"verdict": v}}} if v else {})}
+        for s, v in ((0, "fail"), (100, None), (20000, None), (40000, "pass"))
+    ]
     hold = claims_first_hold(cps)["c"]
     assert hold["first_step_holding"] == 40000 and hold["last_step_not_holding"] == 0
     text = first_hold_text(hold)
@@ -195,11 +225,11 @@ def test_a_corrupt_checkpoint_among_good_ones_is_refused_and_nothing_is_written(
 # ----- per-checkpoint claims ----------------------------------------------------------------------
 class _AlwaysLate(Hypothesis):
     """A stand-in claim: holds once the 0-var training accuracy is above chance x 2."""
+
     id, spec, statement = "stand_in", "test", "0-var training accuracy above twice chance"
 
     def evidence(self, ctx):
-        acc = float(last_position_correct(ctx.model, *ctx.pool("0var_train"))
-                    .double().mean())
+        acc = float(last_position_correct(ctx.model, *ctx.pool("0var_train")).double().mean())
         return [Evidence("acc", "mean correct", "causal", Threshold(2 / 59, ">=", "test"), Measurement.exact(acc))]
 
 
@@ -372,8 +402,12 @@ def test_restricted_cells_name_each_variable_in_the_slot_training_never_gave_it(
     task = Task()
     tokens, _ = task.pool("1var_restricted_slot", 400, seed=0)
     cells = restricted_cells(task, tokens)
-    assert list(cells) == ["acc_restricted_a_in_rhs", "acc_restricted_b_in_rhs", "acc_restricted_k_in_lhs",
-                           "acc_restricted_l_in_lhs"]
+    assert list(cells) == [
+        "acc_restricted_a_in_rhs",
+        "acc_restricted_b_in_rhs",
+        "acc_restricted_k_in_lhs",
+        "acc_restricted_l_in_lhs",
+    ]
     # every sequence of the pool falls in exactly one cell: a restricted variable in its forbidden slot
     assert torch.equal(torch.stack(list(cells.values())).sum(0), torch.ones(len(tokens), dtype=torch.long))
     assert set(cells) <= set(measure_definitions(task))

@@ -6,6 +6,7 @@ The documents are real output, made cheaply: the 30-step run of ``test_series`` 
 per-checkpoint claim, so that the per-checkpoint fields are filled) and the hand-written sweep folders of
 ``test_sweep``, whose answer is known by construction.
 """
+
 from __future__ import annotations
 
 import copy
@@ -29,8 +30,10 @@ from .test_verify_report import claim, report
 SCRIPT = "<script>alert('x')</script>"
 ESCAPED = html.escape(SCRIPT)
 SHIPPED_SWEEP = Path(sweep_report.__file__).resolve().parents[1] / "docs" / "sweep_results" / "sweep.json"
-needs_chromium = pytest.mark.skipif(not CHROMIUM.exists(), reason="headless Chromium not installed at "
-                                                                  "/usr/bin/chromium (Debian: apt-get install -y chromium)")
+needs_chromium = pytest.mark.skipif(
+    not CHROMIUM.exists(),
+    reason="headless Chromium not installed at /usr/bin/chromium (Debian: apt-get install -y chromium)",
+)
 
 
 @pytest.fixture(scope="module")
@@ -64,7 +67,7 @@ def sweep_doc(sweep_out) -> dict:
 
 
 def head_without_title(page: str) -> str:
-    return re.sub(r"<title>.*?</title>", "", page[:page.index("</head>")], flags=re.S)
+    return re.sub(r"<title>.*?</title>", "", page[: page.index("</head>")], flags=re.S)
 
 
 # ----- one template, escaping by construction ---------------------------------------------------------
@@ -135,8 +138,10 @@ def test_sweep_evidence_shows_exact_values_alone_and_the_threshold_as_its_open_b
     synthetic_sweep(tmp_path / "both", "r", R_GRID, 0.2)
     doc = sweep_report.compute_sweep_report(tmp_path / "both")
     page = sweep_report.render_html(doc)
-    values = {name: value for name, value in re.findall(
-        r"<b>([^<]*(?:<wbr>[^<]*)*)</b><br>.*?<span class=\"num\">(.*?)</span>", page)}
+    values = {
+        name: value
+        for name, value in re.findall(r"<b>([^<]*(?:<wbr>[^<]*)*)</b><br>.*?<span class=\"num\">(.*?)</span>", page)
+    }
     assert values[H.breakable("f_generalization_is_monotone")] == "0"
     assert values[H.breakable("f_threshold_not_above_band")] == "(0.7, ∞)"
     assert values[H.breakable("r_threshold_not_below_band")] == "0.2 (0.15, 0.2]"
@@ -211,10 +216,14 @@ def test_the_schema_checker_catches_a_broken_series_document(series_doc):
     found = schema.errors(doc)
     assert "$.checkpoints[0]: missing 'sha256'" in found
     assert "$.checkpoints[1].step: -5 is below the minimum 0" in found
-    assert "$.phases.phases[0].id: expected one of ['addition', 'assignment', 'restricted_slots'], found 'grokking'" \
+    assert (
+        "$.phases.phases[0].id: expected one of ['addition', 'assignment', 'restricted_slots'], found 'grokking'"
         in found
-    assert ("$.series_claims.learning_phases.verdict: expected one of ['pass', 'fail', 'inconclusive', 'error'], "
-            "found 'maybe'") in found
+    )
+    assert (
+        "$.series_claims.learning_phases.verdict: expected one of ['pass', 'fail', 'inconclusive', 'error'], "
+        "found 'maybe'"
+    ) in found
     assert "$.series_claims.learning_phases.evidence[0].measurement.ci: 1 items, expected at least 2" in found
     assert len(found) == 5, found
 
@@ -228,12 +237,17 @@ def test_the_schema_checker_catches_a_broken_sweep_document(sweep_doc):
     found = schema.errors(doc)
     assert "$.sweeps[0].points[0].accuracy: expected number or null, found string" in found
     assert "$.sweeps[0].param: expected one of ['f', 'r'], found 'q'" in found
-    assert ("$.sweeps[1].threshold: matches none of the 2 alternatives ($.sweeps[1].threshold: missing 'seeds'; "
-            "$.sweeps[1].threshold: missing 'error')") in found
+    assert (
+        "$.sweeps[1].threshold: matches none of the 2 alternatives ($.sweeps[1].threshold: missing 'seeds'; "
+        "$.sweeps[1].threshold: missing 'error')"
+    ) in found
     assert "$.claim: missing 'reason'" in found
     assert len(found) == 4, found
-    assert schema.errors({"schema": "assignadd.sweep/1"}) == ["$: missing 'rule'", "$: missing 'sweeps'",
-                                                              "$: missing 'claim'"]
+    assert schema.errors({"schema": "assignadd.sweep/1"}) == [
+        "$: missing 'rule'",
+        "$: missing 'sweeps'",
+        "$: missing 'claim'",
+    ]
 
 
 SHARED_DEFS = ("number_or_null", "measurement", "status", "control", "evidence", "claim")

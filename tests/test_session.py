@@ -1,5 +1,6 @@
 """Claims side by side: ``hypotheses.session.ClaimRunner`` forks worker processes that inherit the loaded
 checkpoint, and a claim's result must not depend on where, in which order or beside what it ran."""
+
 from __future__ import annotations
 
 import json

@@ -1,6 +1,7 @@
 """SPEC §4.3, the shared-residual claim, as specifications: a planted model where it is true by
 construction, the re-initialised model, the mechanism knocked out (Layer-2 OV scrambled; the MLP
 input at `=` mean-ablated), the constant rewrite itself, determinism."""
+
 from __future__ import annotations
 
 import pytest
@@ -74,8 +75,11 @@ def test_shared_residual_fails_when_layer2_ov_scrambled(task):
     def scramble(act, hook):
         return act[torch.randperm(act.shape[0], generator=torch.Generator().manual_seed(0))]
 
-    ablated = knockout(model, [Replace(Site("blocks.1.hook_attn_out", positions=15), scramble)],
-                       probe_tokens=torch.zeros(4, 16, dtype=torch.long))
+    ablated = knockout(
+        model,
+        [Replace(Site("blocks.1.hook_attn_out", positions=15), scramble)],
+        probe_tokens=torch.zeros(4, 16, dtype=torch.long),
+    )
     result = verdict(ablated, task)
     assert result.verdict == "fail"
     assert not by_name(result)["constant_difference_moves_variable_run"].passed

@@ -1,5 +1,6 @@
 """Interval coverage on synthetic data: a 95% interval must contain the true value ~95% of the time,
 also near the bounds of the values and at small n, where the plain percentile bootstrap does not."""
+
 from __future__ import annotations
 
 import pytest

@@ -5,6 +5,7 @@ Training runs here are tiny (a few steps of batch 16, pools of 20): they test bo
 of arithmetic, not learning. The claim is tested on synthetic sweep folders whose per-point metric
 files (``generalization.json``) are written by hand, so the answer is known by construction.
 """
+
 from __future__ import annotations
 
 import base64
@@ -61,19 +62,22 @@ def test_grid_lists_every_value_and_seed_in_order():
     assert all(p.f == 0.7 for p in cfg.points())  # the paper's f when r is swept
 
 
-@pytest.mark.parametrize("argv, says", [
-    (["--param", "x", "--values", "0.5", "--out", "{out}"], "--param"),
-    (["--param", "f", "--values", "0.5,abc", "--out", "{out}"], "comma-separated numbers"),
-    (["--param", "f", "--values", "0.5", "--seeds", "0,x", "--out", "{out}"], "integers"),
-    (["--param", "f", "--values", "0.5"], "--out"),
-    (["--param", "f", "--values", "0.5,0.5", "--out", "{out}"], "twice"),
-    (["--param", "f", "--values", "1.5", "--out", "{out}"], "outside"),
-    (["--param", "f", "--values", "0.5", "--f", "0.3", "--out", "{out}"], "swept parameter"),
-    (["--param", "f", "--values", "0.5", "--batched", "2", "--jobs", "2", "--out", "{out}"], "--batched"),
-    (["--param", "f", "--values", "0.5", "--ray-address", "x:1", "--out", "{out}"], "--backend ray"),
-    (["--param", "f", "--values", "0.5", "--steps", "0", "--out", "{out}"], "--steps"),
-    (["--param", "f", "--values", "0.5", "--early-stop", "-1", "--out", "{out}"], "--early-stop"),
-])
+@pytest.mark.parametrize(
+    "argv, says",
+    [
+        (["--param", "x", "--values", "0.5", "--out", "{out}"], "--param"),
+        (["--param", "f", "--values", "0.5,abc", "--out", "{out}"], "comma-separated numbers"),
+        (["--param", "f", "--values", "0.5", "--seeds", "0,x", "--out", "{out}"], "integers"),
+        (["--param", "f", "--values", "0.5"], "--out"),
+        (["--param", "f", "--values", "0.5,0.5", "--out", "{out}"], "twice"),
+        (["--param", "f", "--values", "1.5", "--out", "{out}"], "outside"),
+        (["--param", "f", "--values", "0.5", "--f", "0.3", "--out", "{out}"], "swept parameter"),
+        (["--param", "f", "--values", "0.5", "--batched", "2", "--jobs", "2", "--out", "{out}"], "--batched"),
+        (["--param", "f", "--values", "0.5", "--ray-address", "x:1", "--out", "{out}"], "--backend ray"),
+        (["--param", "f", "--values", "0.5", "--steps", "0", "--out", "{out}"], "--steps"),
+        (["--param", "f", "--values", "0.5", "--early-stop", "-1", "--out", "{out}"], "--early-stop"),
+    ],
+)
 def test_bad_flags_exit_2_with_one_error_line_and_write_nothing(tmp_path, capsys, argv, says):
     out = tmp_path / "sweep"
     code, stdout, err = run_cli([a.replace("{out}", str(out)) for a in argv], capsys)
@@ -150,8 +154,24 @@ def test_killed_point_resumes_and_finished_points_are_skipped(tiny_sweep, capsys
     assert partial == ("partial", 2)
     assert [s["status"] for s in summary] == ["trained (full length)", "trained (full length)"]
     finals = {p.name: (points_dir(out) / p.name / "final.pt").stat().st_mtime_ns for p in cfg.points()}
-    argv = ["--param", "f", "--values", "0.7,0.5", "--steps", "4", "--batch-size", "16", "--eval-size", "20",
-            "--eval-every", "2", "--checkpoint-every", "2", "--out", str(out)]
+    argv = [
+        "--param",
+        "f",
+        "--values",
+        "0.7,0.5",
+        "--steps",
+        "4",
+        "--batch-size",
+        "16",
+        "--eval-size",
+        "20",
+        "--eval-every",
+        "2",
+        "--checkpoint-every",
+        "2",
+        "--out",
+        str(out),
+    ]
     code, stdout, _ = run_cli(argv, capsys)
     assert code == 0 and stdout.count("skipped (finished)") == 2
     assert finals == {p.name: (points_dir(out) / p.name / "final.pt").stat().st_mtime_ns for p in cfg.points()}
@@ -160,8 +180,24 @@ def test_killed_point_resumes_and_finished_points_are_skipped(tiny_sweep, capsys
 def test_existing_sweep_with_another_grid_is_refused(tiny_sweep, capsys):
     out, *_ = tiny_sweep
     before = (out / "sweep.json").read_text()
-    argv = ["--param", "f", "--values", "0.5,0.7", "--steps", "8", "--batch-size", "16", "--eval-size", "20",
-            "--eval-every", "2", "--checkpoint-every", "2", "--out", str(out)]
+    argv = [
+        "--param",
+        "f",
+        "--values",
+        "0.5,0.7",
+        "--steps",
+        "8",
+        "--batch-size",
+        "16",
+        "--eval-size",
+        "20",
+        "--eval-every",
+        "2",
+        "--checkpoint-every",
+        "2",
+        "--out",
+        str(out),
+    ]
     code, _, err = run_cli(argv, capsys)
     assert code == 2 and "another grid (steps: 4 there, 8 asked)" in err
     assert (out / "sweep.json").read_text() == before
@@ -193,11 +229,15 @@ def test_batched_k3_ends_with_the_same_weights_as_three_separate_runs(tmp_path):
     after its first step and resumed."""
     # One explicit precision: "auto" times the single and the batched step apart and records each.
     common = dict(steps=3, batch_size=16, eval_size=20, eval_every=1, checkpoint_every=1, precision="fp32")
-    cfgs = [TrainConfig(seed=0, f=0.7, **common), TrainConfig(seed=1, f=0.5, **common),
-            TrainConfig(seed=2, f=0.7, r=0.5, **common)]
+    cfgs = [
+        TrainConfig(seed=0, f=0.7, **common),
+        TrainConfig(seed=1, f=0.5, **common),
+        TrainConfig(seed=2, f=0.7, r=0.5, **common),
+    ]
     stops = [None, lambda step, a: step >= 2, None]
-    separate = [train(tmp_path / f"sep{k}", c, progress=False, early_stop=s) for k, (c, s) in
-                enumerate(zip(cfgs, stops))]
+    separate = [
+        train(tmp_path / f"sep{k}", c, progress=False, early_stop=s) for k, (c, s) in enumerate(zip(cfgs, stops))
+    ]
     dirs = [tmp_path / f"bat{k}" for k in range(3)]
     train_batched(dirs, cfgs, early_stops=stops, stop_after=1)
     assert all((d / "resume.pt").exists() and not (d / "final.pt").exists() for d in dirs)
@@ -232,9 +272,20 @@ def synthetic_sweep(root, param: str, values, passing_from: float | None, seeds=
         acc = 0.99 if passing_from is not None and p.value >= passing_from else 0.05
         d = points_dir(out) / p.name
         d.mkdir(parents=True)
-        (d / dr.CACHE_NAME).write_text(json.dumps({
-            "schema": dr.CACHE_SCHEMA, "metric": dr.METRICS[param], "requested_sample": sample,
-            "final_sha256": None, "accuracy": acc, "ci": [acc - 0.005, acc + 0.005], "n": 1000, "sample": sample}))
+        (d / dr.CACHE_NAME).write_text(
+            json.dumps(
+                {
+                    "schema": dr.CACHE_SCHEMA,
+                    "metric": dr.METRICS[param],
+                    "requested_sample": sample,
+                    "final_sha256": None,
+                    "accuracy": acc,
+                    "ci": [acc - 0.005, acc + 0.005],
+                    "n": 1000,
+                    "sample": sample,
+                }
+            )
+        )
     return out
 
 
@@ -255,11 +306,14 @@ def test_data_requirements_passes_on_sweeps_with_thresholds_inside_the_band(tmp_
     assert theta["f_threshold_not_below_band"].value == 0.25 and theta["r_threshold_not_above_band"].value == 0.2
 
 
-@pytest.mark.parametrize("passing_from, fails", [
-    (None, "f_threshold_not_above_band"),  # nothing generalizes: the threshold is above 0.7, far above the band
-    (0.1, "f_threshold_not_below_band"),  # everything generalizes, from the grid's smallest value (below the band)
-    (0.7, "f_threshold_not_above_band"),  # a threshold far above the paper's
-])
+@pytest.mark.parametrize(
+    "passing_from, fails",
+    [
+        (None, "f_threshold_not_above_band"),  # nothing generalizes: the threshold is above 0.7, far above the band
+        (0.1, "f_threshold_not_below_band"),  # everything generalizes, from the grid's smallest value (below the band)
+        (0.7, "f_threshold_not_above_band"),  # a threshold far above the paper's
+    ],
+)
 def test_data_requirements_fails_without_a_threshold_in_the_band(tmp_path, passing_from, fails):
     """One half only, and that half fails: the claim fails whatever the other half would show."""
     result = dr.DataRequirements().run_sweep(synthetic_sweep(tmp_path, "f", F_GRID, passing_from))
@@ -271,8 +325,11 @@ def test_half_a_claim_is_an_error_that_names_the_command_for_the_other_half(tmp_
     assert result.verdict == "error", result.reason
     assert "half a claim is not a pass" in result.reason and "no r sweep" in result.reason
     assert dr.sweep_command("r") in result.reason and "assignadd-sweep --param r" in result.reason
-    assert [e.name for e in result.evidence] == ["f_threshold_not_below_band", "f_threshold_not_above_band",
-                                                 "f_generalization_is_monotone"]  # the half given is still shown
+    assert [e.name for e in result.evidence] == [
+        "f_threshold_not_below_band",
+        "f_threshold_not_above_band",
+        "f_generalization_is_monotone",
+    ]  # the half given is still shown
 
 
 def test_the_referees_threshold_far_above_the_paper_fails(tmp_path):
@@ -337,6 +394,7 @@ def test_sweep_report_exits_1_when_the_claim_does_not_pass_and_still_writes_why(
     page = (tmp_path / "rep" / "sweep.html").read_text()
     assert "f_threshold_not_above_band" in page and "<b>fail</b>" in page
     from assignadd.reports.report_cli import main as report_main
+
     assert report_main([str(tmp_path / "both"), "--out", str(tmp_path / "rep2"), "--quiet"]) == 1
     assert report_main([str(tmp_path / "both" / "sweep_f"), "--out", str(tmp_path / "rep3"), "--quiet"]) == 1  # half
 
@@ -354,8 +412,9 @@ def test_ray_backend_trains_points_into_the_same_folder_layout(tmp_path):
     if not hasattr(ray, "init"):  # e.g. Ray's own /tmp/ray folder found as a namespace package
         pytest.skip(f"'ray' on sys.path is not the Ray package ({getattr(ray, '__path__', '?')})")
     out = tmp_path / "ray_sweep"
-    cfg = SweepConfig(param="r", values=(0.5,), seeds=(0,), steps=2, batch_size=16, eval_size=20, eval_every=1,
-                      checkpoint_every=1)
+    cfg = SweepConfig(
+        param="r", values=(0.5,), seeds=(0,), steps=2, batch_size=16, eval_size=20, eval_every=1, checkpoint_every=1
+    )
     ray.init(num_cpus=2, include_dashboard=False)
     try:
         summary = run_sweep(out, cfg, backend="ray", jobs=2, progress=False)

@@ -1,6 +1,7 @@
 """docs/thresholds.md and the generated blocks of docs/hypotheses.md are rendered from the claims' own
 Evidence and Threshold objects (tools/thresholds_doc.py) and must match them; a current bar is stated
 nowhere else in docs/hypotheses.md."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -68,7 +69,7 @@ def _first_block_bar(tool, text):
 def test_a_hand_edited_bar_inside_a_block_is_detected(tool, results):
     text = tool.render_hypotheses(tool.read(tool.HYPOTHESES), results)
     claim, at, value = _first_block_bar(tool, text)
-    edited = text[:at] + f"{float(value) - 0.05:g}" + text[at + len(value):]
+    edited = text[:at] + f"{float(value) - 0.05:g}" + text[at + len(value) :]
     assert edited != text
     assert tool.stale_blocks(edited, results) == [claim]
     assert tool.render_hypotheses(edited, results) == text  # rewriting puts the code's bar back
@@ -77,8 +78,14 @@ def test_a_hand_edited_bar_inside_a_block_is_detected(tool, results):
 def test_text_outside_the_blocks_is_kept_byte_for_byte(tool, results):
     text = tool.read(tool.HYPOTHESES)
     claim, start, end = tool.blocks(text)[0]
-    edited = ("Hand-written line with a trailing space \n" + text[:start] + "stale content\n" + text[start:end]
-              + text[end:] + "\nlast line without newline")
+    edited = (
+        "Hand-written line with a trailing space \n"
+        + text[:start]
+        + "stale content\n"
+        + text[start:end]
+        + text[end:]
+        + "\nlast line without newline"
+    )
     out = tool.render_hypotheses(edited, results)
     assert tool.outside_blocks(out) == tool.outside_blocks(edited)
     assert tool.stale_blocks(out, results) == []
@@ -93,16 +100,19 @@ def test_a_block_for_an_unknown_claim_fails_loudly(tool, results, committed):
 def test_a_registered_claim_without_a_block_fails_loudly(tool, results, committed):
     claim, start, end = tool.blocks(committed)[-1]
     begin = committed.rindex("<!-- generated:items", 0, start)
-    text = committed[:begin] + committed[end + len(tool.END):]
+    text = committed[:begin] + committed[end + len(tool.END) :]
     with pytest.raises(tool.DocError, match=f"no generated block for registered claim.*{claim}"):
         tool.render_hypotheses(text, results)
 
 
-@pytest.mark.parametrize("broken, message", [
-    ("<!-- generated:items identity_qk -->\nx\n", "never closed"),
-    ("x\n<!-- end generated -->\n", "without"),
-    ("<!-- generated:items  -->\n<!-- end generated -->\n", "malformed marker"),
-])
+@pytest.mark.parametrize(
+    "broken, message",
+    [
+        ("<!-- generated:items identity_qk -->\nx\n", "never closed"),
+        ("x\n<!-- end generated -->\n", "without"),
+        ("<!-- generated:items  -->\n<!-- end generated -->\n", "malformed marker"),
+    ],
+)
 def test_malformed_markers_fail_loudly(tool, broken, message):
     with pytest.raises(tool.DocError, match=message):
         tool.blocks(broken)
@@ -134,15 +144,21 @@ def _bar_rows(text: str, names: set[str]) -> list[str]:
 def test_no_hand_written_bar_rows_outside_the_blocks(tool, results, committed):
     names = {e.name for r in results for e in r.evidence}
     assert _bar_rows(tool.outside_blocks(committed), names) == [], (
-        "docs/hypotheses.md states an item's bar by hand; the current bars belong in the generated blocks")
+        "docs/hypotheses.md states an item's bar by hand; the current bars belong in the generated blocks"
+    )
 
 
 def test_the_bar_row_check_catches_a_hand_written_table(tool, results, committed):
     # The check above is only worth something if it would see the tables the blocks replaced.
     names = {e.name for r in results for e in r.evidence}
-    old = ("| item | kind | statistic | threshold | why |\n|---|---|---|---|---|\n"
-           "| `single_frequency_neurons` | observational | fraction of live neurons | ≥ 0.5 | a majority |\n"
-           "| `ov2_additivity` (supporting, not required) | observational | mean_i cos | ≥ 0.70 | nulls |\n"
-           "| `minimality[mlp_adds]` (0.956 → 0.000) | 1.018 [1.018, 1.018] | 1.014 |\n")
+    old = (
+        "| item | kind | statistic | threshold | why |\n|---|---|---|---|---|\n"
+        "| `single_frequency_neurons` | observational | fraction of live neurons | ≥ 0.5 | a majority |\n"
+        "| `ov2_additivity` (supporting, not required) | observational | mean_i cos | ≥ 0.70 | nulls |\n"
+        "| `minimality[mlp_adds]` (0.956 → 0.000) | 1.018 [1.018, 1.018] | 1.014 |\n"
+    )
     rows = _bar_rows(tool.outside_blocks(committed + old), names)
-    assert [r.split(" | ")[0] for r in rows] == ["| `single_frequency_neurons`", "| `ov2_additivity` (supporting, not required)"]
+    assert [r.split(" | ")[0] for r in rows] == [
+        "| `single_frequency_neurons`",
+        "| `ov2_additivity` (supporting, not required)",
+    ]

@@ -4,6 +4,7 @@ TransformerLens' ``patching`` functions and ``ActivationCache``'s decompositions
 config fields and model methods; with them, each runs on this model and agrees with this package's own
 intervention engine (``assignadd.interventions``) to float32 precision, example by example.
 """
+
 from __future__ import annotations
 
 import copy
@@ -18,10 +19,15 @@ from assignadd.interventions import Site, activation_patch, patch_sweep, path_pa
 N_EXAMPLES = 6
 ATOL = 1e-5
 HOOK_OF = {  # TransformerLens' activation name -> this model's hook, per layer
-    "resid_pre": "blocks.{l}.hook_resid_pre", "resid_mid": "blocks.{l}.hook_resid_mid",
-    "attn_out": "blocks.{l}.hook_attn_out", "mlp_out": "blocks.{l}.hook_mlp_out",
-    "z": "blocks.{l}.attn.hook_z", "q": "blocks.{l}.attn.hook_q", "k": "blocks.{l}.attn.hook_k",
-    "v": "blocks.{l}.attn.hook_v", "pattern": "blocks.{l}.attn.hook_pattern",
+    "resid_pre": "blocks.{l}.hook_resid_pre",
+    "resid_mid": "blocks.{l}.hook_resid_mid",
+    "attn_out": "blocks.{l}.hook_attn_out",
+    "mlp_out": "blocks.{l}.hook_mlp_out",
+    "z": "blocks.{l}.attn.hook_z",
+    "q": "blocks.{l}.attn.hook_q",
+    "k": "blocks.{l}.attn.hook_k",
+    "v": "blocks.{l}.attn.hook_v",
+    "pattern": "blocks.{l}.attn.hook_pattern",
 }
 
 
@@ -64,8 +70,15 @@ def tl_values(fn, model, batches, clean_cache):
 def ours(model, batches, name, positions):
     """This package's engine: patch_sweep, clean into corrupted (denoising): [layer, position set, batch]."""
     clean, labels, corrupted = batches
-    return patch_sweep(model, clean, corrupted, [HOOK_OF[name].format(l=l) for l in range(model.cfg.n_layers)],
-                       positions, answer_logit(labels), direction="denoise")
+    return patch_sweep(
+        model,
+        clean,
+        corrupted,
+        [HOOK_OF[name].format(l=l) for l in range(model.cfg.n_layers)],
+        positions,
+        answer_logit(labels),
+        direction="denoise",
+    )
 
 
 def test_config_answers_every_field_transformer_lens_reads(model):
@@ -98,8 +111,7 @@ def test_head_vector_patching_by_position_matches_patch_sweep(model, batches, cl
     torch.testing.assert_close(theirs[:, :, 0], ours(model, batches, name, list(range(16))), atol=ATOL, rtol=0)
 
 
-@pytest.mark.parametrize("component, name", [("out", "z"), ("q", "q"), ("k", "k"), ("v", "v"),
-                                             ("pattern", "pattern")])
+@pytest.mark.parametrize("component, name", [("out", "z"), ("q", "q"), ("k", "k"), ("v", "v"), ("pattern", "pattern")])
 def test_head_patching_at_all_positions_matches_patch_sweep(model, batches, clean_cache, component, name):
     fn = getattr(patching, f"get_act_patch_attn_head_{component}_all_pos")
     theirs = tl_values(fn, model, batches, clean_cache)  # [layer, head, batch]
@@ -123,11 +135,16 @@ def test_pattern_patching_by_query_and_key_matches_activation_patch(model, batch
         torch.testing.assert_close(theirs[layer, 0, dest, src], mine, atol=ATOL, rtol=0)
 
 
-@pytest.mark.parametrize("every, parts", [
-    ("get_act_patch_block_every", ["get_act_patch_resid_pre", "get_act_patch_attn_out", "get_act_patch_mlp_out"]),
-    ("get_act_patch_attn_head_all_pos_every", [f"get_act_patch_attn_head_{c}_all_pos"
-                                                for c in ("out", "q", "k", "v", "pattern")]),
-])
+@pytest.mark.parametrize(
+    "every, parts",
+    [
+        ("get_act_patch_block_every", ["get_act_patch_resid_pre", "get_act_patch_attn_out", "get_act_patch_mlp_out"]),
+        (
+            "get_act_patch_attn_head_all_pos_every",
+            [f"get_act_patch_attn_head_{c}_all_pos" for c in ("out", "q", "k", "v", "pattern")],
+        ),
+    ],
+)
 def test_the_every_helpers_stack_the_single_sweeps(model, batches, clean_cache, every, parts):
     clean, labels, corrupted = batches
     metric = lambda logits: answer_logit(labels)(logits).mean()  # noqa: E731 (their default: a scalar metric)
@@ -138,8 +155,9 @@ def test_the_every_helpers_stack_the_single_sweeps(model, batches, clean_cache, 
 
 def test_attn_head_by_pos_every_runs(model, batches, clean_cache):
     clean, labels, corrupted = batches
-    out = patching.get_act_patch_attn_head_by_pos_every(model, corrupted, clean_cache,
-                                                        lambda logits: answer_logit(labels)(logits).mean())
+    out = patching.get_act_patch_attn_head_by_pos_every(
+        model, corrupted, clean_cache, lambda logits: answer_logit(labels)(logits).mean()
+    )
     assert out.shape == (5, 2, 16, 1)
 
 
@@ -150,9 +168,17 @@ def test_direct_path_patching_matches_our_path_patch(model, batches, clean_cache
     clean, labels, corrupted = batches
     corrupted_cache = model.run_with_cache(corrupted)[1]
     metric = answer_logit(labels)
-    theirs = patching.get_act_patch_direct_path(model, corrupted, clean_cache, corrupted_cache,
-                                                lambda logits: metric(logits).mean(), 0, 0, component,
-                                                verbose=False)
+    theirs = patching.get_act_patch_direct_path(
+        model,
+        corrupted,
+        clean_cache,
+        corrupted_cache,
+        lambda logits: metric(logits).mean(),
+        0,
+        0,
+        component,
+        verbose=False,
+    )
     ours = path_patch(model, corrupted, clean, "blocks.0.hook_attn_out", [f"blocks.1.attn.hook_{component}"])
     assert theirs[0, 0] == 0.0  # rows at or before the source layer are placeholders
     torch.testing.assert_close(theirs[1, 0], metric(ours.logits).mean().to(theirs.dtype), rtol=1e-4, atol=1e-4)
@@ -181,13 +207,17 @@ def test_logit_attrs_add_up_to_the_model_logits(model, batches, clean_cache):
     stack = clean_cache.decompose_resid(pos_slice=-1)  # [component, batch, d_model]
     attrs = clean_cache.logit_attrs(stack, labels)  # [component, batch]
     logits = model(clean)[:, -1]
-    torch.testing.assert_close(attrs.sum(0) + model.unembed.b_U[labels],
-                               logits.gather(1, labels[:, None])[:, 0], atol=1e-4, rtol=0)
+    torch.testing.assert_close(
+        attrs.sum(0) + model.unembed.b_U[labels], logits.gather(1, labels[:, None])[:, 0], atol=1e-4, rtol=0
+    )
     wrong = (labels + 1) % 59
     diff = clean_cache.logit_attrs(stack, labels, incorrect_tokens=wrong).sum(0)
-    torch.testing.assert_close(diff + model.unembed.b_U[labels] - model.unembed.b_U[wrong],
-                               logits.gather(1, labels[:, None])[:, 0] - logits.gather(1, wrong[:, None])[:, 0],
-                               atol=1e-4, rtol=0)
+    torch.testing.assert_close(
+        diff + model.unembed.b_U[labels] - model.unembed.b_U[wrong],
+        logits.gather(1, labels[:, None])[:, 0] - logits.gather(1, wrong[:, None])[:, 0],
+        atol=1e-4,
+        rtol=0,
+    )
     # A word names an output class too.
     torch.testing.assert_close(clean_cache.logit_attrs(stack, "27"), clean_cache.logit_attrs(stack, 27))
 
@@ -202,7 +232,9 @@ def test_accumulated_resid_and_full_decomposition_match_the_stream(clean_cache):
 
 
 def test_tokens_to_residual_directions_are_unembedding_columns(model):
-    torch.testing.assert_close(model.tokens_to_residual_directions(torch.tensor([3, 58])), model.unembed.W_U[:, [3, 58]].T)
+    torch.testing.assert_close(
+        model.tokens_to_residual_directions(torch.tensor([3, 58])), model.unembed.W_U[:, [3, 58]].T
+    )
     torch.testing.assert_close(model.tokens_to_residual_directions("7"), model.unembed.W_U[:, 7])
     with pytest.raises(ValueError, match="output classes 0..58"):
         model.tokens_to_residual_directions("a")  # a variable is not something the model predicts

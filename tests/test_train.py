@@ -2,6 +2,7 @@
 
 Runs here are tiny (30 steps of batch 64 on CPU): they test the bookkeeping, not learning.
 """
+
 from __future__ import annotations
 
 import json
@@ -134,18 +135,21 @@ def test_unreadable_run_files_are_refused(tmp_path):
 
 
 # ----- bad options -----------------------------------------------------------------------------------
-@pytest.mark.parametrize("change, message", [
-    ({"steps": 0}, "--steps must be at least 1, got 0"),
-    ({"lr": -1.0}, "--lr must be a positive number, got -1.0"),
-    ({"lr": float("nan")}, "--lr must be a positive number"),
-    ({"f": 2.0}, "--f must be in (0, 1], got 2.0"),
-    ({"r": 1.5}, "--r must be in [0, 1], got 1.5"),
-    ({"precision": "fp8"}, "--precision must be auto, fp32 or bf16, got fp8"),
-    ({"device": "tpu"}, "--device must be cpu or cuda[:N], got 'tpu'"),
-    ({"batch_size": 0}, "--batch-size must be at least 1"),
-    ({"weight_decay": -0.1}, "--weight-decay must be >= 0"),
-    ({"eval_size": 0}, "--eval-size must be at least 1"),
-])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"steps": 0}, "--steps must be at least 1, got 0"),
+        ({"lr": -1.0}, "--lr must be a positive number, got -1.0"),
+        ({"lr": float("nan")}, "--lr must be a positive number"),
+        ({"f": 2.0}, "--f must be in (0, 1], got 2.0"),
+        ({"r": 1.5}, "--r must be in [0, 1], got 1.5"),
+        ({"precision": "fp8"}, "--precision must be auto, fp32 or bf16, got fp8"),
+        ({"device": "tpu"}, "--device must be cpu or cuda[:N], got 'tpu'"),
+        ({"batch_size": 0}, "--batch-size must be at least 1"),
+        ({"weight_decay": -0.1}, "--weight-decay must be >= 0"),
+        ({"eval_size": 0}, "--eval-size must be at least 1"),
+    ],
+)
 def test_bad_values_raise_train_error_before_touching_the_folder(tmp_path, change, message):
     with pytest.raises(TrainError) as info:
         train(tmp_path / "run", small_config(**change), progress=False)
@@ -166,14 +170,17 @@ def test_split_with_a_number_missing_from_training_is_refused(tmp_path):
 
 
 # ----- the command line ------------------------------------------------------------------------------
-@pytest.mark.parametrize("args, message", [
-    (["--steps", "0"], "error: --steps must be at least 1, got 0"),
-    (["--lr", "-1"], "error: --lr must be a positive number, got -1.0"),
-    (["--f", "2"], "error: --f must be in (0, 1], got 2.0"),
-    (["--precision", "fp8"], "error: --precision must be auto, fp32 or bf16, got fp8"),
-    (["--device", "tpu"], "error: --device must be cpu or cuda[:N], got 'tpu'"),
-    (["--f", "0.01"], "error: f=0.01 leaves numbers"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--steps", "0"], "error: --steps must be at least 1, got 0"),
+        (["--lr", "-1"], "error: --lr must be a positive number, got -1.0"),
+        (["--f", "2"], "error: --f must be in (0, 1], got 2.0"),
+        (["--precision", "fp8"], "error: --precision must be auto, fp32 or bf16, got fp8"),
+        (["--device", "tpu"], "error: --device must be cpu or cuda[:N], got 'tpu'"),
+        (["--f", "0.01"], "error: f=0.01 leaves numbers"),
+    ],
+)
 def test_cli_bad_value_exits_2_with_one_error_line(tmp_path, capsys, args, message):
     with pytest.raises(SystemExit) as info:
         train_main([str(tmp_path / "run"), "--quiet", *args])
@@ -196,9 +203,26 @@ def test_cli_usage_errors_exit_2(tmp_path, capsys, args):
 
 def test_cli_trains_a_tiny_run(tmp_path, capsys):
     run_dir = tmp_path / "run"
-    code = train_main([str(run_dir), "--steps", "2", "--batch-size", "16", "--eval-size", "5", "--quiet",
-                       "--checkpoint-every", "1", "--seed", "1"])
+    code = train_main(
+        [
+            str(run_dir),
+            "--steps",
+            "2",
+            "--batch-size",
+            "16",
+            "--eval-size",
+            "5",
+            "--quiet",
+            "--checkpoint-every",
+            "1",
+            "--seed",
+            "1",
+        ]
+    )
     assert code == 0
     assert capsys.readouterr().out.strip() == f"final checkpoint: {run_dir / 'final.pt'}"
     assert sorted(p.name for p in (run_dir / "checkpoints").glob("*.pt")) == [
-        "step_000000.pt", "step_000001.pt", "step_000002.pt"]
+        "step_000000.pt",
+        "step_000001.pt",
+        "step_000002.pt",
+    ]

@@ -3,6 +3,7 @@
 The claims here are small fakes registered for the test (one passes, one fails, one crashes), so
 these tests specify the command, not any hypothesis; every run passes ``--only`` with their ids.
 """
+
 from __future__ import annotations
 
 import json
@@ -32,12 +33,22 @@ class _FakePass(Hypothesis):
         # Depends on the model (so the report changes with the checkpoint) but is deterministic.
         w = float(ctx.model.embed.W_E.abs().mean())
         return [
-            Evidence("accuracy", "mean(argmax logits == label)", "causal", Threshold(0.9, ">=", "paper value"),
-                     Measurement(0.97, 0.95, 0.985, 2000, {"weight_scale": w}),
-                     {"reinitialised": Measurement(0.02, 0.01, 0.03, 2000),
-                      "ablated": Measurement(0.5, 0.45, 0.55, 2000)}),
-            Evidence("margin", "diagonal - best off-diagonal", "observational", Threshold(0.1, "<=", "chance"),
-                     Measurement.exact(0.05, 12), {"reinitialised": Measurement.exact(0.3, 12)}),
+            Evidence(
+                "accuracy",
+                "mean(argmax logits == label)",
+                "causal",
+                Threshold(0.9, ">=", "paper value"),
+                Measurement(0.97, 0.95, 0.985, 2000, {"weight_scale": w}),
+                {"reinitialised": Measurement(0.02, 0.01, 0.03, 2000), "ablated": Measurement(0.5, 0.45, 0.55, 2000)},
+            ),
+            Evidence(
+                "margin",
+                "diagonal - best off-diagonal",
+                "observational",
+                Threshold(0.1, "<=", "chance"),
+                Measurement.exact(0.05, 12),
+                {"reinitialised": Measurement.exact(0.3, 12)},
+            ),
         ]
 
 
@@ -47,8 +58,15 @@ class _FakeFail(Hypothesis):
     statement = "A fake claim that fails by construction."
 
     def evidence(self, ctx):
-        return [Evidence("accuracy", "mean(argmax logits == label)", "causal", Threshold(0.9, ">=", "paper value"),
-                         Measurement(0.5, 0.4, 0.6, 100))]
+        return [
+            Evidence(
+                "accuracy",
+                "mean(argmax logits == label)",
+                "causal",
+                Threshold(0.9, ">=", "paper value"),
+                Measurement(0.5, 0.4, 0.6, 100),
+            )
+        ]
 
 
 class _FakeError(Hypothesis):
@@ -73,9 +91,20 @@ def fake_claims():
 def ours(tmp_path_factory) -> Path:
     """A checkpoint in our format, with the task in its metadata."""
     path = tmp_path_factory.mktemp("ckpt") / "step_000100.pt"
-    save_checkpoint(AssignAddTransformer(seed=1), path, task={"f": 0.7, "r": 1.0, "seed": 42, "modulus": 59,
-                                                              "n_vars": 12, "never_rhs": ["a", "b"],
-                                                              "never_lhs": ["k", "l"]}, step=100)
+    save_checkpoint(
+        AssignAddTransformer(seed=1),
+        path,
+        task={
+            "f": 0.7,
+            "r": 1.0,
+            "seed": 42,
+            "modulus": 59,
+            "n_vars": 12,
+            "never_rhs": ["a", "b"],
+            "never_lhs": ["k", "l"],
+        },
+        step=100,
+    )
     return path
 
 
@@ -129,21 +158,25 @@ def test_progress_in_a_log_is_whole_lines_so_the_table_starts_on_its_own(capsys,
     # One line per claim as it finishes (claims run side by side, so in either order), counted 1/2, 2/2.
     lines = err.splitlines()
     assert [line.split()[1] for line in lines] == ["1/2", "2/2"]
-    assert sorted(re.sub(r" \(\d+\.\d s\)$", "", line.split(" ", 2)[2]) for line in lines) == \
-        sorted([f"{PASS}: pass", f"{FAIL}: fail"])
+    assert sorted(re.sub(r" \(\d+\.\d s\)$", "", line.split(" ", 2)[2]) for line in lines) == sorted(
+        [f"{PASS}: pass", f"{FAIL}: fail"]
+    )
     assert out.startswith("claim ")
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["{missing}"], "no such file"),
-    (["{garbage}"], "garbage.pt: "),
-    (["{ours}", "--only", "no_such_claim"], "unknown claim id(s) no_such_claim"),
-    (["{ours}", "--only", ","], "--only needs at least one claim id"),
-    (["{ours}", "--n", "0"], "--n must be a positive pool size"),
-    (["{ours}", "--out", "{garbage}"], "exists and is not a directory"),
-    (["{ours}", "--out", "{garbage}/sub"], "cannot write there"),
-    (["{ours}", "--json", "{tmp}"], "is a directory"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["{missing}"], "no such file"),
+        (["{garbage}"], "garbage.pt: "),
+        (["{ours}", "--only", "no_such_claim"], "unknown claim id(s) no_such_claim"),
+        (["{ours}", "--only", ","], "--only needs at least one claim id"),
+        (["{ours}", "--n", "0"], "--n must be a positive pool size"),
+        (["{ours}", "--out", "{garbage}"], "exists and is not a directory"),
+        (["{ours}", "--out", "{garbage}/sub"], "cannot write there"),
+        (["{ours}", "--json", "{tmp}"], "is a directory"),
+    ],
+)
 def test_bad_input_exits_2_with_one_error_line(capsys, tmp_path, ours, argv, message):
     garbage = tmp_path / "garbage.pt"
     garbage.write_bytes(b"not a checkpoint")
@@ -175,8 +208,10 @@ def test_missing_reference_checkpoint_is_one_clear_line(capsys, monkeypatch, tmp
     monkeypatch.setattr(assignadd, "reference_checkpoint", lambda: tmp_path / "reference.pt")
     code, _, err = run(capsys, "--only", PASS)
     assert code == 2
-    assert err == f"error: the bundled reference checkpoint is missing ({tmp_path / 'reference.pt'}); " \
-                  f"pass a checkpoint path\n"
+    assert (
+        err == f"error: the bundled reference checkpoint is missing ({tmp_path / 'reference.pt'}); "
+        f"pass a checkpoint path\n"
+    )
 
 
 def test_report_json_is_deterministic_and_complete(capsys, tmp_path, ours):
@@ -193,8 +228,15 @@ def test_report_json_is_deterministic_and_complete(capsys, tmp_path, ours):
     assert r["checkpoint"]["sha256"] == hashlib.sha256(ours.read_bytes()).hexdigest()
     assert r["model_config"]["d_model"] == 128 and r["task"]["f"] == 0.7 and r["task_source"] == "checkpoint"
     assert (r["seed"], r["n"], r["only"]) == (3, 50, [PASS, FAIL])
-    assert r["summary"] == {"passed": 1, "total": 2, "all_passed": False, "failed": [FAIL], "inconclusive": [],
-                            "errors": [], "not_run": []}
+    assert r["summary"] == {
+        "passed": 1,
+        "total": 2,
+        "all_passed": False,
+        "failed": [FAIL],
+        "inconclusive": [],
+        "errors": [],
+        "not_run": [],
+    }
     assert r["not_run"] == []  # --only chose the claims
     assert [c["claim"] for c in r["claims"]] == [PASS, FAIL]
     assert r["claims"][0]["evidence"][0]["controls"]["reinitialised"]["passed"] is False
@@ -213,8 +255,19 @@ def test_authors_bare_state_dict_loads_with_the_default_task(capsys, tmp_path, b
 
 def test_out_dir_holds_every_report_and_junit_marks_failures(capsys, tmp_path, ours):
     out = tmp_path / "deep" / "report"
-    code, _, _ = run(capsys, ours, "--only", f"{PASS},{FAIL},{ERROR}", "--out", out, "--quiet", "--n", "50",
-                     "--junit", tmp_path / "extra.xml")
+    code, _, _ = run(
+        capsys,
+        ours,
+        "--only",
+        f"{PASS},{FAIL},{ERROR}",
+        "--out",
+        out,
+        "--quiet",
+        "--n",
+        "50",
+        "--junit",
+        tmp_path / "extra.xml",
+    )
     assert code == 1
     assert sorted(os.listdir(out)) == ["junit.xml", "report.html", "report.json", "report.md", "timings.json"]
     assert [p for p in os.listdir(out.parent) if p != "report"] == []  # no staging folder left
@@ -238,10 +291,18 @@ def test_out_dir_holds_every_report_and_junit_marks_failures(capsys, tmp_path, o
     assert "http://" not in page and "https://" not in page and "<script" not in page
     imgs = page.count("<img ")
     assert imgs == page.count('src="data:image/png;base64,') == 7 + 2  # 7 model figures, 2 forest plots
-    for key in ("attention_layer1", "attention_layer2", "positional_qk", "identity_matrix", "resid_mid_cosine",
-                "fourier_neuron", "fourier_spectrum", f"forest_{PASS}", f"forest_{FAIL}"):
+    for key in (
+        "attention_layer1",
+        "attention_layer2",
+        "positional_qk",
+        "identity_matrix",
+        "resid_mid_cosine",
+        "fourier_neuron",
+        "fourier_spectrum",
+        f"forest_{PASS}",
+        f"forest_{FAIL}",
+    ):
         assert f'id="fig-{key}"' in page
-
 
 
 def test_an_existing_out_folder_gets_each_file_replaced_and_nothing_else(tmp_path):
@@ -259,9 +320,18 @@ def test_an_existing_out_folder_gets_each_file_replaced_and_nothing_else(tmp_pat
 
 
 def test_terminal_table_reads_from_the_report_dict_alone():
-    report = render.build_report(checkpoint={"path": "x.pt", "sha256": "0", "format": "f", "step": None},
-                                 model_config={}, task={}, task_source="default", seed=0, n=10, device="cpu",
-                                 only=None, claims=[], tool_version="0")
+    report = render.build_report(
+        checkpoint={"path": "x.pt", "sha256": "0", "format": "f", "step": None},
+        model_config={},
+        task={},
+        task_source="default",
+        seed=0,
+        n=10,
+        device="cpu",
+        only=None,
+        claims=[],
+        tool_version="0",
+    )
     assert report["summary"]["all_passed"] is False  # nothing verified is not a pass
     assert render.terminal_table(report).strip().splitlines()[-1] == "0 passed of 0 run"
 

@@ -3,6 +3,7 @@
 Run alone with ``python -m pytest tests/test_verify_html.py`` (``make html-check``). Set
 ``ASSIGNADD_SCREENSHOT=path.png`` to keep a screenshot of the page for a look by eye.
 """
+
 from __future__ import annotations
 
 import html
@@ -23,9 +24,10 @@ from assignadd.reports.verify_cli import main
 from .test_verify_cli import FAIL, PASS, _FakeFail, _FakePass
 
 CHROMIUM = Path("/usr/bin/chromium")
-pytestmark = pytest.mark.skipif(not CHROMIUM.exists(),
-                                reason="headless Chromium not installed at /usr/bin/chromium "
-                                       "(Debian: apt-get install -y chromium)")
+pytestmark = pytest.mark.skipif(
+    not CHROMIUM.exists(),
+    reason="headless Chromium not installed at /usr/bin/chromium (Debian: apt-get install -y chromium)",
+)
 
 # Written into a copy of the page: after the load event, record every <img>'s decoded width in the DOM.
 PROBE = """<script>
@@ -46,10 +48,23 @@ def chromium(*args: str, timeout: int = 90) -> subprocess.CompletedProcess:
     profile = tempfile.mkdtemp(prefix="chromium-profile-")
     try:
         return subprocess.run(
-            [str(CHROMIUM), "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-             "--disable-component-update", "--disable-sync", "--no-first-run", "--hide-scrollbars",
-             f"--user-data-dir={profile}", *args],
-            capture_output=True, text=True, timeout=timeout)
+            [
+                str(CHROMIUM),
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--no-first-run",
+                "--hide-scrollbars",
+                f"--user-data-dir={profile}",
+                *args,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
     finally:
         shutil.rmtree(profile, ignore_errors=True)
 

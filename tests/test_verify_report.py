@@ -1,5 +1,6 @@
 """The report a user reads: every claim listed (those not run here too), the four verdicts counted,
 intervals shown as they are, one escaping HTML template, and report.json checked against its schema."""
+
 from __future__ import annotations
 
 import json
@@ -24,21 +25,44 @@ def ours(tmp_path_factory):
 
 
 def claim(cid: str, verdict: str, value=0.97, ci=(0.95, 0.985), reason="why") -> dict:
-    return {"schema": "assignadd.claim/1", "claim": cid, "spec": "§4.1", "statement": "s", "verdict": verdict,
-            "reason": reason, "seed": 0, "controls": {},
-            "evidence": [{"name": "acc", "definition": "d", "kind": "causal", "required": True,
-                          "threshold": {"value": 0.9, "direction": ">=", "bound": "lower", "reason": "r"},
-                          "measurement": {"value": value, "ci": list(ci), "n": 100, "extra": {}},
-                          "passed": verdict == "pass", "controls": {}}]}
+    return {
+        "schema": "assignadd.claim/1",
+        "claim": cid,
+        "spec": "§4.1",
+        "statement": "s",
+        "verdict": verdict,
+        "reason": reason,
+        "seed": 0,
+        "controls": {},
+        "evidence": [
+            {
+                "name": "acc",
+                "definition": "d",
+                "kind": "causal",
+                "required": True,
+                "threshold": {"value": 0.9, "direction": ">=", "bound": "lower", "reason": "r"},
+                "measurement": {"value": value, "ci": list(ci), "n": 100, "extra": {}},
+                "passed": verdict == "pass",
+                "controls": {},
+            }
+        ],
+    }
 
 
 def report(claims, not_run=None, task_source="checkpoint"):
     return render.build_report(
-        checkpoint={"path": "x.pt", "sha256": "0" * 64, "format": "assignadd.checkpoint/1", "step": 1,
-                    "size_bytes": 1},
+        checkpoint={"path": "x.pt", "sha256": "0" * 64, "format": "assignadd.checkpoint/1", "step": 1, "size_bytes": 1},
         model_config=AssignAddTransformer().cfg.to_dict(),
-        task=TASK, task_source=task_source, seed=0, n=10, device="cpu", only=None, claims=claims, tool_version="0",
-        not_run=not_run_here(None) if not_run is None else not_run)
+        task=TASK,
+        task_source=task_source,
+        seed=0,
+        n=10,
+        device="cpu",
+        only=None,
+        claims=claims,
+        tool_version="0",
+        not_run=not_run_here(None) if not_run is None else not_run,
+    )
 
 
 # ----- every claim listed, four verdicts counted -------------------------------------------------------
@@ -51,12 +75,22 @@ def test_the_series_and_sweep_claims_are_listed_as_not_run_with_their_commands()
 
 
 def test_summary_counts_all_four_verdicts_and_names_what_was_not_run():
-    r = report([claim("a", "pass"), claim("b", "pass"), claim("c", "pass"), claim("d", "pass"),
-                claim("e", "inconclusive"), claim("f", "fail")])
+    r = report(
+        [
+            claim("a", "pass"),
+            claim("b", "pass"),
+            claim("c", "pass"),
+            claim("d", "pass"),
+            claim("e", "inconclusive"),
+            claim("f", "fail"),
+        ]
+    )
     line = render.terminal_table(r).strip().splitlines()[-1]
-    assert line == ("4 passed, 1 inconclusive, 1 failed of 6 run; 2 not run here: learning_phases "
-                    "(run: assignadd-report RUN_DIR), data_requirements (run: assignadd-sweep --param f|r "
-                    "--values ... --out SWEEP_DIR, then assignadd-report SWEEP_DIR)")
+    assert line == (
+        "4 passed, 1 inconclusive, 1 failed of 6 run; 2 not run here: learning_phases "
+        "(run: assignadd-report RUN_DIR), data_requirements (run: assignadd-sweep --param f|r "
+        "--values ... --out SWEEP_DIR, then assignadd-report SWEEP_DIR)"
+    )
     s = r["summary"]
     assert (s["passed"], s["total"], s["inconclusive"], s["failed"], s["errors"]) == (4, 6, ["e"], ["f"], [])
     assert s["not_run"] == ["learning_phases", "data_requirements"] and s["all_passed"] is False
@@ -87,15 +121,18 @@ def test_only_with_a_series_claim_says_which_command_runs_it(capsys, ours):
 
 
 # ----- intervals ------------------------------------------------------------------------------------
-@pytest.mark.parametrize("value, ci, shown", [
-    (1.0, (0.999742, 1.0), "1 [0.999, 1]"),          # was "1 [1, 1]"
-    (0.97, (0.95, 0.985), "0.97 [0.95, 0.985]"),
-    (0.9995, (0.9991, 0.9998), "0.9995 [0.9991, 0.9998]"),  # more decimals until the numbers differ
-    (0.605, (0.589123, 0.619001), "0.605 [0.589, 0.62]"),  # outwards: low down, high up
-    (0.0, (0.0, 0.0015), "0 [0, 0.002]"),
-    (12.5, (12.25, 12.75), "12.5 [12.25, 12.75]"),
-    (2e-05, (1e-05, 3e-05), "2e-05 [1e-05, 3e-05]"),
-])
+@pytest.mark.parametrize(
+    "value, ci, shown",
+    [
+        (1.0, (0.999742, 1.0), "1 [0.999, 1]"),  # was "1 [1, 1]"
+        (0.97, (0.95, 0.985), "0.97 [0.95, 0.985]"),
+        (0.9995, (0.9991, 0.9998), "0.9995 [0.9991, 0.9998]"),  # more decimals until the numbers differ
+        (0.605, (0.589123, 0.619001), "0.605 [0.589, 0.62]"),  # outwards: low down, high up
+        (0.0, (0.0, 0.0015), "0 [0, 0.002]"),
+        (12.5, (12.25, 12.75), "12.5 [12.25, 12.75]"),
+        (2e-05, (1e-05, 3e-05), "2e-05 [1e-05, 3e-05]"),
+    ],
+)
 def test_intervals_show_what_the_numbers_say(value, ci, shown):
     assert render.fmt_measurement({"value": value, "ci": list(ci)}) == shown
 
@@ -137,8 +174,10 @@ def test_html_lists_the_claims_not_run_with_their_commands():
 def test_a_bare_checkpoint_says_which_task_it_was_scored_on():
     r = report([claim("a", "pass")], task_source="default")
     text = render.terminal_table(r)
-    assert "note: the checkpoint holds no task, so the claims ran on the paper's (f = 0.7, r = 1.0, split seed 42)" \
-        in text and "--split-seed" in text
+    assert (
+        "note: the checkpoint holds no task, so the claims ran on the paper's (f = 0.7, r = 1.0, split seed 42)" in text
+        and "--split-seed" in text
+    )
     assert "note: the checkpoint holds no task" in render.markdown(r)
 
 
@@ -174,4 +213,3 @@ def test_the_schema_ships_with_the_package():
     from importlib.resources import files
 
     assert files("assignadd.reports").joinpath("schemas/verify.schema.json").is_file()
-

@@ -1,4 +1,5 @@
 """The whole algorithm as one hypothesis: causal scrubbing of the paper's circuit."""
+
 from __future__ import annotations
 
 import pytest
@@ -11,8 +12,9 @@ from assignadd.hypotheses.measures.scrubbing import _donors
 from assignadd.interventions.mutants import generator
 from assignadd.model import AssignAddTransformer
 
-needs_reference = pytest.mark.skipif(not assignadd.reference_checkpoint().exists(),
-                                     reason="the bundled reference checkpoint is missing")
+needs_reference = pytest.mark.skipif(
+    not assignadd.reference_checkpoint().exists(), reason="the bundled reference checkpoint is missing"
+)
 
 
 def test_donors_share_the_key_and_are_another_row_whenever_the_group_has_one():

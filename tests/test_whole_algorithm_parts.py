@@ -1,5 +1,6 @@
 """The whole algorithm part by part: minimality, IOI-style completeness, and where the held-out
 doubled-pair errors lie (the routing or the addition module)."""
+
 from __future__ import annotations
 
 import pytest
@@ -15,8 +16,9 @@ from assignadd.hypotheses.whole_algorithm import ADDER_ERRORS, COMPLETE, MINIMAL
 from assignadd.interventions.mutants import MUTANTS, generator
 from assignadd.model import AssignAddTransformer
 
-needs_reference = pytest.mark.skipif(not assignadd.reference_checkpoint().exists(),
-                                     reason="the bundled reference checkpoint is missing")
+needs_reference = pytest.mark.skipif(
+    not assignadd.reference_checkpoint().exists(), reason="the bundled reference checkpoint is missing"
+)
 REQUIRED_PARTS = [p for p in scrubbing.PARTS if p != "non_value_tokens"]
 
 
@@ -27,13 +29,20 @@ def test_pick_draws_another_candidate_with_the_same_key_and_a_differing_carry():
     idx, found = scrubbing._pick(key, torch.arange(6), key, generator(0, "t"))
     assert torch.equal(key[idx[found]], key[found]) and (idx[found] != torch.arange(6)[found]).all()
     assert found.tolist() == [True] * 5 + [False]  # key 2 has no other member: keeps itself
-    idx, found = scrubbing._pick(key, torch.arange(6), key, generator(0, "t"), target_carry=carry, candidate_carry=carry)
+    idx, found = scrubbing._pick(
+        key, torch.arange(6), key, generator(0, "t"), target_carry=carry, candidate_carry=carry
+    )
     assert found.tolist() == [True, True, True, True, True, False]
     assert (carry[idx[found]] != carry[found]).all() and torch.equal(key[idx[found]], key[found])
     # a column where the target carries nothing (-1) does not need to differ
-    idx, found = scrubbing._pick(torch.zeros(2, dtype=torch.long), torch.tensor([0, 1]), torch.zeros(2, dtype=torch.long),
-                                 generator(0, "t"), target_carry=torch.tensor([[-1, 3], [4, 3]]),
-                                 candidate_carry=torch.tensor([[-1, 3], [4, 3]]))
+    idx, found = scrubbing._pick(
+        torch.zeros(2, dtype=torch.long),
+        torch.tensor([0, 1]),
+        torch.zeros(2, dtype=torch.long),
+        generator(0, "t"),
+        target_carry=torch.tensor([[-1, 3], [4, 3]]),
+        candidate_carry=torch.tensor([[-1, 3], [4, 3]]),
+    )
     assert found.tolist() == [False, False]  # both differ from each other only where a target carries nothing
 
 

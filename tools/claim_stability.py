@@ -5,6 +5,7 @@
 
 Default: the bundled series (checkpoints/series). One torch thread.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -45,8 +46,10 @@ def main() -> int:
         changes = [(a, b) for a, b in zip(h, h[1:]) if a[1] != b[1]]
         back = [(a, b) for a, b in changes if a[1] == "pass"]
         bad += bool(back)
-        print(f"{c}: {len(changes)} verdict change(s)" + ("" if not back else "; flips back: " + ", ".join(
-            f"{a[0]}->{b[0]} ({a[1]}->{b[1]})" for a, b in back)))
+        print(
+            f"{c}: {len(changes)} verdict change(s)"
+            + ("" if not back else "; flips back: " + ", ".join(f"{a[0]}->{b[0]} ({a[1]}->{b[1]})" for a, b in back))
+        )
     return 1 if bad else 0
 
 

@@ -4,6 +4,7 @@ numbers, and say so in the commit.
 
     python tools/golden.py
 """
+
 from __future__ import annotations
 
 import json
@@ -23,6 +24,13 @@ from test_mutants import GOLDEN, GOLDEN_N, golden_numbers  # noqa: E402
 if __name__ == "__main__":
     torch.set_num_threads(1)
     results = run_all(Context(load_checkpoint(assignadd.reference_checkpoint()), Task(), n=GOLDEN_N))
-    atomic_write(GOLDEN, json.dumps({k: (round(v, 6) if isinstance(v, float) else v)
-                                    for k, v in golden_numbers(results).items()}, indent=1, sort_keys=True) + "\n")
+    atomic_write(
+        GOLDEN,
+        json.dumps(
+            {k: (round(v, 6) if isinstance(v, float) else v) for k, v in golden_numbers(results).items()},
+            indent=1,
+            sort_keys=True,
+        )
+        + "\n",
+    )
     print(f"wrote {GOLDEN}")

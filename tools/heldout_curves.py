@@ -8,6 +8,7 @@ floor of the foundation issue. Right: on the shipped series of the reference run
 held-out set split into doubled pairs (n, n) and the rest, per checkpoint, with the weights-only
 addition accuracy (`ov2_mlp2_accuracy`) on the held-out doubles.
 """
+
 from __future__ import annotations
 
 import json
@@ -34,7 +35,7 @@ def log_curve(run: Path, pool: str) -> tuple[np.ndarray, np.ndarray]:
     acc = np.array([r["accuracy"][pool] for r in rows])
     half = WINDOW // 2
     padded = np.pad(acc, half, mode="edge")
-    return steps, np.median(np.stack([padded[i:i + len(acc)] for i in range(WINDOW)]), axis=0)
+    return steps, np.median(np.stack([padded[i : i + len(acc)] for i in range(WINDOW)]), axis=0)
 
 
 def series_split(task: Task) -> dict[str, list[float]]:
@@ -78,8 +79,13 @@ def main(argv: list[str]) -> None:
     split = series_split(Task())
     right.plot(split["step"], split["other"], "o-", color="#1f77b4", label="held-out pairs n ≠ m (1025)")
     right.plot(split["step"], split["doubled"], "s-", color="#d62728", label="held-out doubled pairs (n, n) (20)")
-    right.plot(split["step"], split["weights_only_doubled"], "^:", color="#7f7f7f",
-               label="weights-only addition on the doubled pairs")
+    right.plot(
+        split["step"],
+        split["weights_only_doubled"],
+        "^:",
+        color="#7f7f7f",
+        label="weights-only addition on the doubled pairs",
+    )
     right.set_xlabel("training step (shipped series of the reference run, seed 42)")
     right.set_ylabel("accuracy, exhaustive 0-var held-out set")
     right.set_title("Where the held-out errors are")

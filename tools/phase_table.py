@@ -9,6 +9,7 @@ shipped reference series (0-6k every 500, then thinner), ``all`` every evaluatio
 decision are ``learning_phases``' own (``detect_phases``, ``run_series``), with its time-axis
 controls; only the pools differ from a report's (the training log's evaluation pools).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -39,8 +40,10 @@ def main(argv=None) -> None:
     ap.add_argument("--steps", choices=("series", "all"), default="series")
     args = ap.parse_args(argv)
     steps = {int(p.stem.split("_")[-1]) for p in assignadd.reference_series()} if args.steps == "series" else None
-    print("| run | checkpoints | 1. addition | 2. assignment | 3. restricted slots | separations | "
-          "monotone-fit R² on permuted / reversed (max) | `learning_phases` |")
+    print(
+        "| run | checkpoints | 1. addition | 2. assignment | 3. restricted slots | separations | "
+        "monotone-fit R² on permuted / reversed (max) | `learning_phases` |"
+    )
     print("|---|---|---|---|---|---|---|---|")
     for run in args.runs:
         recs = records(run, steps)
@@ -50,13 +53,17 @@ def main(argv=None) -> None:
         for p in found["phases"]:
             on = "none" if p["onset_step"] is None else f"{p['onset_step']:,}"
             cells.append(f"{on} (R² {_r2(p['coherence_r2'])}; step R² {_r2(p['step_r2'])})")
-        seps = ", ".join("n/a" if g["separating_checkpoints"] is None else str(g["separating_checkpoints"])
-                         for g in found["separations"])
+        seps = ", ".join(
+            "n/a" if g["separating_checkpoints"] is None else str(g["separating_checkpoints"])
+            for g in found["separations"]
+        )
         coherence = [e for e in claim.evidence if e.name.endswith("_is_a_learning_curve")]
         worst = {c: max((e.controls[c].value or 0.0) for e in coherence) for c in ("permuted_steps", "reversed_steps")}
         verdict = f"**{claim.verdict}**" + ("" if claim.verdict == "pass" else f" ({claim.reason})")
-        print(f"| {run.name} | {len(recs)} | {' | '.join(cells)} | {seps} | "
-              f"{worst['permuted_steps']:.2f} / {worst['reversed_steps']:.2f} | {verdict} |")
+        print(
+            f"| {run.name} | {len(recs)} | {' | '.join(cells)} | {seps} | "
+            f"{worst['permuted_steps']:.2f} / {worst['reversed_steps']:.2f} | {verdict} |"
+        )
 
 
 if __name__ == "__main__":

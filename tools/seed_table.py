@@ -6,6 +6,7 @@ Accuracy on every pool of SPEC §1.4 (2000 sequences each, pool seed 0, as assig
 them) and on the two exhaustive sets, of each run's final checkpoint; the exhaustive 0-var held-out set
 also split into its doubled pairs (n, n) and the rest, where every run's held-out errors concentrate.
 """
+
 from __future__ import annotations
 
 import json
@@ -17,8 +18,14 @@ from assignadd.data import POOL_NAMES
 from assignadd.data.tokens import POS_LHS, POS_RHS
 from assignadd.training.train import accuracy
 
-FLOORS = {"0var_heldout_pair": 0.99, "1var_heldout_pair": 0.99, "1var_restricted_slot": 0.99,
-          "2var_heldout_pair": 0.97, "2var_restricted_1": 0.97, "2var_restricted_2": 0.97}
+FLOORS = {
+    "0var_heldout_pair": 0.99,
+    "1var_heldout_pair": 0.99,
+    "1var_restricted_slot": 0.99,
+    "2var_heldout_pair": 0.97,
+    "2var_restricted_1": 0.97,
+    "2var_restricted_2": 0.97,
+}
 
 
 def measure(run: Path, task: Task) -> dict:
@@ -35,8 +42,12 @@ def measure(run: Path, task: Task) -> dict:
 
 def main(runs: list[str]) -> None:
     task = Task()
-    cols = list(POOL_NAMES) + ["exhaustive_0var_heldout", "exhaustive_0var_heldout (n, n)",
-                               "exhaustive_0var_heldout (n ≠ m)", "exhaustive_2var_union"]
+    cols = list(POOL_NAMES) + [
+        "exhaustive_0var_heldout",
+        "exhaustive_0var_heldout (n, n)",
+        "exhaustive_0var_heldout (n ≠ m)",
+        "exhaustive_2var_union",
+    ]
     print("| run seed | meets floors | " + " | ".join(cols) + " |")
     print("|---|---|" + "---|" * len(cols))
     for run in map(Path, runs):

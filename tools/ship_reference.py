@@ -6,6 +6,7 @@ Writes checkpoints/reference.pt (the run's final checkpoint, unchanged), checkpo
 (a thinned series, weights only, frozen zero tensors dropped), checkpoints/metrics.jsonl (the run's
 log) and checkpoints/run.json. The series steps are fixed here, not picked from the curves.
 """
+
 from __future__ import annotations
 
 import shutil
@@ -15,7 +16,8 @@ from pathlib import Path
 import torch
 
 SERIES_STEPS = (
-    list(range(0, 6001, 500)) + [7000, 8000, 9000, 10000, 12000, 14000, 16000, 18000, 20000]
+    list(range(0, 6001, 500))
+    + [7000, 8000, 9000, 10000, 12000, 14000, 16000, 18000, 20000]
     + list(range(24000, 40001, 4000))
 )
 LIMIT_BYTES = 40 * 2**20

@@ -6,6 +6,7 @@ Each checkpoint goes through ``assignadd-verify --json`` (n = 2000, seed 0: the 
 the table shows exactly what a user would get. Each cell: the verdict, then the claim's headline
 statistic with its 95% interval (and, for a failing claim, the reason).
 """
+
 from __future__ import annotations
 
 import json

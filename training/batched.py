@@ -22,6 +22,7 @@ other way round. A member that stops early (``early_stops[k]``) leaves the stack
 Precision: one for the stack. ``auto`` times this module's own step on K stacked models
 (``step_probe``, ``training.precision``), unless the members' run folders already record one.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -40,12 +41,32 @@ from ..data import Task
 from ..model.transformer import AssignAddTransformer, ModelConfig
 from .fast_forward import last_logits
 from .precision import SCOUT_BATCH, PrecisionChoice, StepProbe, choose_precision
-from .train import (RunFiles, TrainConfig, TrainError, _autocast, adamw, eval_pools, log_stderr, open_run,
-                    prepare_run_folder, recorded_precision)
+from .train import (
+    RunFiles,
+    TrainConfig,
+    TrainError,
+    _autocast,
+    adamw,
+    eval_pools,
+    log_stderr,
+    open_run,
+    prepare_run_folder,
+    recorded_precision,
+)
 
 # Settings every member must share: they are one optimizer and one loop.
-SHARED = ("steps", "batch_size", "lr", "weight_decay", "betas", "device", "precision", "eval_every", "eval_size",
-          "checkpoint_every")
+SHARED = (
+    "steps",
+    "batch_size",
+    "lr",
+    "weight_decay",
+    "betas",
+    "device",
+    "precision",
+    "eval_every",
+    "eval_size",
+    "checkpoint_every",
+)
 
 
 class _LastLogits(nn.Module):
@@ -95,8 +116,9 @@ def _shared(cfg: TrainConfig) -> dict:
     return {k: getattr(cfg, k) for k in SHARED}
 
 
-def _open_member(run_dir, cfg: TrainConfig, early_stop,
-                 precision: PrecisionChoice | None = None) -> tuple[_Member, int]:
+def _open_member(
+    run_dir, cfg: TrainConfig, early_stop, precision: PrecisionChoice | None = None
+) -> tuple[_Member, int]:
     """Create or resume one run folder exactly as ``train`` does; returns the member and its start step."""
     run = open_run(run_dir, cfg, precision)
     run_dir, cfg, task, model, opt, start = run.run_dir, run.cfg, run.task, run.model, run.opt, run.start
@@ -118,8 +140,12 @@ class _Stack:
         self.fixed = {"model." + n: p.detach() for n, p in first.model.named_parameters() if not p.requires_grad}
         self.fixed.update({"model." + n: b for n, b in first.model.named_buffers()})
         with torch.no_grad():
-            self.leaves = [torch.stack([dict(m.model.named_parameters())[n].detach() for m in members]).clone()
-                           .requires_grad_(True) for n in self.names]
+            self.leaves = [
+                torch.stack([dict(m.model.named_parameters())[n].detach() for m in members])
+                .clone()
+                .requires_grad_(True)
+                for n in self.names
+            ]
         self.cfg = first.cfg
         self.opt = adamw(self.leaves, self.cfg)
         member_states = [m.opt.state_dict()["state"] for m in members]
@@ -131,9 +157,11 @@ class _Stack:
                 steps = {float(s[i]["step"]) for s in member_states}
                 if len(steps) != 1:
                     raise TrainError(f"batched members have optimizer step counts {sorted(steps)}; they must match")
-                state[i] = {"step": member_states[0][i]["step"].clone(),
-                            "exp_avg": torch.stack([s[i]["exp_avg"] for s in member_states]),
-                            "exp_avg_sq": torch.stack([s[i]["exp_avg_sq"] for s in member_states])}
+                state[i] = {
+                    "step": member_states[0][i]["step"].clone(),
+                    "exp_avg": torch.stack([s[i]["exp_avg"] for s in member_states]),
+                    "exp_avg_sq": torch.stack([s[i]["exp_avg_sq"] for s in member_states]),
+                }
             self.opt.load_state_dict({"state": state, "param_groups": self.opt.state_dict()["param_groups"]})
 
         def logits(params: dict, tokens):  # (B, T) -> (B, d_vocab_out), one model
@@ -165,8 +193,14 @@ class _Stack:
             for n, leaf in zip(self.names, self.leaves):
                 params[n].copy_(leaf[k])
             if opt_state:
-                state = {i: {"step": s["step"].clone(), "exp_avg": s["exp_avg"][k].clone(),
-                             "exp_avg_sq": s["exp_avg_sq"][k].clone()} for i, s in opt_state.items()}
+                state = {
+                    i: {
+                        "step": s["step"].clone(),
+                        "exp_avg": s["exp_avg"][k].clone(),
+                        "exp_avg_sq": s["exp_avg_sq"][k].clone(),
+                    }
+                    for i, s in opt_state.items()
+                }
                 m.opt.load_state_dict({"state": state, "param_groups": m.opt.state_dict()["param_groups"]})
 
 
@@ -185,8 +219,9 @@ def step_probe(cfgs: list[TrainConfig]) -> StepProbe:
         members = []
         for c, task in zip(cfgs[:k], tasks):
             c = replace(c, precision=precision)
-            model = AssignAddTransformer(ModelConfig(d_vocab=task.vocab.size, d_vocab_out=task.vocab.modulus),
-                                         seed=c.seed).to(c.device)
+            model = AssignAddTransformer(
+                ModelConfig(d_vocab=task.vocab.size, d_vocab_out=task.vocab.modulus), seed=c.seed
+            ).to(c.device)
             members.append(_Member(None, c, task, model, adamw(model.trainable_parameters, c), {}))
         stack = _Stack(members)
         steps = itertools.count()
@@ -227,14 +262,25 @@ def resolve_precision(run_dirs, cfgs: list[TrainConfig]) -> PrecisionChoice:
         raise TrainError(f"batched members were started with different precisions ({found}); they must match")
     if recorded:
         (chosen,) = set(recorded.values())
-        return PrecisionChoice(requested="auto", chosen=chosen, source="run folder",
-                               reason=f"auto, resumed: the members' run.json record {chosen}")
+        return PrecisionChoice(
+            requested="auto",
+            chosen=chosen,
+            source="run folder",
+            reason=f"auto, resumed: the members' run.json record {chosen}",
+        )
     return choose_precision(cfg.device, step_probe(cfgs))
 
 
-def train_batched(run_dirs, cfgs: list[TrainConfig], *, early_stops=None, progress: bool = False,
-                  stop_after: int | None = None, precision: PrecisionChoice | None = None,
-                  log: Callable[[str], None] | None = log_stderr) -> list[Path]:
+def train_batched(
+    run_dirs,
+    cfgs: list[TrainConfig],
+    *,
+    early_stops=None,
+    progress: bool = False,
+    stop_after: int | None = None,
+    precision: PrecisionChoice | None = None,
+    log: Callable[[str], None] | None = log_stderr,
+) -> list[Path]:
     """Train (or resume) K runs in one batched step; returns each run's final checkpoint path.
 
     ``cfgs[k]`` may differ in seed, f, r and split seed; everything else (``SHARED``) must match, and
@@ -246,8 +292,9 @@ def train_batched(run_dirs, cfgs: list[TrainConfig], *, early_stops=None, progre
     """
     run_dirs = [Path(d) for d in run_dirs]
     if not run_dirs or len(run_dirs) != len(cfgs):
-        raise TrainError(f"train_batched needs one config per run folder, got {len(run_dirs)} folders and "
-                         f"{len(cfgs)} configs")
+        raise TrainError(
+            f"train_batched needs one config per run folder, got {len(run_dirs)} folders and {len(cfgs)} configs"
+        )
     if len(set(d.resolve() for d in run_dirs)) != len(run_dirs):
         raise TrainError("train_batched: two members share a run folder")
     early_stops = list(early_stops) if early_stops is not None else [None] * len(cfgs)
@@ -256,8 +303,10 @@ def train_batched(run_dirs, cfgs: list[TrainConfig], *, early_stops=None, progre
         other = _shared(c)
         diff = [k for k in SHARED if other[k] != first[k]]
         if diff:
-            raise TrainError(f"{d}: batched members must share {', '.join(diff)} (got {other[diff[0]]!r}, "
-                             f"expected {first[diff[0]]!r})")
+            raise TrainError(
+                f"{d}: batched members must share {', '.join(diff)} (got {other[diff[0]]!r}, "
+                f"expected {first[diff[0]]!r})"
+            )
     if cfgs[0].threads:
         torch.set_num_threads(cfgs[0].threads)  # before a measured precision is timed
     for c in cfgs:
@@ -287,8 +336,10 @@ def train_batched(run_dirs, cfgs: list[TrainConfig], *, early_stops=None, progre
     bar = None
     if progress:
         from tqdm.auto import tqdm
-        bar = tqdm(total=cfg.steps, initial=start, desc=f"train batched K={len(members)}", unit="step",
-                   dynamic_ncols=True)
+
+        bar = tqdm(
+            total=cfg.steps, initial=start, desc=f"train batched K={len(members)}", unit="step", dynamic_ncols=True
+        )
     step, done_in_call = start, 0
     try:
         while step < cfg.steps and active:

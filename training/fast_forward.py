@@ -8,6 +8,7 @@ measures a model goes through its one hooked ``forward`` (``model(tokens, last_o
 fires no hook, so it refuses a model with hooks attached rather than silently skipping them. Tests hold
 it equal to the hooked forward (values and gradients).
 """
+
 from __future__ import annotations
 
 import torch
@@ -32,8 +33,10 @@ def last_logits(model: AssignAddTransformer, tokens: torch.Tensor, biases: bool 
     terms, for a caller that knows they are zero (the trainer freezes them at zero), which saves
     mixed-dtype additions under autocast."""
     if hooks_attached(model):
-        raise HookedModelError("training.fast_forward.last_logits fires no hooks, and this model has hooks "
-                               "attached: use model(tokens, last_only=True)")
+        raise HookedModelError(
+            "training.fast_forward.last_logits fires no hooks, and this model has hooks "
+            "attached: use model(tokens, last_only=True)"
+        )
     B, T = tokens.shape
     x = F.embedding(tokens, model.embed.W_E) + model.pos_embed.W_pos[:T]  # (B, T, D)
     for block in model.blocks[:-1]:

@@ -10,6 +10,7 @@ Early stopping (``EarlyStop``): a point stops once its generalization metric on 
 has been at or above ``EARLY_STOP_BAR`` for ``patience`` consecutive evaluations. A point that never
 generalizes runs to ``steps``.
 """
+
 from __future__ import annotations
 
 import json
@@ -100,16 +101,31 @@ class SweepConfig:
         return out
 
     def train_config(self, point: Point, threads: int | None = None) -> TrainConfig:
-        return TrainConfig(seed=point.seed, f=point.f, r=point.r, split_seed=self.split_seed, steps=self.steps,
-                           batch_size=self.batch_size, lr=self.lr, weight_decay=self.weight_decay,
-                           device=self.device, precision=self.precision, checkpoint_every=self.checkpoint_every,
-                           eval_every=self.eval_every, eval_size=self.eval_size, threads=threads)
+        return TrainConfig(
+            seed=point.seed,
+            f=point.f,
+            r=point.r,
+            split_seed=self.split_seed,
+            steps=self.steps,
+            batch_size=self.batch_size,
+            lr=self.lr,
+            weight_decay=self.weight_decay,
+            device=self.device,
+            precision=self.precision,
+            checkpoint_every=self.checkpoint_every,
+            eval_every=self.eval_every,
+            eval_size=self.eval_size,
+            threads=threads,
+        )
 
     def early_stop_rule(self) -> dict | None:
         if not self.early_stop:
             return None
-        return {"metric": f"mean({', '.join(EARLY_STOP_POOLS[self.param])})", "bar": EARLY_STOP_BAR,
-                "patience": self.early_stop}
+        return {
+            "metric": f"mean({', '.join(EARLY_STOP_POOLS[self.param])})",
+            "bar": EARLY_STOP_BAR,
+            "patience": self.early_stop,
+        }
 
     def validate(self) -> None:
         """Every problem with the grid, as a SweepError with one line."""
@@ -143,24 +159,40 @@ class SweepConfig:
             for f in sorted({p.f for p in self.points()}):
                 missing = Task(f, 1.0, self.split_seed).numbers_missing_from_training()
                 if missing:
-                    refused.append(f"f={format_value(f)} (numbers {', '.join(map(str, missing[:5]))}"
-                                   f"{' ...' if len(missing) > 5 else ''})")
+                    refused.append(
+                        f"f={format_value(f)} (numbers {', '.join(map(str, missing[:5]))}"
+                        f"{' ...' if len(missing) > 5 else ''})"
+                    )
             if refused:
-                raise SweepError("a split leaves some number out of every training pair, so no model could learn "
-                                 f"it: {'; '.join(refused)}; raise the smallest f")
+                raise SweepError(
+                    "a split leaves some number out of every training pair, so no model could learn "
+                    f"it: {'; '.join(refused)}; raise the smallest f"
+                )
 
     def grid(self) -> dict:
         """What makes two sweeps the same sweep (a restart must match it). Needs a decided precision."""
         if self.precision == "auto":
-            raise SweepError("SweepConfig.grid: precision 'auto' is decided when the sweep opens "
-                             "(resolve_sweep_precision); this config was not resolved")
+            raise SweepError(
+                "SweepConfig.grid: precision 'auto' is decided when the sweep opens "
+                "(resolve_sweep_precision); this config was not resolved"
+            )
         cfg = self.train_config(self.points()[0])
         return {
-            "param": self.param, "values": sorted(self.values), "seeds": list(self.seeds),
-            "fixed": {self.other: self.fixed}, "steps": self.steps, "batch_size": self.batch_size, "lr": self.lr,
-            "weight_decay": self.weight_decay, "betas": list(cfg.betas), "bf16": cfg.use_bf16,
-            "split_seed": self.split_seed, "eval_every": self.eval_every, "eval_size": self.eval_size,
-            "checkpoint_every": self.checkpoint_every, "early_stop": self.early_stop_rule(),
+            "param": self.param,
+            "values": sorted(self.values),
+            "seeds": list(self.seeds),
+            "fixed": {self.other: self.fixed},
+            "steps": self.steps,
+            "batch_size": self.batch_size,
+            "lr": self.lr,
+            "weight_decay": self.weight_decay,
+            "betas": list(cfg.betas),
+            "bf16": cfg.use_bf16,
+            "split_seed": self.split_seed,
+            "eval_every": self.eval_every,
+            "eval_size": self.eval_size,
+            "checkpoint_every": self.checkpoint_every,
+            "early_stop": self.early_stop_rule(),
         }
 
 

@@ -33,6 +33,7 @@ The safety sample is one step at initialisation: it catches a path that overflow
 (NaN, inf, a gradient off by more than 10%), not drift late in training. This module knows nothing of
 the model: the trainer hands it a ``StepProbe`` that runs its own step function.
 """
+
 from __future__ import annotations
 
 import json
@@ -140,16 +141,19 @@ class PrecisionChoice:
         """One line for the run's log: ``precision bf16 (auto, measured: ...; reason)``."""
         if self.source in ("requested", "run folder"):
             return f"precision {self.chosen} ({self.reason})"
-        where = ("measured now" if self.source == "measured"
-                 else f"cached in {self.cache_file}, measured {self.measured_on}")
+        where = (
+            "measured now" if self.source == "measured" else f"cached in {self.cache_file}, measured {self.measured_on}"
+        )
         timings = []
         for size in ("workload", "scout"):
             rates = self.steps_per_s.get(size) or {}
             if rates and not (size == "scout" and self.sizes.get("scout") == self.sizes.get("workload")):
                 shape = self.sizes.get(size, {})
                 at = f"{shape.get('models', 1)} x batch {shape.get('batch_size')}"
-                timings.append(f"{at}: " + ", ".join(f"{p} {r:.2f}" if r is not None else f"{p} not timed"
-                                                     for p, r in rates.items()))
+                timings.append(
+                    f"{at}: "
+                    + ", ".join(f"{p} {r:.2f}" if r is not None else f"{p} not timed" for p, r in rates.items())
+                )
         return f"precision {self.chosen} (auto, {where}; steps/s at {'; at '.join(timings)}; {self.reason})"
 
 
@@ -207,8 +211,13 @@ def decide(measurements: dict[str, Measurement]) -> tuple[str, str]:
 
 
 # ----- the measurement ---------------------------------------------------------------------------------
-def measure(probe: StepProbe, candidates=PRECISIONS, *, budget_s: float = BUDGET_S,
-            clock: Callable[[], float] = time.perf_counter) -> dict[str, Measurement]:
+def measure(
+    probe: StepProbe,
+    candidates=PRECISIONS,
+    *,
+    budget_s: float = BUDGET_S,
+    clock: Callable[[], float] = time.perf_counter,
+) -> dict[str, Measurement]:
     """Check and time the probe's step for each candidate (scout, then workload; see the module's
     docstring)."""
     if candidates[0] != REFERENCE:
@@ -291,8 +300,20 @@ def candidates_for(device: str) -> tuple[str, ...]:
 # CPU features that decide how fast bf16 (and fp32) run: native bf16 dot products (AVX512-BF16, AMX,
 # Arm's BF16) against emulation on AVX2/FMA. A VM may name two such CPUs alike ("AMD EPYC"), so the
 # cache key carries these flags and not the name alone.
-SPEED_FLAGS = ("avx2", "fma", "avx512f", "avx512_bf16", "avx512_fp16", "avx_vnni", "amx_tile", "amx_bf16",
-               "amx_fp16", "asimd", "sve", "bf16")
+SPEED_FLAGS = (
+    "avx2",
+    "fma",
+    "avx512f",
+    "avx512_bf16",
+    "avx512_fp16",
+    "avx_vnni",
+    "amx_tile",
+    "amx_bf16",
+    "amx_fp16",
+    "asimd",
+    "sve",
+    "bf16",
+)
 # Environment settings that change which kernels torch and oneDNN use on the same CPU.
 KERNEL_ENV = ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA")
 
@@ -322,8 +343,12 @@ def cpu_name() -> str:
         return name
     if platform.system() == "Darwin":
         try:
-            return subprocess.run(["sysctl", "-n", "machdep.cpu.brand_string"], capture_output=True, text=True,
-                                  timeout=5).stdout.strip() or platform.machine()
+            return (
+                subprocess.run(
+                    ["sysctl", "-n", "machdep.cpu.brand_string"], capture_output=True, text=True, timeout=5
+                ).stdout.strip()
+                or platform.machine()
+            )
         except (OSError, subprocess.SubprocessError):
             pass
     return platform.processor() or platform.machine()
@@ -334,9 +359,14 @@ def machine_identity(device: str) -> dict:
     picked for them, torch version, device, torch threads."""
     name = torch.cuda.get_device_name(torch.device(device)) if device.startswith("cuda") else "cpu"
     flags = set(_cpuinfo().get("flags", ()))
-    ident = {"cpu": cpu_name(), "cpu_flags": [f for f in SPEED_FLAGS if f in flags],
-             "cpu_capability": torch.backends.cpu.get_cpu_capability(), "torch": torch.__version__,
-             "device": f"{device} ({name})" if name != "cpu" else "cpu", "threads": torch.get_num_threads()}
+    ident = {
+        "cpu": cpu_name(),
+        "cpu_flags": [f for f in SPEED_FLAGS if f in flags],
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "torch": torch.__version__,
+        "device": f"{device} ({name})" if name != "cpu" else "cpu",
+        "threads": torch.get_num_threads(),
+    }
     env = {k: os.environ[k] for k in KERNEL_ENV if os.environ.get(k)}
     if env:
         ident["kernel_env"] = env
@@ -374,8 +404,15 @@ def _write_cache(path: Path, entries: dict) -> str | None:
     return None
 
 
-def choose_precision(device: str, probe: StepProbe, *, candidates=None, cache: Path | None = None,
-                     machine: dict | None = None, clock: Callable[[], float] = time.perf_counter) -> PrecisionChoice:
+def choose_precision(
+    device: str,
+    probe: StepProbe,
+    *,
+    candidates=None,
+    cache: Path | None = None,
+    machine: dict | None = None,
+    clock: Callable[[], float] = time.perf_counter,
+) -> PrecisionChoice:
     """``--precision auto``: the cached decision for this machine and workload, or a new measurement
     (``measure`` then ``decide``, about ``BUDGET_S``), stored in the cache."""
     machine = machine if machine is not None else machine_identity(device)
@@ -394,14 +431,27 @@ def choose_precision(device: str, probe: StepProbe, *, candidates=None, cache: P
     t0 = clock()
     measurements = measure(probe, candidates or candidates_for(device), clock=clock)
     chosen, reason = decide(measurements)
-    rates = {size: {n: round(getattr(m, f"{size}_steps_per_s"), 3) for n, m in measurements.items()
-                    if getattr(m, f"{size}_steps_per_s") is not None} for size in ("scout", "workload")}
+    rates = {
+        size: {
+            n: round(getattr(m, f"{size}_steps_per_s"), 3)
+            for n, m in measurements.items()
+            if getattr(m, f"{size}_steps_per_s") is not None
+        }
+        for size in ("scout", "workload")
+    }
     choice = PrecisionChoice(
-        requested="auto", chosen=chosen, reason=reason, source="measured", steps_per_s=rates,
+        requested="auto",
+        chosen=chosen,
+        reason=reason,
+        source="measured",
+        steps_per_s=rates,
         sizes={"scout": probe.scout, "workload": probe.workload},
-        safety={n: m.safety for n, m in measurements.items()}, machine=machine,
-        measured_on=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), measure_s=round(clock() - t0, 3),
-        cache_file=str(path))
+        safety={n: m.safety for n, m in measurements.items()},
+        machine=machine,
+        measured_on=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        measure_s=round(clock() - t0, 3),
+        cache_file=str(path),
+    )
     entries = _read_cache(path)  # again: another process may have written meanwhile
     entries[key] = {k: v for k, v in choice.to_dict().items() if k not in ("source", "cache_file")}
     failed = _write_cache(path, entries)

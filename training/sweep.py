@@ -10,6 +10,7 @@ step the points will run, single-thread workers or the batched stack; a restarte
 ``sweep.json`` records), and every point trains in it. With Ray the measurement is the driver's: on a
 cluster of other machines, give ``--precision`` explicitly.
 """
+
 from __future__ import annotations
 
 import multiprocessing
@@ -23,13 +24,19 @@ from typing import Callable
 from ..data import Task
 from .grid import EarlyStop, Point, SweepConfig, SweepError
 from .precision import PrecisionChoice
-from .sweep_folder import (check_out_folder, last_logged_step, point_status, points_dir, read_grid_file, resume_step,
-                           write_grid_file)
+from .sweep_folder import (
+    check_out_folder,
+    last_logged_step,
+    point_status,
+    points_dir,
+    read_grid_file,
+    resume_step,
+    write_grid_file,
+)
 from .train import TrainConfig, log_stderr, train
 
 
-def resolve_sweep_precision(out, cfg: SweepConfig, *, batched: int = 1,
-                            threads: int | None = None) -> PrecisionChoice:
+def resolve_sweep_precision(out, cfg: SweepConfig, *, batched: int = 1, threads: int | None = None) -> PrecisionChoice:
     """One precision for every point: as given; for ``auto``, what an existing ``sweep.json`` records,
     else measured on the step the points will run (``batched > 1``: the batched stack of that many
     points; else one point's ``train`` step on ``threads`` torch threads, as its worker will run)."""
@@ -39,9 +46,12 @@ def resolve_sweep_precision(out, cfg: SweepConfig, *, batched: int = 1,
         bf16 = read_grid_file(out).get("grid", {}).get("bf16")
         if isinstance(bf16, bool):
             chosen = "bf16" if bf16 else "fp32"
-            return PrecisionChoice(requested="auto", chosen=chosen, source="run folder",
-                                   reason=f"auto, continued: sweep.json records {chosen}, chosen when the sweep "
-                                          "started")
+            return PrecisionChoice(
+                requested="auto",
+                chosen=chosen,
+                source="run folder",
+                reason=f"auto, continued: sweep.json records {chosen}, chosen when the sweep started",
+            )
     import torch
 
     from .precision import choose_precision
@@ -65,8 +75,7 @@ def resolve_sweep_precision(out, cfg: SweepConfig, *, batched: int = 1,
         torch.set_num_threads(before)
 
 
-def open_sweep(out, cfg: SweepConfig, options: dict | None = None,
-               precision: PrecisionChoice | None = None) -> Path:
+def open_sweep(out, cfg: SweepConfig, options: dict | None = None, precision: PrecisionChoice | None = None) -> Path:
     """Create the sweep folder, or check that an existing one holds this grid; write ``sweep.json``
     (``sweep_folder.write_grid_file``). ``precision``: the sweep's decision (default:
     ``resolve_sweep_precision`` with one worker)."""
@@ -119,8 +128,13 @@ class GridProgress:
         from tqdm.auto import tqdm
 
         steps, done = self._counts()
-        self.bar = tqdm(total=len(self.points) * self.cfg.steps, initial=steps, unit="step", dynamic_ncols=True,
-                        desc=f"sweep {self.cfg.param}")
+        self.bar = tqdm(
+            total=len(self.points) * self.cfg.steps,
+            initial=steps,
+            unit="step",
+            dynamic_ncols=True,
+            desc=f"sweep {self.cfg.param}",
+        )
         self._set_postfix(done)
         self._thread = threading.Thread(target=self._loop, daemon=True)
         self._thread.start()
@@ -157,9 +171,17 @@ class GridProgress:
             self.bar.close()
 
 
-def run_sweep(out, cfg: SweepConfig, *, backend: str = "local", jobs: int = 1, batched: int = 1,
-              ray_address: str | None = None, progress: bool = True,
-              log: Callable[[str], None] | None = log_stderr) -> list[dict]:
+def run_sweep(
+    out,
+    cfg: SweepConfig,
+    *,
+    backend: str = "local",
+    jobs: int = 1,
+    batched: int = 1,
+    ray_address: str | None = None,
+    progress: bool = True,
+    log: Callable[[str], None] | None = log_stderr,
+) -> list[dict]:
     """Train every unfinished point of the grid into ``out``; returns one summary per point.
 
     ``backend="local"``: ``jobs`` single-thread worker processes (``jobs=1``: in this process), or with
@@ -175,8 +197,9 @@ def run_sweep(out, cfg: SweepConfig, *, backend: str = "local", jobs: int = 1, b
     if batched < 1:
         raise SweepError(f"--batched must be at least 1, got {batched}")
     if batched > 1 and (backend != "local" or jobs != 1):
-        raise SweepError("--batched K trains K points on one device in this process: use it with --backend local "
-                         "--jobs 1")
+        raise SweepError(
+            "--batched K trains K points on one device in this process: use it with --backend local --jobs 1"
+        )
     if ray_address and backend != "ray":
         raise SweepError("--ray-address needs --backend ray")
     if backend == "ray":
@@ -254,6 +277,7 @@ def _run_grid(out, cfg, options, backend, jobs, batched, ray_address, progress, 
     patience = cfg.early_stop
     parallel = batched if batched > 1 else jobs
     with GridProgress(out, cfg, parallel, enabled=progress) as bar:
+
         def record(result: dict):
             reason = "early stop" if result["step"] < cfg.steps else "full length"
             bar.note(f"{result['point']}: finished at step {result['step']} ({reason}, {result['seconds']} s)")
@@ -267,8 +291,15 @@ def _run_grid(out, cfg, options, backend, jobs, batched, ray_address, progress, 
             _run_ray(out, cfg, todo, jobs, ray_address, threads, record, precision)
         elif jobs == 1:
             for p in todo:
-                record(train_point(str(points_dir(out) / p.name), asdict(cfg.train_config(p, threads)), cfg.param,
-                                   patience, precision))
+                record(
+                    train_point(
+                        str(points_dir(out) / p.name),
+                        asdict(cfg.train_config(p, threads)),
+                        cfg.param,
+                        patience,
+                        precision,
+                    )
+                )
         else:
             _run_processes(out, cfg, todo, jobs, threads, record, precision)
     order = {p.name: i for i, p in enumerate(cfg.points())}
@@ -279,8 +310,17 @@ def _run_processes(out, cfg, todo, jobs, threads, record, precision):
     # spawn, not fork: a forked child inherits torch's thread pools mid-state.
     ctx = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
-        futures = {pool.submit(train_point, str(points_dir(out) / p.name), asdict(cfg.train_config(p, threads)),
-                               cfg.param, cfg.early_stop, precision) for p in todo}
+        futures = {
+            pool.submit(
+                train_point,
+                str(points_dir(out) / p.name),
+                asdict(cfg.train_config(p, threads)),
+                cfg.param,
+                cfg.early_stop,
+                precision,
+            )
+            for p in todo
+        }
         try:
             while futures:
                 done, futures = wait(futures, return_when=FIRST_COMPLETED)
@@ -297,8 +337,16 @@ def _run_ray(out, cfg, todo, jobs, address, threads, record, precision):
     import ray
 
     task = ray.remote(num_cpus=1)(train_point)
-    refs = [task.remote(str(points_dir(out).resolve() / p.name), asdict(cfg.train_config(p, threads)), cfg.param,
-                        cfg.early_stop, precision) for p in todo]
+    refs = [
+        task.remote(
+            str(points_dir(out).resolve() / p.name),
+            asdict(cfg.train_config(p, threads)),
+            cfg.param,
+            cfg.early_stop,
+            precision,
+        )
+        for p in todo
+    ]
     try:
         while refs:
             done, refs = ray.wait(refs, num_returns=1)
@@ -320,11 +368,10 @@ def _run_batched(out, cfg, todo, k, record, choice):
     for start in sorted(by_start):
         group_all = by_start[start]
         for i in range(0, len(group_all), k):
-            group = group_all[i:i + k]
+            group = group_all[i : i + k]
             dirs = [points_dir(out) / p.name for p in group]
             stops = [EarlyStop(cfg.param, cfg.early_stop, run_dir=d) if cfg.early_stop else None for d in dirs]
             t0 = time.time()
-            train_batched(dirs, [cfg.train_config(p) for p in group], early_stops=stops, precision=choice,
-                          log=None)
+            train_batched(dirs, [cfg.train_config(p) for p in group], early_stops=stops, precision=choice, log=None)
             for d in dirs:
                 record({"point": d.name, "step": last_logged_step(d), "seconds": round(time.time() - t0, 1)})

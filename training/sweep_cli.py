@@ -1,4 +1,5 @@
 """``assignadd-sweep``: train a grid of f or r (SPEC §1.3, §4.5) into one resumable sweep folder."""
+
 from __future__ import annotations
 
 import argparse
@@ -24,6 +25,7 @@ class _Parser(argparse.ArgumentParser):
 def _comma_separated(cast, kind: str, one: str):
     """An argparse ``type``: ``"a,b,c"`` as a non-empty list of ``cast`` values (``kind``: what they are,
     plural; ``one``: what one of them is, for the message when there are none)."""
+
     def parse(text: str) -> list:
         try:
             values = [cast(x) for x in text.split(",") if x.strip()]
@@ -41,23 +43,44 @@ _ints = _comma_separated(int, "integers", "seed")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="assignadd-sweep", description="Train a grid of f or r (SPEC §1.3, §4.5) into one resumable "
-                "sweep folder: one ordinary run folder per (value, seed).", epilog=EPILOG,
-                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--param", required=True, choices=("f", "r"),
-                   help="f: fraction of number pairs in training; r: keep-probability of 2-var rows")
+    p = _Parser(
+        prog="assignadd-sweep",
+        description="Train a grid of f or r (SPEC §1.3, §4.5) into one resumable "
+        "sweep folder: one ordinary run folder per (value, seed).",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "--param",
+        required=True,
+        choices=("f", "r"),
+        help="f: fraction of number pairs in training; r: keep-probability of 2-var rows",
+    )
     p.add_argument("--values", required=True, type=_floats, help="grid values, comma-separated (e.g. 0.1,0.2,0.3)")
     p.add_argument("--seeds", type=_ints, default=[0], help="run seeds, comma-separated (default 0)")
     p.add_argument("--out", required=True, help="sweep folder (created; an existing one is continued)")
     p.add_argument("--steps", type=int, default=20_000, help="steps per point (default 20000)")
-    p.add_argument("--early-stop", type=int, default=0, metavar="K",
-                   help="stop a point once its metric is >= 0.97 at K consecutive evaluations (default 0: off)")
+    p.add_argument(
+        "--early-stop",
+        type=int,
+        default=0,
+        metavar="K",
+        help="stop a point once its metric is >= 0.97 at K consecutive evaluations (default 0: off)",
+    )
     p.add_argument("--backend", choices=("local", "ray"), default="local", help="(default %(default)s)")
-    p.add_argument("--jobs", type=int, default=1,
-                   help="local: worker processes, one torch thread each; ray: CPUs of a local Ray instance "
-                        "(default %(default)s)")
-    p.add_argument("--batched", type=int, default=1, metavar="K",
-                   help="local, one device: train K points in one batched step (for a GPU; default 1: off)")
+    p.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        help="local: worker processes, one torch thread each; ray: CPUs of a local Ray instance (default %(default)s)",
+    )
+    p.add_argument(
+        "--batched",
+        type=int,
+        default=1,
+        metavar="K",
+        help="local, one device: train K points in one batched step (for a GPU; default 1: off)",
+    )
     p.add_argument("--ray-address", default=None, help="an existing Ray cluster (default: start a local one)")
     p.add_argument("--f", type=float, default=None, help="f of every point when sweeping r (default 0.7)")
     p.add_argument("--r", type=float, default=None, help="r of every point when sweeping f (default 1.0)")
@@ -76,13 +99,30 @@ def main(argv=None) -> int:
     swept_given = args.f if args.param == "f" else args.r
     if swept_given is not None:
         exit_bad_input(f"--{args.param} is the swept parameter; give its values with --values")
-    cfg = SweepConfig(param=args.param, values=tuple(args.values), seeds=tuple(args.seeds), fixed=given_fixed,
-                      steps=args.steps, batch_size=args.batch_size, eval_every=args.eval_every,
-                      eval_size=args.eval_size, checkpoint_every=args.checkpoint_every, early_stop=args.early_stop,
-                      device=args.device, precision=args.precision)
+    cfg = SweepConfig(
+        param=args.param,
+        values=tuple(args.values),
+        seeds=tuple(args.seeds),
+        fixed=given_fixed,
+        steps=args.steps,
+        batch_size=args.batch_size,
+        eval_every=args.eval_every,
+        eval_size=args.eval_size,
+        checkpoint_every=args.checkpoint_every,
+        early_stop=args.early_stop,
+        device=args.device,
+        precision=args.precision,
+    )
     try:
-        summary = run_sweep(args.out, cfg, backend=args.backend, jobs=args.jobs, batched=args.batched,
-                            ray_address=args.ray_address, progress=not args.quiet)
+        summary = run_sweep(
+            args.out,
+            cfg,
+            backend=args.backend,
+            jobs=args.jobs,
+            batched=args.batched,
+            ray_address=args.ray_address,
+            progress=not args.quiet,
+        )
     except (SweepError, TrainError) as e:
         exit_bad_input(str(e))
     except KeyboardInterrupt:

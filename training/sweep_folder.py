@@ -10,6 +10,7 @@
 A point with a ``final.pt`` is finished; one with logged evaluations is partial (it resumes from its
 ``resume.pt``); a folder holding another grid is refused.
 """
+
 from __future__ import annotations
 
 import json
@@ -35,18 +36,31 @@ def read_grid_file(out) -> dict:
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise SweepError(f"{path}: not valid JSON ({e})") from None
     if not isinstance(doc, dict) or doc.get("format") != GRID_FORMAT:
-        raise SweepError(f"{path}: expected format {GRID_FORMAT!r}, found {doc.get('format') if isinstance(doc, dict) else doc!r}")
+        raise SweepError(
+            f"{path}: expected format {GRID_FORMAT!r}, found {doc.get('format') if isinstance(doc, dict) else doc!r}"
+        )
     return doc
 
 
 def config_from_grid_file(doc: dict) -> SweepConfig:
     g = doc["grid"]
-    (other, fixed), = g["fixed"].items()
-    return SweepConfig(param=g["param"], values=tuple(g["values"]), seeds=tuple(g["seeds"]), fixed=fixed,
-                       steps=g["steps"], batch_size=g["batch_size"], lr=g["lr"], weight_decay=g["weight_decay"],
-                       eval_every=g["eval_every"], eval_size=g["eval_size"], checkpoint_every=g["checkpoint_every"],
-                       early_stop=(g["early_stop"] or {}).get("patience", 0), split_seed=g["split_seed"],
-                       precision="bf16" if g["bf16"] else "fp32")
+    ((other, fixed),) = g["fixed"].items()
+    return SweepConfig(
+        param=g["param"],
+        values=tuple(g["values"]),
+        seeds=tuple(g["seeds"]),
+        fixed=fixed,
+        steps=g["steps"],
+        batch_size=g["batch_size"],
+        lr=g["lr"],
+        weight_decay=g["weight_decay"],
+        eval_every=g["eval_every"],
+        eval_size=g["eval_size"],
+        checkpoint_every=g["checkpoint_every"],
+        early_stop=(g["early_stop"] or {}).get("patience", 0),
+        split_seed=g["split_seed"],
+        precision="bf16" if g["bf16"] else "fp32",
+    )
 
 
 def check_out_folder(out) -> Path:
@@ -74,13 +88,19 @@ def write_grid_file(out, cfg: SweepConfig, options: dict | None, precision: dict
         diff = [k for k in sorted(set(grid) | set(old)) if grid.get(k) != old.get(k)]
         if diff:
             what = "; ".join(f"{k}: {old.get(k)!r} there, {grid.get(k)!r} asked" for k in diff[:4])
-            raise SweepError(f"{out}: holds a sweep with another grid ({what}{'; ...' if len(diff) > 4 else ''}); "
-                             "use another --out, or the same options to continue it")
+            raise SweepError(
+                f"{out}: holds a sweep with another grid ({what}{'; ...' if len(diff) > 4 else ''}); "
+                "use another --out, or the same options to continue it"
+            )
     out.mkdir(parents=True, exist_ok=True)
     points_dir(out).mkdir(exist_ok=True)
-    doc = {"format": GRID_FORMAT, "grid": grid,
-           "points": [{"name": p.name, "f": p.f, "r": p.r, "seed": p.seed} for p in cfg.points()],
-           "options": options or {}, "precision": record}
+    doc = {
+        "format": GRID_FORMAT,
+        "grid": grid,
+        "points": [{"name": p.name, "f": p.f, "r": p.r, "seed": p.seed} for p in cfg.points()],
+        "options": options or {},
+        "precision": record,
+    }
     atomic_write(path, json.dumps(doc, indent=2) + "\n")
     return out
 

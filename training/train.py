@@ -12,6 +12,7 @@ Every batch is a pure function of (run seed, step) and the optimizer state is sa
 so a run killed mid-way and started again with the same folder ends with the same weights. A resumed
 run keeps the precision it started with (recorded in ``run.json``), whatever ``auto`` would pick now.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -65,11 +66,16 @@ class TrainConfig:
             (self.steps >= 1, f"--steps must be at least 1, got {self.steps}"),
             (self.batch_size >= 1, f"--batch-size must be at least 1, got {self.batch_size}"),
             (math.isfinite(self.lr) and self.lr > 0, f"--lr must be a positive number, got {self.lr}"),
-            (math.isfinite(self.weight_decay) and self.weight_decay >= 0,
-             f"--weight-decay must be >= 0, got {self.weight_decay}"),
+            (
+                math.isfinite(self.weight_decay) and self.weight_decay >= 0,
+                f"--weight-decay must be >= 0, got {self.weight_decay}",
+            ),
             (0 < self.f <= 1, f"--f must be in (0, 1], got {self.f}"),
             (0 <= self.r <= 1, f"--r must be in [0, 1], got {self.r}"),
-            (self.precision in ("auto", "fp32", "bf16"), f"--precision must be auto, fp32 or bf16, got {self.precision}"),
+            (
+                self.precision in ("auto", "fp32", "bf16"),
+                f"--precision must be auto, fp32 or bf16, got {self.precision}",
+            ),
             (self.checkpoint_every >= 1, f"--checkpoint-every must be at least 1, got {self.checkpoint_every}"),
             (self.eval_every >= 1, f"--eval-every must be at least 1, got {self.eval_every}"),
             (self.eval_size >= 1, f"--eval-size must be at least 1, got {self.eval_size}"),
@@ -86,8 +92,10 @@ class TrainConfig:
     @property
     def use_bf16(self) -> bool:
         if self.precision == "auto":  # no silent guess: the answer depends on the machine
-            raise TrainError("TrainConfig.use_bf16: precision 'auto' is decided when the run opens "
-                             "(open_run / resolve_precision); this config was not resolved")
+            raise TrainError(
+                "TrainConfig.use_bf16: precision 'auto' is decided when the run opens "
+                "(open_run / resolve_precision); this config was not resolved"
+            )
         return self.precision == "bf16"
 
     def identity(self) -> dict:
@@ -120,8 +128,8 @@ def accuracy(model: AssignAddTransformer, tokens: torch.Tensor, labels: torch.Te
     correct = 0
     dev = next(model.parameters()).device
     for i in range(0, len(tokens), batch):
-        logits = last_logits(model, tokens[i:i + batch].to(dev))
-        correct += (logits.argmax(-1).cpu() == labels[i:i + batch]).sum().item()
+        logits = last_logits(model, tokens[i : i + batch].to(dev))
+        correct += (logits.argmax(-1).cpu() == labels[i : i + batch]).sum().item()
     return correct / len(tokens)
 
 
@@ -135,8 +143,16 @@ def adamw(params, cfg: TrainConfig) -> torch.optim.AdamW:
     return torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay, betas=cfg.betas)
 
 
-def training_step(model: AssignAddTransformer, opt: torch.optim.Optimizer, tokens: torch.Tensor,
-                  labels: torch.Tensor, *, device: str, bf16: bool, biases: bool) -> torch.Tensor:
+def training_step(
+    model: AssignAddTransformer,
+    opt: torch.optim.Optimizer,
+    tokens: torch.Tensor,
+    labels: torch.Tensor,
+    *,
+    device: str,
+    bf16: bool,
+    biases: bool,
+) -> torch.Tensor:
     """One optimizer step of SPEC §3 on ``tokens (B, T)``, ``labels (B,)``: the fast-path forward
     (under bf16 autocast if ``bf16``), cross-entropy at the last position in fp32, backward, AdamW.
     Returns the loss; the step's gradients stay on the parameters. The step ``train`` runs, and the
@@ -164,8 +180,15 @@ def step_probe(cfg: TrainConfig, task: Task) -> StepProbe:
 
         def step():
             tokens, labels = task.training_batch(cfg.seed, next(steps), batch[size])
-            loss = training_step(model, opt, tokens.to(cfg.device), labels.to(cfg.device), device=cfg.device,
-                                 bf16=precision == "bf16", biases=biases)
+            loss = training_step(
+                model,
+                opt,
+                tokens.to(cfg.device),
+                labels.to(cfg.device),
+                device=cfg.device,
+                bf16=precision == "bf16",
+                biases=biases,
+            )
             return loss.item(), [p.grad for p in model.trainable_parameters if p.grad is not None]
 
         return step
@@ -189,8 +212,12 @@ def resolve_precision(cfg: TrainConfig, task: Task, header: dict | None = None) 
         return PrecisionChoice.given(cfg.precision)
     recorded = recorded_precision(header)
     if recorded is not None:
-        return PrecisionChoice(requested="auto", chosen=recorded, source="run folder",
-                               reason=f"auto, resumed: run.json records {recorded}, chosen when the run started")
+        return PrecisionChoice(
+            requested="auto",
+            chosen=recorded,
+            source="run folder",
+            reason=f"auto, resumed: run.json records {recorded}, chosen when the run started",
+        )
     return choose_precision(cfg.device, step_probe(cfg, task))
 
 
@@ -243,8 +270,12 @@ def open_run(run_dir, cfg: TrainConfig, precision: PrecisionChoice | None = None
         raise TrainError(f"--precision {cfg.precision} given, but the caller decided {precision.chosen}")
     cfg = replace(cfg, precision=precision.chosen)
     model_cfg = ModelConfig(d_vocab=task.vocab.size, d_vocab_out=task.vocab.modulus)
-    header = {"format": RUN_FORMAT, "train": cfg.identity(), "task": task.config.to_dict(),
-              "model_config": model_cfg.to_dict()}
+    header = {
+        "format": RUN_FORMAT,
+        "train": cfg.identity(),
+        "task": task.config.to_dict(),
+        "model_config": model_cfg.to_dict(),
+    }
     model = AssignAddTransformer(model_cfg, seed=cfg.seed).to(cfg.device)
     opt = adamw(model.trainable_parameters, cfg)
     start = 0
@@ -265,9 +296,16 @@ def open_run(run_dir, cfg: TrainConfig, precision: PrecisionChoice | None = None
     return OpenRun(run_dir, cfg, task, model, opt, start, precision)
 
 
-def train(run_dir, cfg: TrainConfig, *, progress: bool = True, stop_after: int | None = None,
-          early_stop=None, precision: PrecisionChoice | None = None,
-          log: Callable[[str], None] | None = log_stderr) -> Path:
+def train(
+    run_dir,
+    cfg: TrainConfig,
+    *,
+    progress: bool = True,
+    stop_after: int | None = None,
+    early_stop=None,
+    precision: PrecisionChoice | None = None,
+    log: Callable[[str], None] | None = log_stderr,
+) -> Path:
     """Train (or resume) the run in ``run_dir``; returns the final checkpoint's path.
 
     ``stop_after`` ends the call after that many steps in this call without finishing the run (a
@@ -292,6 +330,7 @@ def train(run_dir, cfg: TrainConfig, *, progress: bool = True, stop_after: int |
     bar = None
     if progress:
         from tqdm.auto import tqdm
+
         bar = tqdm(total=cfg.steps, initial=start, desc=f"train seed={cfg.seed}", unit="step", dynamic_ncols=True)
     model.train()
     running, n_running = 0.0, 0
@@ -301,8 +340,15 @@ def train(run_dir, cfg: TrainConfig, *, progress: bool = True, stop_after: int |
     try:
         while step < cfg.steps:
             tokens, labels = task.training_batch(cfg.seed, step, cfg.batch_size)
-            loss = training_step(model, opt, tokens.to(cfg.device), labels.to(cfg.device), device=cfg.device,
-                                 bf16=cfg.use_bf16, biases=use_bias)
+            loss = training_step(
+                model,
+                opt,
+                tokens.to(cfg.device),
+                labels.to(cfg.device),
+                device=cfg.device,
+                bf16=cfg.use_bf16,
+                biases=use_bias,
+            )
             step += 1
             done_in_call += 1
             running += loss.item()
@@ -314,8 +360,12 @@ def train(run_dir, cfg: TrainConfig, *, progress: bool = True, stop_after: int |
                 accs = files.evaluate(model, pools, step, round(running / n_running, 6), t0)
                 running, n_running = 0.0, 0
                 if bar is not None:
-                    bar.set_postfix({"loss": f"{loss.item():.3f}",
-                                     **{p.split("_")[0] + ("h" if "heldout" in p else "r"): f"{accs[p]:.2f}" for p in KEY_POOLS}})
+                    bar.set_postfix(
+                        {
+                            "loss": f"{loss.item():.3f}",
+                            **{p.split("_")[0] + ("h" if "heldout" in p else "r"): f"{accs[p]:.2f}" for p in KEY_POOLS},
+                        }
+                    )
                 if early_stop is not None and early_stop(step, accs):
                     stop_now = True
             if step % cfg.checkpoint_every == 0 or step == cfg.steps or stop_now:
@@ -355,13 +405,22 @@ class RunFiles:
         accs = {name: round(accuracy(model, *pools[name]), 6) for name in POOL_NAMES}
         model.train()
         with self.log.open("a") as fh:
-            fh.write(json.dumps({"step": step, "loss": loss, "accuracy": accs, "wall_s": round(time.time() - t0, 2)}) + "\n")
+            fh.write(
+                json.dumps({"step": step, "loss": loss, "accuracy": accs, "wall_s": round(time.time() - t0, 2)}) + "\n"
+            )
         return accs
 
     def save_step(self, model: AssignAddTransformer, step: int, accs: dict) -> None:
         """``checkpoints/step_NNNNNN.pt``, without the all-zero frozen tensors (series files stay small)."""
-        save_checkpoint(model, self.run_dir / "checkpoints" / checkpoint_name(step), task=self.task_meta, step=step,
-                        metrics=accs, run=self.run_meta, drop_zero_frozen=True)
+        save_checkpoint(
+            model,
+            self.run_dir / "checkpoints" / checkpoint_name(step),
+            task=self.task_meta,
+            step=step,
+            metrics=accs,
+            run=self.run_meta,
+            drop_zero_frozen=True,
+        )
 
     def save_resume(self, model: AssignAddTransformer, opt: torch.optim.Optimizer, step: int) -> None:
         """``resume.pt``: the weights and the optimizer state to continue from ``step``."""

@@ -1,4 +1,5 @@
 """``assignadd-train RUN_DIR``: train the paper's model (SPEC §3), resumable."""
+
 from __future__ import annotations
 
 import argparse
@@ -11,23 +12,28 @@ def add_run_options(p: argparse.ArgumentParser, *, checkpoint_every: int) -> Non
     """The options of one training run that ``assignadd-train`` and ``assignadd-sweep`` (for every point)
     share: device, precision, batch, evaluations and checkpoints."""
     p.add_argument("--device", default="cpu", help="cpu or cuda[:N] (default cpu)")
-    p.add_argument("--precision", default="auto",
-                   help="auto: time fp32 and bf16 autocast on this machine (about a second, cached per machine) "
-                        "and keep fp32 unless bf16 is 1.15x faster and numerically safe; fp32 or bf16: as "
-                        "given (default %(default)s)")
+    p.add_argument(
+        "--precision",
+        default="auto",
+        help="auto: time fp32 and bf16 autocast on this machine (about a second, cached per machine) "
+        "and keep fp32 unless bf16 is 1.15x faster and numerically safe; fp32 or bf16: as "
+        "given (default %(default)s)",
+    )
     p.add_argument("--batch-size", type=int, default=512, help="sequences per step (default %(default)s)")
     p.add_argument("--eval-every", type=int, default=100, help="steps between evaluations (default %(default)s)")
-    p.add_argument("--eval-size", type=int, default=500,
-                   help="sequences per pool at each evaluation (default %(default)s)")
-    p.add_argument("--checkpoint-every", type=int, default=checkpoint_every,
-                   help="steps between checkpoints (default %(default)s)")
+    p.add_argument(
+        "--eval-size", type=int, default=500, help="sequences per pool at each evaluation (default %(default)s)"
+    )
+    p.add_argument(
+        "--checkpoint-every", type=int, default=checkpoint_every, help="steps between checkpoints (default %(default)s)"
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="assignadd-train",
         description="Train the paper's 2-layer transformer on the assign-and-add task. Started again with "
-                    "the same RUN_DIR, a run continues from its last checkpoint.",
+        "the same RUN_DIR, a run continues from its last checkpoint.",
     )
     p.add_argument("run_dir", help="run folder (created; an existing one is resumed)")
     p.add_argument("--seed", type=int, default=42, help="run seed: initialisation and batch order (default 42)")
@@ -46,10 +52,21 @@ def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     from .train import TrainConfig, TrainError, train
 
-    cfg = TrainConfig(seed=args.seed, f=args.f, r=args.r, steps=args.steps, device=args.device,
-                      batch_size=args.batch_size, lr=args.lr, weight_decay=args.weight_decay,
-                      precision=args.precision, checkpoint_every=args.checkpoint_every,
-                      eval_every=args.eval_every, eval_size=args.eval_size, threads=args.threads)
+    cfg = TrainConfig(
+        seed=args.seed,
+        f=args.f,
+        r=args.r,
+        steps=args.steps,
+        device=args.device,
+        batch_size=args.batch_size,
+        lr=args.lr,
+        weight_decay=args.weight_decay,
+        precision=args.precision,
+        checkpoint_every=args.checkpoint_every,
+        eval_every=args.eval_every,
+        eval_size=args.eval_size,
+        threads=args.threads,
+    )
     try:
         final = train(args.run_dir, cfg, progress=not args.quiet)
     except TrainError as e:

@@ -1,5 +1,6 @@
 """Behavioural and input-interchange measurements shared by the generalization claims (SPEC §4.5),
 and token-aware knock-outs used as "mechanism ablated" controls."""
+
 from __future__ import annotations
 
 import torch
@@ -23,9 +24,16 @@ def pair_table(pairs, modulus: int) -> torch.Tensor:
 
 
 @torch.no_grad()
-def operand_value_interchange(model: AssignAddTransformer, tokens: torch.Tensor, labels: torch.Tensor,
-                              allowed: torch.Tensor, *, seed: int = 0, wrong_site: bool = False,
-                              which: torch.Tensor | None = None) -> dict:
+def operand_value_interchange(
+    model: AssignAddTransformer,
+    tokens: torch.Tensor,
+    labels: torch.Tensor,
+    allowed: torch.Tensor,
+    *,
+    seed: int = 0,
+    wrong_site: bool = False,
+    which: torch.Tensor | None = None,
+) -> dict:
     """Does the answer follow an operand's value, read where that value sits?
 
     For each sequence pick an operand (``which``: 0 LHS, 1 RHS per sequence; default at random) whose value sits at position p (its
@@ -79,14 +87,26 @@ def operand_value_interchange(model: AssignAddTransformer, tokens: torch.Tensor,
         source[k, d] = torch.where(tokens[k, d] == new_x, (new_x + 1) % N, new_x)
         patch_pos = d
         before = run(model, tokens, [], read=[RESID_AFTER_LAYER1], last_only=True).activations[RESID_AFTER_LAYER1]
-    out = run(model, tokens, [Patch(Site(RESID_AFTER_LAYER1, positions=patch_pos), source)], last_only=True,
-              read=[RESID_AFTER_LAYER1])
+    out = run(
+        model,
+        tokens,
+        [Patch(Site(RESID_AFTER_LAYER1, positions=patch_pos), source)],
+        last_only=True,
+        read=[RESID_AFTER_LAYER1],
+    )
     if wrong_site:
         k = torch.arange(len(tokens))
-        acted = float((out.activations[RESID_AFTER_LAYER1] - before)[k, patch_pos].norm(dim=-1).mean()) if len(k) else 0.0
+        acted = (
+            float((out.activations[RESID_AFTER_LAYER1] - before)[k, patch_pos].norm(dim=-1).mean()) if len(k) else 0.0
+        )
     moved = out.last_logits.argmax(-1) == counterfactual
-    return {"moved": moved, "n": int(len(tokens)), "dropped": int(B - len(tokens)), "hook_calls": out.hook_calls,
-            "acted": acted}
+    return {
+        "moved": moved,
+        "n": int(len(tokens)),
+        "dropped": int(B - len(tokens)),
+        "hook_calls": out.hook_calls,
+        "acted": acted,
+    }
 
 
 def pool_accuracy_items(ctx, bars: dict, controls: dict) -> list:
@@ -96,15 +116,30 @@ def pool_accuracy_items(ctx, bars: dict, controls: dict) -> list:
     items = []
     for pool, bar in bars.items():
         tokens, labels = ctx.pool(pool)
-        items.append(item(
-            f"accuracy[{pool}]", f"mean_i 1[argmax logits(x_i)[15] = (n1_i + n2_i) mod 59], x_i ~ {pool}",
-            "observational", bar, lambda m, t=tokens, y=labels: rate(last_position_correct(m, t, y)), ctx.model,
-            controls))
+        items.append(
+            item(
+                f"accuracy[{pool}]",
+                f"mean_i 1[argmax logits(x_i)[15] = (n1_i + n2_i) mod 59], x_i ~ {pool}",
+                "observational",
+                bar,
+                lambda m, t=tokens, y=labels: rate(last_position_correct(m, t, y)),
+                ctx.model,
+                controls,
+            )
+        )
     return items
 
 
-def interchange_item(ctx, tokens: torch.Tensor, labels: torch.Tensor, allowed: torch.Tensor, definition: str,
-                     bar, reinit, which: torch.Tensor | None = None):
+def interchange_item(
+    ctx,
+    tokens: torch.Tensor,
+    labels: torch.Tensor,
+    allowed: torch.Tensor,
+    definition: str,
+    bar,
+    reinit,
+    which: torch.Tensor | None = None,
+):
     """The causal item of the generalization claims: ``operand_value_interchange`` on ``tokens``, on the
     model, a re-initialised model and the wrong-site patch."""
     from ..base import Arm, item, rate
@@ -114,5 +149,12 @@ def interchange_item(ctx, tokens: torch.Tensor, labels: torch.Tensor, allowed: t
         out = operand_value_interchange(model, tokens, labels, allowed, seed=ctx.seed, wrong_site=wrong, which=which)
         return rate(out["moved"], acted=out["acted"], dropped=out["dropped"])
 
-    return item("answer_follows_operand_value", definition, "causal", bar, interchange, Arm(ctx.model),
-                {"reinitialised": Arm(reinit), "wrong_site": Arm(ctx.model, "wrong_site")})
+    return item(
+        "answer_follows_operand_value",
+        definition,
+        "causal",
+        bar,
+        interchange,
+        Arm(ctx.model),
+        {"reinitialised": Arm(reinit), "wrong_site": Arm(ctx.model, "wrong_site")},
+    )

@@ -4,6 +4,7 @@ addition module read from weights (SPEC §4.3). The authors' progress measures, 
 Every function returns per-item tensors (so callers can attach confidence intervals) or exact
 numbers computed from the weights alone.
 """
+
 from __future__ import annotations
 
 import torch
@@ -50,7 +51,7 @@ def variable_ov1_embeddings(model: AssignAddTransformer, head: int = 0) -> torch
     a = _attn(model, LAYER1)
     cfg = model.cfg
     first_var = cfg.first_var
-    E_var = model.embed.W_E[first_var:first_var + cfg.n_vars]
+    E_var = model.embed.W_E[first_var : first_var + cfg.n_vars]
     return (E_var @ a.W_V[head] @ a.W_O[head]).detach()
 
 
@@ -98,7 +99,9 @@ def layer1_activations(model: AssignAddTransformer, tokens: torch.Tensor) -> dic
 
 
 @torch.no_grad()
-def attention_patterns(model: AssignAddTransformer, tokens: torch.Tensor, layers=(LAYER1, LAYER2)) -> dict[int, torch.Tensor]:
+def attention_patterns(
+    model: AssignAddTransformer, tokens: torch.Tensor, layers=(LAYER1, LAYER2)
+) -> dict[int, torch.Tensor]:
     """Layer patterns (B, Tq, Tk) of head 0, from a hooked forward stopped after the last pattern asked."""
     acts = capture(model, tokens, [hooks.act_name("pattern", l) for l in layers])
     return {l: acts[hooks.act_name("pattern", l)][:, 0] for l in layers}
@@ -137,8 +140,9 @@ def layer2_eq_to_operand_values(model, tokens, pattern2=None) -> torch.Tensor:
 
 
 @torch.no_grad()
-def last_position_correct(model: AssignAddTransformer, tokens: torch.Tensor, labels: torch.Tensor,
-                          batch: int = 2048) -> torch.Tensor:
+def last_position_correct(
+    model: AssignAddTransformer, tokens: torch.Tensor, labels: torch.Tensor, batch: int = 2048
+) -> torch.Tensor:
     """Per-sequence correctness of the answer at the last position, through the one hooked forward
     (``last_only=True``: every hook, a knock-out's included, fires; only the last position's answer is
     computed). Bool (B,), on ``labels``' device; the tokens are moved to the model's device batch by batch."""
@@ -146,6 +150,6 @@ def last_position_correct(model: AssignAddTransformer, tokens: torch.Tensor, lab
     out = []
     with torch.no_grad():
         for i in range(0, len(tokens), batch):
-            answer = model(tokens[i:i + batch].to(dev), last_only=True)[:, -1].argmax(-1)
-            out.append(answer.to(labels.device) == labels[i:i + batch])
+            answer = model(tokens[i : i + batch].to(dev), last_only=True)[:, -1].argmax(-1)
+            out.append(answer.to(labels.device) == labels[i : i + batch])
     return torch.cat(out)

@@ -14,6 +14,7 @@ Measured on variable sequences (1-var either slot, 2-var) of every held-out doub
 contrast where the same procedure must give the right answer, on as many of non-doubled held-out
 pairs in the same forms.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -58,8 +59,7 @@ def doubled_sets(task, seed: int, per_pair_and_form: int = PER_PAIR_AND_FORM) ->
     twins[:, POS_RHS] = torch.from_numpy(pairs[:, 1])
     doubled = torch.zeros(2 * n, dtype=torch.bool)
     doubled[:n] = True
-    return {"tokens": tokens, "labels": labels, "twins": twins, "doubled": doubled,
-            "pairs": torch.from_numpy(pairs)}
+    return {"tokens": tokens, "labels": labels, "twins": twins, "doubled": doubled, "pairs": torch.from_numpy(pairs)}
 
 
 def ideal_input_runs(model, sets: dict, break_routing: dict | None = None) -> dict:
@@ -83,6 +83,7 @@ def ideal_input_runs(model, sets: dict, break_routing: dict | None = None) -> di
             new = flat[donor]
             acted["routing_broken"] = float((new[moved] - flat[moved]).norm(dim=-1).mean()) if moved.any() else 0.0
             return new.reshape(act.shape)
+
         extra_edits = [Replace(Site(ATTN_OUT_1, positions=moved.reshape(B, T)), broken)]
 
     def feed_ideal(act, hook):
@@ -100,24 +101,36 @@ def ideal_input_runs(model, sets: dict, break_routing: dict | None = None) -> di
     answer, fed_answer = base.last_logits.argmax(-1), fed.last_logits.argmax(-1)
     _, adder_table = ov2_mlp2_accuracy(model)
     pairs = sets["pairs"]
-    return {"model_ok": answer == labels, "ideal_ok": fed_answer == labels, "unchanged": fed_answer == answer,
-            "twin_ok": twin.last_logits.argmax(-1) == labels, "eq_weight_on_operands": on_operands,
-            "adder_weights_only_ok": adder_table[pairs[:, 0], pairs[:, 1]], "acted": acted}
+    return {
+        "model_ok": answer == labels,
+        "ideal_ok": fed_answer == labels,
+        "unchanged": fed_answer == answer,
+        "twin_ok": twin.last_logits.argmax(-1) == labels,
+        "eq_weight_on_operands": on_operands,
+        "adder_weights_only_ok": adder_table[pairs[:, 0], pairs[:, 1]],
+        "acted": acted,
+    }
 
 
 def summary(r: dict, mask: torch.Tensor) -> dict:
     """Rates over the sequences in ``mask`` (JSON-able)."""
+
     def m(x):
         x = x[mask]
         return float(x.double().mean()) if len(x) else None
+
     wrong = mask & ~r["model_ok"]
-    return {"sequences": int(mask.sum()), "model_accuracy": m(r["model_ok"]),
-            "ideal_input_accuracy": m(r["ideal_ok"]), "constant_twin_accuracy": m(r["twin_ok"]),
-            "answer_unchanged_by_ideal_input": m(r["unchanged"]),
-            "model_errors": int(wrong.sum()),
-            "errors_fixed_by_ideal_input": float(r["ideal_ok"][wrong].double().mean()) if wrong.any() else None,
-            "eq_weight_on_operand_values": m(r["eq_weight_on_operands"]),
-            "weights_only_adder_accuracy": m(r["adder_weights_only_ok"])}
+    return {
+        "sequences": int(mask.sum()),
+        "model_accuracy": m(r["model_ok"]),
+        "ideal_input_accuracy": m(r["ideal_ok"]),
+        "constant_twin_accuracy": m(r["twin_ok"]),
+        "answer_unchanged_by_ideal_input": m(r["unchanged"]),
+        "model_errors": int(wrong.sum()),
+        "errors_fixed_by_ideal_input": float(r["ideal_ok"][wrong].double().mean()) if wrong.any() else None,
+        "eq_weight_on_operand_values": m(r["eq_weight_on_operands"]),
+        "weights_only_adder_accuracy": m(r["adder_weights_only_ok"]),
+    }
 
 
 def per_doubled_pair(r: dict, sets: dict) -> dict:
@@ -126,8 +139,11 @@ def per_doubled_pair(r: dict, sets: dict) -> dict:
     pairs = sets["pairs"]
     for n in torch.unique(pairs[sets["doubled"], 0]).tolist():
         sel = sets["doubled"] & (pairs[:, 0] == n)
-        out[str(n)] = [float(r["model_ok"][sel].double().mean()), float(r["ideal_ok"][sel].double().mean()),
-                       float(r["adder_weights_only_ok"][sel][0])]
+        out[str(n)] = [
+            float(r["model_ok"][sel].double().mean()),
+            float(r["ideal_ok"][sel].double().mean()),
+            float(r["adder_weights_only_ok"][sel][0]),
+        ]
     return out
 
 
@@ -137,7 +153,11 @@ def heldout_constants_with_and_without_doubled(model, task, seed: int) -> dict:
     tokens, labels = task.exhaustive_0var_heldout(seed=seed)
     ok = last_position_correct(model, tokens, labels)
     dbl = tokens[:, POS_LHS] == tokens[:, POS_RHS]
-    return {"pairs": int(len(ok)), "doubled_pairs": int(dbl.sum()),
-            "accuracy_all_heldout": float(ok.double().mean()),
-            "accuracy_excluding_doubled": float(ok[~dbl].double().mean()) if (~dbl).any() else None,
-            "wrong_doubled": int((~ok[dbl]).sum()), "wrong_other": int((~ok[~dbl]).sum())}
+    return {
+        "pairs": int(len(ok)),
+        "doubled_pairs": int(dbl.sum()),
+        "accuracy_all_heldout": float(ok.double().mean()),
+        "accuracy_excluding_doubled": float(ok[~dbl].double().mean()) if (~dbl).any() else None,
+        "wrong_doubled": int((~ok[dbl]).sum()),
+        "wrong_other": int((~ok[~dbl]).sum()),
+    }

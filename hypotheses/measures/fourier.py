@@ -15,6 +15,7 @@ A neuron of the grokked-addition form cos(ω_k n + α) + cos(ω_k m + β) has FV
 Everything here is a plain function of a model (no verdicts); the functions a report's figure needs
 (one neuron's grid, its fitted form, the spectrum) are at the end.
 """
+
 from __future__ import annotations
 
 import math
@@ -32,6 +33,8 @@ MLP2_PRE, RESID_MID2 = hooks.MLP_PRE_2, hooks.RESID_MID_2
 # not vary with the operands beyond float rounding (a knocked-out input, a structural zero). FVE is
 # scale-free, so without this floor rounding noise would look like structure.
 DEAD_FRACTION = 1e-4
+
+
 def n_frequencies(modulus: int) -> int:
     return modulus // 2
 
@@ -47,7 +50,9 @@ def grid_tokens(vocab: Vocab = VOCAB) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 @torch.no_grad()
-def activations_at(model: AssignAddTransformer, tokens: torch.Tensor, hooks, pos: int = POS_EQ) -> dict[str, torch.Tensor]:
+def activations_at(
+    model: AssignAddTransformer, tokens: torch.Tensor, hooks, pos: int = POS_EQ
+) -> dict[str, torch.Tensor]:
     """{hook: activation at position ``pos`` (B, d) float64} from one forward, stopped after the last of
     ``hooks`` fires (``interventions.capture``). A model from ``knockout`` applies its own (permanent)
     hooks on the way."""
@@ -103,7 +108,7 @@ def frequency_power(grid: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """(power [K, d], total variance [d]) of the centred grid: power_k(unit) = Σ_j C² <b, b>."""
     N = grid.shape[0]
     C = frequency_coefficients(grid)
-    power = (C ** 2).sum(dim=1) * (N * N / 2)  # (K, d)
+    power = (C**2).sum(dim=1) * (N * N / 2)  # (K, d)
     total = ((grid - grid.mean(dim=(0, 1), keepdim=True)) ** 2).sum(dim=(0, 1))  # (d,)
     return power, total
 
@@ -135,11 +140,23 @@ def neuron_fve(grid: torch.Tensor, scale: torch.Tensor | None = None) -> dict:
     fve_all = power[:, live] / total[live]  # (K, L)
     if fve_all.shape[1] == 0:
         empty = torch.zeros(0, dtype=torch.float64)
-        return {"best_k": empty.long(), "fve": empty, "units": empty.long(), "power": power, "total": total,
-                "live": live}
+        return {
+            "best_k": empty.long(),
+            "fve": empty,
+            "units": empty.long(),
+            "power": power,
+            "total": total,
+            "live": live,
+        }
     fve, best = fve_all.max(dim=0)
-    return {"best_k": best + 1, "fve": fve, "units": live.nonzero().flatten(), "power": power, "total": total,
-            "live": live}
+    return {
+        "best_k": best + 1,
+        "fve": fve,
+        "units": live.nonzero().flatten(),
+        "power": power,
+        "total": total,
+        "live": live,
+    }
 
 
 def frequency_share(power: torch.Tensor) -> torch.Tensor:
@@ -250,8 +267,15 @@ def operand_content_scale(deviation: torch.Tensor, phi_all: torch.Tensor) -> flo
     return float((deviation * phi_all).sum()) / den if den > 0 else 1.0
 
 
-def key_frequency_edits(model: AssignAddTransformer, tokens: torch.Tensor, labels: torch.Tensor, *, seed: int,
-                        vocab: Vocab = VOCAB, grid: dict | None = None) -> dict:
+def key_frequency_edits(
+    model: AssignAddTransformer,
+    tokens: torch.Tensor,
+    labels: torch.Tensor,
+    *,
+    seed: int,
+    vocab: Vocab = VOCAB,
+    grid: dict | None = None,
+) -> dict:
     """Restricted / excluded / placebo runs of the Layer-2 MLP input (``blocks.1.hook_resid_mid`` at `=`),
     in the frequency domain of the operands, as grokking's restricted and excluded loss.
 
@@ -286,12 +310,16 @@ def key_frequency_edits(model: AssignAddTransformer, tokens: torch.Tensor, label
     # One clean forward gives the clean answers, μ and the scale β.
     seen = {}
     with torch.no_grad():
-        logits = model.run_with_hooks(tokens, fwd_hooks=[(RESID_MID2, lambda act, hook: seen.__setitem__(
-            "x", act[:, POS_EQ].detach().double()))], last_only=True)
+        logits = model.run_with_hooks(
+            tokens,
+            fwd_hooks=[(RESID_MID2, lambda act, hook: seen.__setitem__("x", act[:, POS_EQ].detach().double()))],
+            last_only=True,
+        )
     mu = seen["x"].mean(0)
     grid_mean = resid_grid.double().mean(dim=(0, 1))
-    beta = operand_content_scale(seen["x"] - grid_mean,
-                                 frequency_component(resid_grid, all_frequencies(vocab.modulus), n, m))
+    beta = operand_content_scale(
+        seen["x"] - grid_mean, frequency_component(resid_grid, all_frequencies(vocab.modulus), n, m)
+    )
     phi_key = beta * frequency_component(resid_grid, key, n, m)
     phi_placebo = beta * frequency_component(resid_grid, placebo, n, m)
     site = Site(RESID_MID2, positions=POS_EQ)
@@ -300,6 +328,7 @@ def key_frequency_edits(model: AssignAddTransformer, tokens: torch.Tensor, label
     # about μ. (Not drawn orthogonal to them: a model with nothing outside its key frequencies, such as
     # a hand-built one, has no content there, and a placebo that changes nothing is no control.)
     from ...interventions import random_subspace
+
     key_dirs = frequency_directions(resid_grid, key)
     moved: dict = {}
 
@@ -307,7 +336,9 @@ def key_frequency_edits(model: AssignAddTransformer, tokens: torch.Tensor, label
         rank = max(int(key_dirs.shape[0]), 1)
         Q = random_subspace(x.shape[-1], rank, seed, label="placebo directions").to(x.dtype)
         inside = ((x - mu.to(x.dtype)) @ Q.T) @ Q
-        moved["random"] = float(inside[:, POS_EQ].norm(dim=-1).mean()) if inside.dim() == 3 else float(inside.norm(dim=-1).mean())
+        moved["random"] = (
+            float(inside[:, POS_EQ].norm(dim=-1).mean()) if inside.dim() == 3 else float(inside.norm(dim=-1).mean())
+        )
         return x - inside
 
     def correct(new_value):
@@ -322,13 +353,17 @@ def key_frequency_edits(model: AssignAddTransformer, tokens: torch.Tensor, label
         "placebo_kept": correct(lambda x: (mu + phi_placebo)[:, None, :].expand_as(x)),
         "random_removed": correct(remove_random),
         "norm_random": moved.get("random", 0.0),
-        "key": key, "placebo_frequencies": placebo, "scale": beta,
-        "norm_key": float(phi_key.norm(dim=-1).mean()), "norm_placebo": float(phi_placebo.norm(dim=-1).mean()),
+        "key": key,
+        "placebo_frequencies": placebo,
+        "scale": beta,
+        "norm_key": float(phi_key.norm(dim=-1).mean()),
+        "norm_placebo": float(phi_placebo.norm(dim=-1).mean()),
     }
 
 
-def key_frequencies_removed(model: AssignAddTransformer, reference_tokens: torch.Tensor, vocab: Vocab = VOCAB,
-                            grid: dict | None = None):
+def key_frequencies_removed(
+    model: AssignAddTransformer, reference_tokens: torch.Tensor, vocab: Vocab = VOCAB, grid: dict | None = None
+):
     """A control model: a copy of ``model`` with its key-frequency directions permanently removed from the
     Layer-2 MLP input at `=` (about the mean over ``reference_tokens``), via the engine's ``knockout``."""
     from ...interventions import Replace, Site, knockout
@@ -346,7 +381,7 @@ def embedding_spectrum(model: AssignAddTransformer, vocab: Vocab = VOCAB) -> tor
     N = vocab.modulus
     E = model.embed.W_E[:N].detach().double()
     E = E - E.mean(0, keepdim=True)
-    F = torch.fft.rfft(E, dim=0)[1:n_frequencies(N) + 1]  # (K, d)
+    F = torch.fft.rfft(E, dim=0)[1 : n_frequencies(N) + 1]  # (K, d)
     p = (F.abs() ** 2).sum(1)
     return p / p.sum()
 
@@ -361,12 +396,13 @@ def logit_spectrum(model: AssignAddTransformer) -> torch.Tensor:
     W = logit_weights(model)
     W = W - W.mean(1, keepdim=True)
     N = W.shape[1]
-    F = torch.fft.rfft(W, dim=1)[:, 1:n_frequencies(N) + 1]
+    F = torch.fft.rfft(W, dim=1)[:, 1 : n_frequencies(N) + 1]
     p = (F.abs() ** 2).sum(0)
     return p / p.sum() if p.sum() > 0 else p
 
 
 # ----- for figures -------------------------------------------------------------------------------
+
 
 def neuron_grid(model: AssignAddTransformer, neuron: int, vocab: Vocab = VOCAB) -> torch.Tensor:
     """One Layer-2 MLP neuron's pre-activation on the grid: (N, N), [n, m]."""
@@ -388,8 +424,16 @@ def fitted_cos_form(grid_one: torch.Tensor, k: int) -> dict:
     fitted = mean + torch.einsum("j,jnm->nm", c, B)
     total = float(((g[:, :, 0] - mean) ** 2).sum())
     fve = float(((fitted - mean) ** 2).sum() / total) if total > 0 else float("nan")
-    return {"k": k, "mean": mean, "amp_n": amp_n, "phase_n": phase_n, "amp_m": amp_m, "phase_m": phase_m,
-            "fitted": fitted, "fve": fve}
+    return {
+        "k": k,
+        "mean": mean,
+        "amp_n": amp_n,
+        "phase_n": phase_n,
+        "amp_m": amp_m,
+        "phase_m": phase_m,
+        "fitted": fitted,
+        "fve": fve,
+    }
 
 
 def key_frequency_spectrum(model: AssignAddTransformer, vocab: Vocab = VOCAB) -> dict:
@@ -399,5 +443,9 @@ def key_frequency_spectrum(model: AssignAddTransformer, vocab: Vocab = VOCAB) ->
     r = neuron_fve(grid[MLP2_PRE], mlp_input_scale(model, grid[RESID_MID2]))
     share = frequency_share(r["power"][:, r["live"]])
     K = share.shape[0]
-    return {"k": list(range(1, K + 1)), "share": share, "key": key_frequencies(model, vocab, grid),
-            "threshold": KEY_SHARE_FACTOR / K}
+    return {
+        "k": list(range(1, K + 1)),
+        "share": share,
+        "key": key_frequencies(model, vocab, grid),
+        "threshold": KEY_SHARE_FACTOR / K,
+    }

@@ -4,6 +4,7 @@ built with the interventions engine's ``knockout`` (so every entry point, ``__ca
 
 They are the "mechanism ablated" controls of SPEC §5: a claim must fail on its own knock-out.
 """
+
 from __future__ import annotations
 
 import torch
@@ -56,8 +57,9 @@ def scrambled_identity_qk(model: AssignAddTransformer, seed: int = 0) -> AssignA
     def permute_keys(k, hook):  # k: (B, T, H, d_head); the Site restricts the edit to value positions
         return k + torch.einsum("btd,hde->bthe", stash["x"] @ shift, W_K.to(k.dtype))
 
-    ablated = knockout(model, [Replace(Site(RESID_PRE_2), keep_input),
-                               Replace(Site(KEYS_2, positions=value_positions), permute_keys)])
+    ablated = knockout(
+        model, [Replace(Site(RESID_PRE_2), keep_input), Replace(Site(KEYS_2, positions=value_positions), permute_keys)]
+    )
     ablated.knockout_name = "Layer-2 QK variable block permuted at value positions"
     ablated.knockout_permutation = perm.tolist()
     return ablated

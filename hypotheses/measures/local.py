@@ -10,6 +10,7 @@ break further downstream cannot decide the claim about it.
 Every edit also reports how much it changed the activation it targets (``acted``), so a control that
 did nothing is seen as such instead of counting for the claim.
 """
+
 from __future__ import annotations
 
 import torch
@@ -141,17 +142,25 @@ def identity_edits(model: AssignAddTransformer, tokens: torch.Tensor, *, seed: i
         red = red_val = w = torch.zeros(0, dtype=torch.long)
         acted_red = acted_val = 0.0
     return {
-        "clean": read(attn_out) == v, "previous_removed": prev == v, "diluted": other == v,
-        "redirect": red == w, "redirect_value": red_val == w,
-        "acted": {"previous_removed": acted_prev, "diluted": acted_other, "redirect": acted_red,
-                  "redirect_value": acted_val},
+        "clean": read(attn_out) == v,
+        "previous_removed": prev == v,
+        "diluted": other == v,
+        "redirect": red == w,
+        "redirect_value": red_val == w,
+        "acted": {
+            "previous_removed": acted_prev,
+            "diluted": acted_other,
+            "redirect": acted_red,
+            "redirect_value": acted_val,
+        },
         "chance": 1.0 / model.cfg.n_vars,
     }
 
 
 # ----- Layer 2 QK: where `=` attends after an identity swap ----------------------------------------------
-def identity_swap_attention(model: AssignAddTransformer, tokens: torch.Tensor, *, seed: int,
-                            wrong_site: bool = False) -> dict:
+def identity_swap_attention(
+    model: AssignAddTransformer, tokens: torch.Tensor, *, seed: int, wrong_site: bool = False
+) -> dict:
     """Swap Layer 1's output between the value token p of a variable operand and the value token d of
     a distractor assignment (same sequence), and read Layer 2's attention from `=`.
 
@@ -182,21 +191,30 @@ def identity_swap_attention(model: AssignAddTransformer, tokens: torch.Tensor, *
     k = torch.arange(len(keep))
     at = torch.stack([p, d], 1) - (1 if wrong_site else 0)
     clean = run(model, tokens, [], read=[PATTERN_2, ATTN_OUT_1], last_only=True)
-    out = run(model, tokens, [Patch(Site(ATTN_OUT_1, positions=at), tokens, source_positions=at.flip(1))],
-              read=[PATTERN_2, ATTN_OUT_1], last_only=True)
+    out = run(
+        model,
+        tokens,
+        [Patch(Site(ATTN_OUT_1, positions=at), tokens, source_positions=at.flip(1))],
+        read=[PATTERN_2, ATTN_OUT_1],
+        last_only=True,
+    )
     before, after = clean.activations[PATTERN_2][:, 0, POS_EQ], out.activations[PATTERN_2][:, 0, POS_EQ]
     changed = (out.activations[ATTN_OUT_1] - clean.activations[ATTN_OUT_1])[k[:, None], at].norm(dim=-1)
     # Scale matters: `=` must prefer d clearly, not by a rounding-size margin of a flat pattern.
     clear = 2.0 / tokens.shape[1]  # twice the weight a uniform pattern gives one key
-    return {"moved": (after[k, d] > after[k, p]) & (after[k, d] >= clear),
-            "clean": (before[k, p] > before[k, d]) & (before[k, p] >= clear),
-            "answer_moved": out.last_logits.argmax(-1) == (z + y) % N,
-            "acted": float(changed.mean()) if len(keep) else 0.0, "dropped": int(B - len(keep))}
+    return {
+        "moved": (after[k, d] > after[k, p]) & (after[k, d] >= clear),
+        "clean": (before[k, p] > before[k, d]) & (before[k, p] >= clear),
+        "answer_moved": out.last_logits.argmax(-1) == (z + y) % N,
+        "acted": float(changed.mean()) if len(keep) else 0.0,
+        "dropped": int(B - len(keep)),
+    }
 
 
 # ----- Layer 2 OV: what the MLP input gets from a variable vs a constant ------------------------------------
-def value_route_patch(model: AssignAddTransformer, tokens: torch.Tensor, *, seed: int,
-                      other_number: bool = False) -> dict:
+def value_route_patch(
+    model: AssignAddTransformer, tokens: torch.Tensor, *, seed: int, other_number: bool = False
+) -> dict:
     """Does Layer 2's OV write an operand's value the same way whether it sits at a variable's value
     token or in an operand slot as a constant?
 
@@ -221,7 +239,7 @@ def value_route_patch(model: AssignAddTransformer, tokens: torch.Tensor, *, seed
     rows = torch.arange(B)
     pick = torch.randint(0, 2, (B,), generator=g)
     pick = torch.where(is_var[rows, pick], pick, 1 - pick)
-    keep = (is_var[rows, pick] & (src >= 0).all(1) & (tokens[rows, src[:, 0]] != tokens[rows, src[:, 1]]))
+    keep = is_var[rows, pick] & (src >= 0).all(1) & (tokens[rows, src[:, 0]] != tokens[rows, src[:, 1]])
     keep = keep.nonzero().squeeze(1)
     tokens, pick, src = tokens[keep], pick[keep], src[keep]
     k = torch.arange(len(keep))
@@ -234,14 +252,23 @@ def value_route_patch(model: AssignAddTransformer, tokens: torch.Tensor, *, seed
     const[k, slots[pick]] = n
     read_r = [RESID_MID_2]
     clean = run(model, tokens, [], read=read_r, last_only=True).activations[RESID_MID_2][:, POS_EQ]
-    same = run(model, tokens, [Patch(Site(VALUES_2, positions=p), const, source_positions=slots[pick])],
-               read=read_r, last_only=True).activations[RESID_MID_2][:, POS_EQ]
-    other = run(model, tokens, [Patch(Site(VALUES_2, positions=p), tokens, source_positions=q)],
-                read=read_r, last_only=True).activations[RESID_MID_2][:, POS_EQ]
+    same = run(
+        model,
+        tokens,
+        [Patch(Site(VALUES_2, positions=p), const, source_positions=slots[pick])],
+        read=read_r,
+        last_only=True,
+    ).activations[RESID_MID_2][:, POS_EQ]
+    other = run(
+        model, tokens, [Patch(Site(VALUES_2, positions=p), tokens, source_positions=q)], read=read_r, last_only=True
+    ).activations[RESID_MID_2][:, POS_EQ]
     scale = (other - clean).norm(dim=-1)
     kept = 1 - (same - clean).norm(dim=-1) / scale.clamp(min=1e-12)
-    return {"kept": kept.double(), "acted": float((same - clean).norm(dim=-1).mean()) if len(keep) else 0.0,
-            "dropped": int(B - len(keep))}
+    return {
+        "kept": kept.double(),
+        "acted": float((same - clean).norm(dim=-1).mean()) if len(keep) else 0.0,
+        "dropped": int(B - len(keep)),
+    }
 
 
 def ov2_number_basis(model: AssignAddTransformer, head: int = 0) -> torch.Tensor:
@@ -274,10 +301,10 @@ def ov_transmission(model: AssignAddTransformer, layer: int, embeddings: torch.T
 
 def ov2_number_transmission(model: AssignAddTransformer, head: int = 0) -> float:
     """``ov_transmission`` of Layer 2's OV for the number embeddings (what it must copy to `=`)."""
-    return ov_transmission(model, 1, model.embed.W_E[:model.cfg.d_vocab_out], head)
+    return ov_transmission(model, 1, model.embed.W_E[: model.cfg.d_vocab_out], head)
 
 
 def ov1_variable_transmission(model: AssignAddTransformer, head: int = 0) -> float:
     """``ov_transmission`` of Layer 1's OV for the variable embeddings (what it must copy to value tokens)."""
     first = _first_var(model)
-    return ov_transmission(model, 0, model.embed.W_E[first:first + model.cfg.n_vars], head)
+    return ov_transmission(model, 0, model.embed.W_E[first : first + model.cfg.n_vars], head)

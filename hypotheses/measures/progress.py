@@ -6,6 +6,7 @@ the variable identity Layer 1 writes, and the ``whole_algorithm`` claim's two sc
 defines each as an equation; ``SeriesMeasurer`` builds the pools once (seed ``POOL_SEED``) and measures
 any number of checkpoints on them. The report modules only find checkpoints, run this, and write files.
 """
+
 from __future__ import annotations
 
 import math
@@ -24,41 +25,47 @@ ROUTING_POOL = "2var_train"  # activation measures read 2-var sequences: both op
 RESTRICTED_ROUTING_POOL = "2var_restricted_1"
 RESTRICTED_CELLS_POOL = "1var_restricted_slot"
 
-SCRUB_POOLS = ("0var_heldout_pair", "1var_heldout_pair", "2var_heldout_pair", "1var_restricted_slot",
-               "2var_restricted_1")  # whole_algorithm's pools
+SCRUB_POOLS = (
+    "0var_heldout_pair",
+    "1var_heldout_pair",
+    "2var_heldout_pair",
+    "1var_restricted_slot",
+    "2var_restricted_1",
+)  # whole_algorithm's pools
 SCRUB_PER_POOL = 200
 
 MEASURES = {
     **{f"acc_{p}": f"accuracy on the {p} pool: mean[argmax logits[-1] == (num1 + num2) mod 59]" for p in POOL_NAMES},
     "ov2_mlp2_accuracy": "weights only: mean over all 59^2 (a, b) of [argmax (h + MLP_2(h)) W_U == a + b], "
-                         "h = OV_2 e_a + OV_2 e_b",
+    "h = OV_2 e_a + OV_2 e_b",
     "positional_prev_token": "weights only: fraction of queries q in 1..11 of S = W_pos W_Q W_K^T W_pos^T (Layer 1) "
-                             "whose argmax over keys < q, excluding q-2, is q-1",
+    "whose argmax over keys < q, excluding q-2, is q-1",
     "identity_qk_diagonal": "weights only: fraction of rows of M = (E_var OV_1) QK_2 (E_var OV_1)^T whose argmax "
-                            "is the diagonal (chance 1/12)",
+    "is the diagonal (chance 1/12)",
     "identity_qk_margin": "weights only: mean over rows of M_ii - max_{j != i} M_ij",
     "prev_token_argmax": f"Layer-1 attention from prefix value tokens ({ROUTING_POOL}): fraction whose argmax key is t-1",
     "prev_token_weight": f"Layer-1 attention from prefix value tokens ({ROUTING_POOL}): mean weight on t-1",
     "layer1_eq_to_operand_slots": f"Layer-1 attention from `=` ({ROUTING_POOL}): fraction whose top-2 keys are "
-                                  f"{{{POS_LHS}, {POS_RHS}}}",
+    f"{{{POS_LHS}, {POS_RHS}}}",
     "layer2_eq_to_operand_values": f"Layer-2 attention from `=` ({ROUTING_POOL}): fraction whose top-2 keys are the "
-                                   "operands' value positions",
+    "operands' value positions",
     "layer2_eq_to_operand_values_restricted": f"the same on {RESTRICTED_ROUTING_POOL} (a variable in a forbidden slot)",
     "scrub_model_accuracy": f"the model's accuracy on the scrub set: the first {SCRUB_PER_POOL} sequences of each of "
-                            f"{', '.join(SCRUB_POOLS)}",
+    f"{', '.join(SCRUB_POOLS)}",
     "scrub_routing_accuracy": "accuracy on the scrub set with Layer 1's output at positions 0-14 resampled from cells "
-                              "that agree on (position, variable before a value token | token elsewhere): the "
-                              "whole_algorithm claim's routing scrub (SPEC §6)",
+    "that agree on (position, variable before a value token | token elsewhere): the "
+    "whole_algorithm claim's routing scrub (SPEC §6)",
     "scrub_addition_accuracy": "accuracy on the scrub set with Layer 2's output at `=` patched from fresh sequences "
-                               "with the same operand values: the whole_algorithm claim's addition scrub",
+    "with the same operand values: the whole_algorithm claim's addition scrub",
     "variable_probe": f"held-out accuracy of a least-squares linear probe decoding the variable from "
-                      f"blocks.0.hook_attn_out at value positions ({ROUTING_POOL}, 50/50 split by sequence; "
-                      "chance 1/12)",
+    f"blocks.0.hook_attn_out at value positions ({ROUTING_POOL}, 50/50 split by sequence; "
+    "chance 1/12)",
 }
 
 
-def least_squares_probe(X: torch.Tensor, y: torch.Tensor, train: torch.Tensor, n_classes: int,
-                        ridge: float = 1e-3) -> float:
+def least_squares_probe(
+    X: torch.Tensor, y: torch.Tensor, train: torch.Tensor, n_classes: int, ridge: float = 1e-3
+) -> float:
     """Held-out accuracy of a linear classifier fit in closed form: W = (X^T X + λI)^-1 X^T Y on one-hot Y
     (with a bias column). Linear like the logistic probe of SPEC §4.1, ~100x faster, and exactly
     deterministic."""
@@ -89,9 +96,15 @@ def restricted_cells(task: Task, tokens: torch.Tensor) -> dict[str, torch.Tensor
 def measure_definitions(task: Task) -> dict[str, str]:
     """``MEASURES`` and the task's per-cell restricted-slot measures (their names depend on the task)."""
     cells = restricted_cells(task, torch.zeros(0, SEQ_LEN, dtype=torch.long))
-    return {**MEASURES, **{m: f"accuracy on the {RESTRICTED_CELLS_POOL} sequences whose {m.rsplit('_', 1)[1].upper()} "
-                              f"operand is variable {m.split('_')[2]}, a slot training never gave it: the "
-                              "restricted-slot phase cell by cell" for m in cells}}
+    return {
+        **MEASURES,
+        **{
+            m: f"accuracy on the {RESTRICTED_CELLS_POOL} sequences whose {m.rsplit('_', 1)[1].upper()} "
+            f"operand is variable {m.split('_')[2]}, a slot training never gave it: the "
+            "restricted-slot phase cell by cell"
+            for m in cells
+        },
+    }
 
 
 class SeriesMeasurer:
@@ -111,8 +124,10 @@ class SeriesMeasurer:
         self._claims_pools: dict = {}
         self._restricted_cells = restricted_cells(task, self.pools[RESTRICTED_CELLS_POOL][0])
         per_pool = min(n, SCRUB_PER_POOL)
-        self._scrub = (torch.cat([self.pools[p][0][:per_pool] for p in SCRUB_POOLS]),
-                       torch.cat([self.pools[p][1][:per_pool] for p in SCRUB_POOLS]))
+        self._scrub = (
+            torch.cat([self.pools[p][0][:per_pool] for p in SCRUB_POOLS]),
+            torch.cat([self.pools[p][1][:per_pool] for p in SCRUB_POOLS]),
+        )
 
     @torch.no_grad()
     def measure(self, model) -> dict[str, float]:
@@ -120,10 +135,10 @@ class SeriesMeasurer:
         # Batches of ~1000 sequences: larger ones fall out of cache and run slower on a CPU.
         correct = circuits.last_position_correct(model, self._all_tokens, self._all_labels, batch=1024)
         for i, name in enumerate(POOL_NAMES):
-            v[f"acc_{name}"] = float(correct[i * self.n:(i + 1) * self.n].double().mean())
+            v[f"acc_{name}"] = float(correct[i * self.n : (i + 1) * self.n].double().mean())
         # the restricted-slot phase cell by cell: each variable in the slot training never gave it
         i = POOL_NAMES.index(RESTRICTED_CELLS_POOL)
-        ok = correct[i * self.n:(i + 1) * self.n]
+        ok = correct[i * self.n : (i + 1) * self.n]
         for measure, rows in self._restricted_cells.items():
             v[measure] = float(ok[rows].double().mean()) if rows.any() else math.nan
         v["ov2_mlp2_accuracy"] = circuits.ov2_mlp2_accuracy(model)[0]
@@ -142,23 +157,33 @@ class SeriesMeasurer:
         v["prev_token_argmax"] = float(is_prev.double().mean())
         v["prev_token_weight"] = float(weight.double().mean())
         v["layer1_eq_to_operand_slots"] = float(
-            circuits.layer1_eq_to_operand_slots(model, tokens, p1[:k]).double().mean())
+            circuits.layer1_eq_to_operand_slots(model, tokens, p1[:k]).double().mean()
+        )
         v["layer2_eq_to_operand_values"] = float(
-            circuits.layer2_eq_to_operand_values(model, tokens, p2[:k]).double().mean())
+            circuits.layer2_eq_to_operand_values(model, tokens, p2[:k]).double().mean()
+        )
         v["layer2_eq_to_operand_values_restricted"] = float(
-            circuits.layer2_eq_to_operand_values(model, restricted, p2[k:]).double().mean())
+            circuits.layer2_eq_to_operand_values(model, restricted, p2[k:]).double().mean()
+        )
         # when does the paper's algorithm explain the model? the whole_algorithm claim's two scrubs
         from .scrubbing import addition_scrub, routing_scrub
 
         tokens, labels = self._scrub
-        v["scrub_model_accuracy"] = float(circuits.last_position_correct(model, tokens, labels, batch=1024).double().mean())
-        v["scrub_routing_accuracy"] = float(routing_scrub(model, tokens, labels, seed=POOL_SEED,
-                                                          features="hypothesis")["correct"].double().mean())
-        v["scrub_addition_accuracy"] = float(addition_scrub(model, tokens, labels, self.task, seed=POOL_SEED,
-                                                            features="hypothesis")["correct"].double().mean())
+        v["scrub_model_accuracy"] = float(
+            circuits.last_position_correct(model, tokens, labels, batch=1024).double().mean()
+        )
+        v["scrub_routing_accuracy"] = float(
+            routing_scrub(model, tokens, labels, seed=POOL_SEED, features="hypothesis")["correct"].double().mean()
+        )
+        v["scrub_addition_accuracy"] = float(
+            addition_scrub(model, tokens, labels, self.task, seed=POOL_SEED, features="hypothesis")["correct"]
+            .double()
+            .mean()
+        )
         b, t = self._probe_index
-        v["variable_probe"] = least_squares_probe(acts[hooks.ATTN_OUT_1][b, t], self._probe_labels,
-                                                  self._probe_train, self.task.vocab.n_vars)
+        v["variable_probe"] = least_squares_probe(
+            acts[hooks.ATTN_OUT_1][b, t], self._probe_labels, self._probe_train, self.task.vocab.n_vars
+        )
         return {k: _round(x) for k, x in v.items()}
 
     def claims(self, model) -> dict[str, dict]:

@@ -10,6 +10,7 @@ r(c(x)): one addition module serves both.
 Everything here is a plain function of a model and tokens; verdicts live in
 ``hypotheses/shared_residual.py``.
 """
+
 from __future__ import annotations
 
 import torch
@@ -44,8 +45,9 @@ def operand_values(tokens: torch.Tensor, vocab: Vocab = VOCAB) -> torch.Tensor:
     return c[:, [POS_LHS, POS_RHS]]
 
 
-def other_values_rewrite(tokens: torch.Tensor, seed: int, vocab: Vocab = VOCAB, *,
-                         label: str = "other values rewrite") -> tuple[torch.Tensor, torch.Tensor]:
+def other_values_rewrite(
+    tokens: torch.Tensor, seed: int, vocab: Vocab = VOCAB, *, label: str = "other values rewrite"
+) -> tuple[torch.Tensor, torch.Tensor]:
     """c'(x): the same prefix, constant operands (n', m') drawn uniformly among pairs whose sum differs
     from x's, from the stream ``(seed, label)`` (a caller that needs several rewrites names each).
     Returns (tokens, the new sums)."""
@@ -72,8 +74,13 @@ def centred_cosine(x: torch.Tensor, y: torch.Tensor, mean: torch.Tensor) -> torc
 N_REFERENCE_REWRITES = 8
 
 
-def matched_vs_mismatched(model: AssignAddTransformer, tokens: torch.Tensor, seed: int,
-                          n_reference: int = N_REFERENCE_REWRITES, basis: torch.Tensor | None = None) -> dict:
+def matched_vs_mismatched(
+    model: AssignAddTransformer,
+    tokens: torch.Tensor,
+    seed: int,
+    n_reference: int = N_REFERENCE_REWRITES,
+    basis: torch.Tensor | None = None,
+) -> dict:
     """Is r(x) the constant run's r(c(x)), beyond what the shared prefix gives?
 
     Each sequence's residuals are centred on its own prefix: μ_i = mean_j r(c'_j(x_i)) over
@@ -91,16 +98,21 @@ def matched_vs_mismatched(model: AssignAddTransformer, tokens: torch.Tensor, see
     """
     B = len(tokens)
     const = constant_rewrite(tokens)
-    rewrites = [other_values_rewrite(tokens, seed, label=f"matched vs mismatched rewrite {j}")[0]
-                for j in range(n_reference + 1)]
+    rewrites = [
+        other_values_rewrite(tokens, seed, label=f"matched vs mismatched rewrite {j}")[0]
+        for j in range(n_reference + 1)
+    ]
     r = activations_at(model, torch.cat([tokens, const, *rewrites]), [RESID_MID2])[RESID_MID2]
     r = r.reshape(n_reference + 3, B, -1)
     if basis is not None:  # compare only in these directions (orthonormal rows)
         r = r @ basis.to(r.dtype).T
     r_var, r_const, r_mis, refs = r[0], r[1], r[2], r[3:]
     mu = refs.mean(0)
-    return {"matched": centred_cosine(r_var, r_const, mu), "mismatched": centred_cosine(r_var, r_mis, mu),
-            "raw_matched": torch.nn.functional.cosine_similarity(r_var, r_const, dim=-1)}
+    return {
+        "matched": centred_cosine(r_var, r_const, mu),
+        "mismatched": centred_cosine(r_var, r_mis, mu),
+        "raw_matched": torch.nn.functional.cosine_similarity(r_var, r_const, dim=-1),
+    }
 
 
 def ov2_number_images(model: AssignAddTransformer, head: int = 0) -> torch.Tensor:
@@ -127,8 +139,9 @@ def ov2_additivity(model: AssignAddTransformer, tokens: torch.Tensor, seed: int)
     return {"matched": matched, "shuffled": shuffled, "difference": matched - shuffled}
 
 
-def constant_difference_interchange(model: AssignAddTransformer, tokens: torch.Tensor, seed: int, *,
-                                    position: int = POS_EQ, matched: bool = True) -> dict:
+def constant_difference_interchange(
+    model: AssignAddTransformer, tokens: torch.Tensor, seed: int, *, position: int = POS_EQ, matched: bool = True
+) -> dict:
     """The causal test of a shared residual: move the variable run along a *constant-run* difference.
 
         r(x)[p]  <-  r(x)[p] + r(c'(x))[p] - r(c(x))[p]          (p = 15, the `=` position)
@@ -153,7 +166,7 @@ def constant_difference_interchange(model: AssignAddTransformer, tokens: torch.T
         const[:, [POS_LHS, POS_RHS]] = vals[perm]
     r_const = activations_at(model, const, [RESID_MID2], pos=position)[RESID_MID2]
     r_other = activations_at(model, other, [RESID_MID2], pos=position)[RESID_MID2]
-    delta = (r_other - r_const)  # (B, d)
+    delta = r_other - r_const  # (B, d)
 
     def add_delta(act, hook):
         return act + delta.to(act.dtype)[:, None, :]  # the Site keeps only `position`

@@ -21,6 +21,7 @@ Wrong correspondences a reader could propose are scrubbed the same way and must 
 "Layer 1 carries only positions" (value tokens resampled by position alone), "the MLP reads only one
 operand" (Layer 2's output resampled from a sequence sharing only the first operand).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -97,7 +98,7 @@ def routing_scrub(model, tokens: torch.Tensor, labels: torch.Tensor, *, seed: in
     B, T = tokens.shape
     key = routing_keys(tokens, model.cfg, features)
     scrubbed = torch.zeros(B, T, dtype=torch.bool)
-    scrubbed[:, :POS_RHS + 1] = True
+    scrubbed[:, : POS_RHS + 1] = True
     flat = torch.arange(B * T).reshape(B, T)[scrubbed]
     donor = _donors(key[scrubbed], torch_generator(seed, f"routing_scrub.{features}"))
     clean = run(model, tokens, [], read=[ATTN_OUT_1], stop_at_layer=1).activations[ATTN_OUT_1]
@@ -105,14 +106,19 @@ def routing_scrub(model, tokens: torch.Tensor, labels: torch.Tensor, *, seed: in
     new = clean.clone()
     new[scrubbed] = source
 
-    out = run(model, tokens, [Replace(Site(ATTN_OUT_1, positions=scrubbed), lambda act, hook: new.to(act.dtype))],
-              last_only=True)
+    out = run(
+        model,
+        tokens,
+        [Replace(Site(ATTN_OUT_1, positions=scrubbed), lambda act, hook: new.to(act.dtype))],
+        last_only=True,
+    )
     acted = float((new - clean)[scrubbed].norm(dim=-1).mean())
     return {"correct": out.last_logits.argmax(-1) == labels, "acted": acted}
 
 
-def _same_values_sequences(values: torch.Tensor, task, rng: np.random.Generator,
-                           first_only: bool = False) -> torch.Tensor:
+def _same_values_sequences(
+    values: torch.Tensor, task, rng: np.random.Generator, first_only: bool = False
+) -> torch.Tensor:
     """Fresh sequences with the given operand values (B, 2) in a random form (0-var, 1-var LHS/RHS,
     2-var, variables from the slots training allows); ``first_only`` keeps only the first value and
     draws the second."""
@@ -176,15 +182,34 @@ def addition_scrub(model, tokens: torch.Tensor, labels: torch.Tensor, task, *, s
 # so a donor's value is its value in the same (scrubbed) forward: the donor is scrubbed too.
 MLP_OUT_2 = act_name("mlp_out", 1)
 ALL_CELLS = "every cell the plan moves"
-PARTS = ("non_value_tokens", "value_token_identity", "eq_operand_identity", "lhs_value_read", "rhs_value_read",
-         "mlp_adds")
-PART_HOOK = {"non_value_tokens": ATTN_OUT_1, "value_token_identity": ATTN_OUT_1, "eq_operand_identity": ATTN_OUT_1,
-             "lhs_value_read": VALUES_2, "rhs_value_read": VALUES_2, "mlp_adds": MLP_OUT_2}
+PARTS = (
+    "non_value_tokens",
+    "value_token_identity",
+    "eq_operand_identity",
+    "lhs_value_read",
+    "rhs_value_read",
+    "mlp_adds",
+)
+PART_HOOK = {
+    "non_value_tokens": ATTN_OUT_1,
+    "value_token_identity": ATTN_OUT_1,
+    "eq_operand_identity": ATTN_OUT_1,
+    "lhs_value_read": VALUES_2,
+    "rhs_value_read": VALUES_2,
+    "mlp_adds": MLP_OUT_2,
+}
 
 
-def _pick(target_key: torch.Tensor, target_self: torch.Tensor, candidate_key: torch.Tensor, gen: torch.Generator, *,
-          target_carry: torch.Tensor | None = None, candidate_carry: torch.Tensor | None = None,
-          tries: int = 64) -> tuple[torch.Tensor, torch.Tensor]:
+def _pick(
+    target_key: torch.Tensor,
+    target_self: torch.Tensor,
+    candidate_key: torch.Tensor,
+    gen: torch.Generator,
+    *,
+    target_carry: torch.Tensor | None = None,
+    candidate_carry: torch.Tensor | None = None,
+    tries: int = 64,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """For each target, a random candidate with the same key, never the target itself
     (``target_self``: its index among the candidates, -1 if it is none). With ``target_carry`` (n, c)
     and ``candidate_carry`` (m, c): a candidate whose carry differs from the target's in every column
@@ -211,7 +236,7 @@ def _pick(target_key: torch.Tensor, target_self: torch.Tensor, candidate_key: to
         found |= ok
         pending &= ~ok
     for i in pending.nonzero().flatten().tolist():  # rare: scan the whole group
-        group = order[lo[i]:lo[i] + size[i]]
+        group = order[lo[i] : lo[i] + size[i]]
         good = group != target_self[i]
         if target_carry is not None:
             good &= ((candidate_carry[group] != target_carry[i]) | (target_carry[i] < 0)).all(dim=-1)
@@ -237,10 +262,24 @@ def _cells(tokens: torch.Tensor, first_var: int, modulus: int) -> dict:
     is_source = torch.zeros_like(is_var)
     is_source[rows, src[:, 0]] = True
     is_source[rows, src[:, 1]] = True
-    slot_var = torch.stack([torch.where(is_var[:, c], tokens[:, c], torch.full((B,), -1)) for c in (POS_LHS, POS_RHS)], 1)
-    form = (is_var[:, POS_LHS].long() * 2 + is_var[:, POS_RHS].long())
-    return {"B": B, "T": T, "value_tok": value_tok, "pos": pos, "prev": prev, "flat": flat, "src": src, "rows": rows,
-            "number_cell": number_cell, "is_source": is_source, "slot_var": slot_var, "form": form}
+    slot_var = torch.stack(
+        [torch.where(is_var[:, c], tokens[:, c], torch.full((B,), -1)) for c in (POS_LHS, POS_RHS)], 1
+    )
+    form = is_var[:, POS_LHS].long() * 2 + is_var[:, POS_RHS].long()
+    return {
+        "B": B,
+        "T": T,
+        "value_tok": value_tok,
+        "pos": pos,
+        "prev": prev,
+        "flat": flat,
+        "src": src,
+        "rows": rows,
+        "number_cell": number_cell,
+        "is_source": is_source,
+        "slot_var": slot_var,
+        "form": form,
+    }
 
 
 def scrub_plans(model, tokens: torch.Tensor, labels: torch.Tensor, *, seed: int) -> dict:
@@ -256,7 +295,7 @@ def scrub_plans(model, tokens: torch.Tensor, labels: torch.Tensor, *, seed: int)
     V2 = 2 * cfg.d_vocab
     ident = torch.arange(B * T)
     prefix = torch.zeros(B, T, dtype=torch.bool)
-    prefix[:, :POS_RHS + 1] = True
+    prefix[:, : POS_RHS + 1] = True
     routing_key = routing_keys(tokens, cfg, "hypothesis")
     eq_cells = flat[:, POS_EQ]
     eq_key = c["form"] * (V2 * V2) + (c["slot_var"][:, 0] + 1) * V2 + (c["slot_var"][:, 1] + 1)
@@ -281,7 +320,7 @@ def scrub_plans(model, tokens: torch.Tensor, labels: torch.Tensor, *, seed: int)
         v2 = ident.clone()
         v2[other_cells] = other_cells[_donors(pos[other], g)]
         for k in (0, 1):
-            key = (pos.reshape(-1)[src_cells[k]] * cfg.d_vocab + tok.reshape(-1)[src_cells[k]])
+            key = pos.reshape(-1)[src_cells[k]] * cfg.d_vocab + tok.reshape(-1)[src_cells[k]]
             d, _ = _pick(key, cand_index[src_cells[k]], num_pos * cfg.d_vocab + num_tok, g)
             v2[src_cells[k]] = num_cells[d]
         plan = {ATTN_OUT_1: l1, VALUES_2: v2}
@@ -310,22 +349,43 @@ def scrub_plans(model, tokens: torch.Tensor, labels: torch.Tensor, *, seed: int)
     removed["non_value_tokens"], targets["non_value_tokens"] = {ATTN_OUT_1: m}, cells
     vt = c["value_tok"]
     cells = flat[vt]
-    m, share["value_token_identity"] = differ(cells, pos[vt], c["prev"][vt][:, None], cells, pos[vt],
-                                              c["prev"][vt][:, None], torch.arange(len(cells)))
+    m, share["value_token_identity"] = differ(
+        cells, pos[vt], c["prev"][vt][:, None], cells, pos[vt], c["prev"][vt][:, None], torch.arange(len(cells))
+    )
     removed["value_token_identity"], targets["value_token_identity"] = {ATTN_OUT_1: m}, cells
-    m, share["eq_operand_identity"] = differ(eq_cells, c["form"], c["slot_var"], eq_cells, c["form"], c["slot_var"],
-                                             torch.arange(B))
+    m, share["eq_operand_identity"] = differ(
+        eq_cells, c["form"], c["slot_var"], eq_cells, c["form"], c["slot_var"], torch.arange(B)
+    )
     removed["eq_operand_identity"], targets["eq_operand_identity"] = {ATTN_OUT_1: m}, eq_cells
     for k, part in enumerate(("lhs_value_read", "rhs_value_read")):
         cells = src_cells[k]
-        m, share[part] = differ(cells, pos.reshape(-1)[cells], tok.reshape(-1)[cells][:, None], num_cells, num_pos,
-                                num_tok[:, None], cand_index[cells])
+        m, share[part] = differ(
+            cells,
+            pos.reshape(-1)[cells],
+            tok.reshape(-1)[cells][:, None],
+            num_cells,
+            num_pos,
+            num_tok[:, None],
+            cand_index[cells],
+        )
         removed[part], targets[part] = {VALUES_2: m}, cells
-    m, share["mlp_adds"] = differ(mlp_cells, torch.zeros(B, dtype=torch.long), labels[:, None], mlp_cells,
-                                  torch.zeros(B, dtype=torch.long), labels[:, None], torch.arange(B))
+    m, share["mlp_adds"] = differ(
+        mlp_cells,
+        torch.zeros(B, dtype=torch.long),
+        labels[:, None],
+        mlp_cells,
+        torch.zeros(B, dtype=torch.long),
+        labels[:, None],
+        torch.arange(B),
+    )
     removed["mlp_adds"], targets["mlp_adds"] = {MLP_OUT_2: m}, mlp_cells
-    return {"hypothesis": same("hypothesis", False), "redrawn": same("hypothesis", True), "removed": removed,
-            "targets": targets, "removed_share": share}
+    return {
+        "hypothesis": same("hypothesis", False),
+        "redrawn": same("hypothesis", True),
+        "removed": removed,
+        "targets": targets,
+        "removed_share": share,
+    }
 
 
 def combine(*plans: dict) -> dict:
@@ -364,6 +424,7 @@ def run_plan(model, tokens: torch.Tensor, labels: torch.Tensor, plan: dict, meas
                 acted[name] = float((new[cells] - flat_act[cells]).norm(dim=-1).mean()) if len(cells) else 0.0
             total.append((float((new[moved] - flat_act[moved]).norm(dim=-1).sum()), int(moved.sum())))
             return new.reshape(act.shape)
+
         edits.append(Replace(Site(hook, positions=moved.reshape(B, T)), fn))
     logits = run(model, tokens, edits, last_only=True).last_logits if edits else model(tokens, last_only=True)[:, -1]
     for name in measure or {}:
@@ -381,8 +442,14 @@ def identity_removed(model, tokens: torch.Tensor, *, seed: int, label: str) -> t
     vt = c["value_tok"]
     cells = c["flat"][vt]
     carry = c["prev"][vt][:, None]
-    d, ok = _pick(c["pos"][vt], torch.arange(len(cells)), c["pos"][vt], torch_generator(seed, label),
-                  target_carry=carry, candidate_carry=carry)
+    d, ok = _pick(
+        c["pos"][vt],
+        torch.arange(len(cells)),
+        c["pos"][vt],
+        torch_generator(seed, label),
+        target_carry=carry,
+        candidate_carry=carry,
+    )
     m = torch.arange(c["B"] * c["T"])
     m[cells[ok]] = cells[d[ok]]
     return m
