@@ -22,6 +22,10 @@ class ParseError(ValueError):
     """A text sequence that is not in the task's text form."""
 
 
+# The tokens between the numbers and the variables: `+`, `=`, PAD (SPEC §1.1).
+N_SPECIAL = 3
+
+
 @dataclass(frozen=True)
 class Vocab:
     """Token ids for a task with ``modulus`` numbers and ``n_vars`` variables."""
@@ -49,11 +53,11 @@ class Vocab:
 
     @property
     def first_var(self) -> int:
-        return self.modulus + 3
+        return self.modulus + N_SPECIAL
 
     @property
     def size(self) -> int:
-        return self.modulus + 3 + self.n_vars
+        return self.modulus + N_SPECIAL + self.n_vars
 
     @property
     def var_names(self) -> tuple[str, ...]:

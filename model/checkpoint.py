@@ -25,6 +25,7 @@ from pathlib import Path
 
 import torch
 
+from ..data.tokens import N_SPECIAL
 from ..fileio import atomic_write_with
 from .transformer import AssignAddTransformer, ModelConfig
 
@@ -269,7 +270,7 @@ def infer_config(state_dict: dict, path: Path | str = "<state dict>") -> ModelCo
         raise CheckpointError(f"{path}: expected blocks 0..L-1, found {layers}")
     n_heads, _, d_head = shape("blocks.0.attn.W_Q", 3)
     d_mlp = shape("blocks.0.mlp.W_in", 2)[1]
-    if d_vocab - d_vocab_out - 3 < 2:
+    if d_vocab - d_vocab_out - N_SPECIAL < 2:
         raise CheckpointError(
             f"{path}: vocabulary {d_vocab} and {d_vocab_out} output classes leave no room for variables"
         )

@@ -26,6 +26,8 @@ import torch.nn.functional as F
 from transformer_lens import ActivationCache, HookedRootModule
 from transformer_lens.hook_points import HookPoint
 
+from ..data.tokens import N_SPECIAL
+
 
 @dataclass(frozen=True)
 class ModelConfig:
@@ -58,11 +60,11 @@ class ModelConfig:
     @property
     def first_var(self) -> int:
         """Token id of the first variable: after the numbers, `+`, `=` and PAD (SPEC §1.1)."""
-        return self.d_vocab_out + 3
+        return self.d_vocab_out + N_SPECIAL
 
     @property
     def n_vars(self) -> int:
-        return self.d_vocab - self.d_vocab_out - 3
+        return self.d_vocab - self.d_vocab_out - N_SPECIAL
 
     # ----- fields TransformerLens reads, fixed by the architecture --------------------------------
     @property
