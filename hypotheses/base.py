@@ -320,12 +320,20 @@ class Hypothesis:
         raise NotImplementedError
 
     def run(self, ctx: Context) -> ClaimResult:
-        t0 = time.perf_counter()
-        try:
+        def compute():
             with torch.no_grad():
                 items = self.evidence(ctx)
-            verdict, reason = decide(items)
-        except Exception as e:  # a crash is reported as an error verdict, never as a pass
+            return (items, *decide(items))
+
+        return self.decided(compute, seed=ctx.seed)
+
+    def decided(self, compute, seed: int = 0) -> ClaimResult:
+        """``compute() -> (items, verdict, reason)`` as this claim's ``ClaimResult``, timed. The one place a
+        crash becomes a verdict: ``error`` with the exception's line, never a pass."""
+        t0 = time.perf_counter()
+        try:
+            items, verdict, reason = compute()
+        except Exception as e:
             items, verdict, reason = [], "error", f"{type(e).__name__}: {e}"
         return ClaimResult(
             self.id,
@@ -335,7 +343,7 @@ class Hypothesis:
             reason,
             items,
             dict(self.controls),
-            ctx.seed,
+            seed,
             {"seconds": time.perf_counter() - t0},
         )
 

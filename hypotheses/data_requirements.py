@@ -45,7 +45,6 @@ from __future__ import annotations
 
 import json
 import statistics
-import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -427,8 +426,8 @@ class DataRequirements(Hypothesis):
         """Decide on already-scored points (``{"f": [...], "r": [...]}``). Both halves are needed for a
         pass: with one missing the verdict is ``error`` (with the command that runs it), unless the half
         given already fails (then the claim fails whatever the other half shows)."""
-        t0 = time.perf_counter()
-        try:
+
+        def compute():
             if not results_by_param:
                 raise SweepDataError(
                     "no sweep given; run " + " and ".join(f"`{sweep_command(p)}`" for p in PARAMS_ORDER)
@@ -453,11 +452,9 @@ class DataRequirements(Hypothesis):
                         f"`{sweep_command(missing[0])}`, then `assignadd-report` on the folder holding both sweeps"
                     ),
                 )
-        except Exception as e:  # a crash is an error verdict, never a pass
-            items, verdict, reason = [], "error", f"{type(e).__name__}: {e}"
-        return ClaimResult(
-            self.id, self.spec, self.statement, verdict, reason, items, {}, 0, {"seconds": time.perf_counter() - t0}
-        )
+            return items, verdict, reason
+
+        return self.decided(compute)
 
     def run_sweep(self, sweep_dirs, *, union_sample: int | None = UNION_SAMPLE, device: str = "cpu") -> ClaimResult:
         """Decide the claim on one or more sweep folders (an f sweep, an r sweep, or both)."""

@@ -46,7 +46,6 @@ the controls are interventions on the *time axis*: the same checkpoints with the
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -617,23 +616,12 @@ class LearningPhases(Hypothesis):
 
     def run_series(self, series) -> ClaimResult:
         """Decide the claim on an ``assignadd.series/1`` document (or a list of ``{"step", "values"}``)."""
-        t0 = time.perf_counter()
-        try:
+
+        def compute():
             items = self.series_evidence(_sorted_records(series))
-            verdict, reason = decide_series(items)
-        except Exception as e:  # a crash is an error verdict, never a pass
-            items, verdict, reason = [], "error", f"{type(e).__name__}: {e}"
-        return ClaimResult(
-            self.id,
-            self.spec,
-            self.statement,
-            verdict,
-            reason,
-            items,
-            dict(self.controls),
-            0,
-            {"seconds": time.perf_counter() - t0},
-        )
+            return (items, *decide_series(items))
+
+        return self.decided(compute)
 
 
 SERIES_REGISTRY: dict[str, type[Hypothesis]] = {LearningPhases.id: LearningPhases}
