@@ -417,33 +417,54 @@ def _figure(fig) -> H.Markup:
     return H.figure(fig.key, fig.title, caption, fig.png)
 
 
-def _evidence_table(e_list: list[dict]) -> H.Markup:
+def evidence_table(
+    evidence: list[dict], *, value, status, control_word, interval: str, result_class: str = "nowrap", note=None
+) -> H.Markup:
+    """A claim's evidence items as an HTML table: what is measured, the value with its interval, n, the
+    threshold with its reason, the result, and the same statistic on each control. The one table of the
+    verify report and of the series and sweep pages, which differ only in what they pass here:
+    ``value(m)`` the text of a measurement, ``status(e, m)`` the result of item ``e``'s measurement ``m``
+    (its own or a control's), ``control_word(e, m)`` the word after a control's value, ``interval`` the
+    value column's header, ``note(m)`` a line under the result (or None)."""
     rows = []
-    for e in e_list:
+    for e in evidence:
+        m = e["measurement"]
         controls = [
-            H.join([H.breakable(k), f": {fmt_measurement(m)} ", f"({_control_words(m).split(':')[0]})"])
-            for k, m in sorted((e.get("controls") or {}).items())
+            H.join([H.breakable(k), f": {value(c)} ", f"({control_word(e, c)})"])
+            for k, c in sorted((e.get("controls") or {}).items())
         ]
+        line = note(m) if note else None
+        result = H.verdict(status(e, m))
         rows.append(
             [
                 [H.tag("b", H.breakable(e["name"])), H.tag("br"), H.tag("span", e["definition"], class_="meta")],
                 [e["kind"], None if e["required"] else [H.tag("br"), "(optional)"]],
-                H.tag("span", fmt_measurement(e["measurement"]), class_="num"),
-                H.tag("span", fmt(e["measurement"].get("n")), class_="num"),
+                H.tag("span", value(m), class_="num"),
+                H.tag("span", fmt(m.get("n")), class_="num"),
                 [
                     H.tag("span", fmt_threshold(e["threshold"]), class_="num"),
                     H.tag("br"),
                     H.tag("span", e["threshold"]["reason"], class_="meta"),
                 ],
-                H.verdict(item_status(e)),
+                [result, [H.tag("br"), H.tag("span", line, class_="meta")] if line else None] if note else result,
                 H.join(controls, H.tag("br")) if controls else "-",
             ]
         )
     return H.table(
-        ["evidence", "kind", "value [95% CI]", "n", "threshold", "result", "controls"],
+        ["evidence", "kind", f"value [{interval}]", "n", "threshold", "result", "controls"],
         rows,
         wide=True,
-        cell_classes=["text", "nowrap", None, "nowrap", "text", "nowrap", "text"],
+        cell_classes=["text", "nowrap", None, "nowrap", "text", result_class, "text"],
+    )
+
+
+def _evidence_table(e_list: list[dict]) -> H.Markup:
+    return evidence_table(
+        e_list,
+        value=fmt_measurement,
+        status=lambda e, m: item_status(e),
+        control_word=lambda e, c: _control_words(c).split(":")[0],
+        interval="95% CI",
     )
 
 

@@ -13,7 +13,8 @@ import fnmatch
 
 from . import html as H
 from .png import PAGE_DPI, png_bytes, pyplot
-from .render import fmt, fmt_interval, fmt_measurement, fmt_span, fmt_threshold
+from .render import evidence_table as render_evidence_table
+from .render import fmt, fmt_interval, fmt_measurement, fmt_span
 
 ACCURACY_PANELS = (
     ("0 variables", ("acc_0var_train", "acc_0var_heldout_pair")),
@@ -136,42 +137,21 @@ def written_status(e: dict, m: dict) -> str:
 
 
 def evidence_table(evidence: list[dict], status=written_status) -> H.Markup:
-    """A claim's evidence items as the verify report shows them (what is measured, the value with its
-    interval, n, the threshold with its reason, the result, and the same statistic on each control), for a
-    claim decided over many checkpoints or runs: the interval is what the checkpoints or the grid allow,
-    and an item they cannot resolve says why under its result.
+    """A claim's evidence items as the verify report shows them (``render.evidence_table``), for a claim
+    decided over many checkpoints or runs: the interval is what the checkpoints or the grid allow, and an
+    item they cannot resolve says why under its result.
 
     ``status(e, m)``: ``pass``, ``fail``, ``inconclusive`` or ``no data`` for item ``e``'s measurement
     ``m`` (``e["measurement"]`` or one of its controls)."""
     words = {"pass": "passes", "fail": "fails"}
-    rows = []
-    for e in evidence:
-        m = e["measurement"]
-        controls = [
-            H.join([H.breakable(k), f": {fmt_item_value(c)} ", f"({words.get(status(e, c), status(e, c))})"])
-            for k, c in sorted((e.get("controls") or {}).items())
-        ]
-        note = (m.get("extra") or {}).get("unresolved")
-        rows.append(
-            [
-                [H.tag("b", H.breakable(e["name"])), H.tag("br"), H.tag("span", e["definition"], class_="meta")],
-                [e["kind"], None if e["required"] else [H.tag("br"), "(optional)"]],
-                H.tag("span", fmt_item_value(m), class_="num"),
-                H.tag("span", fmt(m.get("n")), class_="num"),
-                [
-                    H.tag("span", fmt_threshold(e["threshold"]), class_="num"),
-                    H.tag("br"),
-                    H.tag("span", e["threshold"]["reason"], class_="meta"),
-                ],
-                [H.verdict(status(e, m)), [H.tag("br"), H.tag("span", note, class_="meta")] if note else None],
-                H.join(controls, H.tag("br")) if controls else "-",
-            ]
-        )
-    return H.table(
-        ["evidence", "kind", "value [interval]", "n", "threshold", "result", "controls"],
-        rows,
-        wide=True,
-        cell_classes=["text", "nowrap", None, "nowrap", "text", "text", "text"],
+    return render_evidence_table(
+        evidence,
+        value=fmt_item_value,
+        status=status,
+        control_word=lambda e, c: words.get(status(e, c), status(e, c)),
+        interval="interval",
+        result_class="text",
+        note=lambda m: (m.get("extra") or {}).get("unresolved"),
     )
 
 
