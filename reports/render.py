@@ -458,6 +458,13 @@ def evidence_table(
     )
 
 
+def controls_paragraph(controls: dict[str, str]) -> H.Markup:
+    """A claim's controls, each with what it is, as one paragraph (the verify report, the series and sweep pages)."""
+    return H.tag(
+        "p", "Controls: ", H.join([[H.tag("i", k), f": {v}"] for k, v in sorted(controls.items())], "; "), class_="meta"
+    )
+
+
 def _evidence_table(e_list: list[dict]) -> H.Markup:
     return evidence_table(
         e_list,
@@ -538,14 +545,7 @@ def html_page(report: dict, figures: list | None = None) -> str:
         if c.get("evidence"):
             body.append(_evidence_table(c["evidence"]))
         if c.get("controls"):
-            body.append(
-                H.tag(
-                    "p",
-                    "Controls: ",
-                    H.join([[H.tag("i", k), f": {v}"] for k, v in sorted(c["controls"].items())], "; "),
-                    class_="meta",
-                )
-            )
+            body.append(controls_paragraph(c["controls"]))
         body += [_figure(f) for f in by_claim.get(c["claim"], [])]
     for c in report.get("not_run") or []:
         body += [

@@ -13,6 +13,7 @@ import fnmatch
 
 from . import html as H
 from .png import PAGE_DPI, png_bytes, pyplot
+from .render import controls_paragraph
 from .render import evidence_table as render_evidence_table
 from .render import fmt, fmt_interval, fmt_measurement, fmt_span
 
@@ -174,14 +175,7 @@ def claim_section(claim: dict, status=written_status) -> list:
     if claim.get("evidence"):
         out.append(evidence_table(claim["evidence"], status))
     if claim.get("controls"):
-        out.append(
-            H.tag(
-                "p",
-                "Controls: ",
-                H.join([[H.tag("i", k), f": {v}"] for k, v in sorted(claim["controls"].items())], "; "),
-                class_="meta",
-            )
-        )
+        out.append(controls_paragraph(claim["controls"]))
     return out
 
 
