@@ -22,6 +22,17 @@ the pool's clean activations on φ over all frequencies (``measures.fourier.oper
 Why: at steps 2,500 and 10,000 (β = 0.80) the old "excluded" left (β - 1) φ_K in place and a fifth of
 the answers were read from it, even with every frequency removed; the claim flipped to fail there for
 that reason alone. Placebos get the same β.
+
+Re-registration of where the answer is read (2026-12-01; no threshold moved, edits unchanged): "correct"
+was the model's logits (through the unembedding W_U); it is now the answer read where the unembedding
+reads the MLP, resid_post_2[15] = x' + MLP(x') for the edited MLP input x', as the nearest of the model's
+own answer centroids (the mean resid_post_2[15] of the grid's 59 cells with each sum;
+``measures.fourier.answer_centroids``). Why: with the unembedding's input space rotated, every weight of
+the MLP bit-identical, the claim failed (no answer survives W_U, so no edit can take one away), although
+the break is downstream of the MLP. The readout needs no W_U; on the trained checkpoints it reads the clean
+0-var answers at least as well as W_U (reference 0.995 against 0.993; seeds 0, 1, 8: 0.996-0.998 against
+0.993-0.995). What W_U makes of the same edited inputs stays in the evidence
+(``through_unembedding_*``).
 """
 
 from __future__ import annotations
@@ -120,6 +131,8 @@ class FourierNeurons(Hypothesis):
                 acted=e["norm_key"] if placebo else None,
                 clean_accuracy=float(e["clean"].double().mean()),
                 edited_accuracy=float(arm.double().mean()),
+                through_unembedding_clean=e["through_unembedding"]["clean"],
+                through_unembedding_edited=e["through_unembedding"]["placebo_kept" if placebo else "kept"],
                 frequencies=e["placebo_frequencies"] if placebo else e["key"],
                 operand_scale=e["scale"],
             )
@@ -127,7 +140,8 @@ class FourierNeurons(Hypothesis):
         def excluded(arm):
             model, placebo = arm.model, arm.variant == "placebo_directions"
             e = edits(model)
-            arm = e["random_removed"] if placebo else e["excluded"]
+            name = "random_removed" if placebo else "excluded"
+            arm = e[name]
             drop = e["clean"].double() - arm.double()
             return mean(
                 drop,
@@ -137,6 +151,8 @@ class FourierNeurons(Hypothesis):
                 acted=e["norm_random"] if placebo else None,
                 clean_accuracy=float(e["clean"].double().mean()),
                 edited_accuracy=float(arm.double().mean()),
+                through_unembedding_clean=e["through_unembedding"]["clean"],
+                through_unembedding_edited=e["through_unembedding"][name],
                 frequencies=e["key"],
                 operand_scale=e["scale"],
             )
@@ -169,7 +185,9 @@ class FourierNeurons(Hypothesis):
             item(
                 "key_frequencies_kept",
                 "mean_i 1[correct_i and correct_i | resid_mid_2[15] -> μ + β φ_K(n_i, m_i)] (only the key frequencies' "
-                "part of the grid's resid_mid, at the sequence's operands, at the pool's scale β), 0-var pools",
+                "part of the grid's resid_mid, at the sequence's operands, at the pool's scale β), 0-var pools; "
+                "correct: the answer read at the unembedding's input (resid_post_2[15]) as the nearest grid answer "
+                "centroid",
                 "causal",
                 KEPT,
                 kept,
@@ -178,7 +196,7 @@ class FourierNeurons(Hypothesis):
             ),
             item(
                 "key_frequencies_excluded",
-                "mean_i (correct_i - correct_i | resid_mid_2[15] -> x - β φ_K(n_i, m_i)), 0-var pools",
+                "mean_i (correct_i - correct_i | resid_mid_2[15] -> x - β φ_K(n_i, m_i)), 0-var pools; correct as above",
                 "causal",
                 EXCLUDED,
                 excluded,

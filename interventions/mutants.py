@@ -28,8 +28,10 @@ import torch
 
 from ..random_streams import torch_generator
 
-# The circuit's components in order, upstream first, and the claim that owns each (SPEC §6).
-COMPONENTS = ("layer1_previous_token", "layer2_identity_qk", "layer2_ov", "layer2_mlp")
+# The circuit's components in order, upstream first, and the claim that owns each (SPEC §6). The
+# unembedding owns no claim: a break there must fail only the behaviour claims, every component claim
+# being upstream of it.
+COMPONENTS = ("layer1_previous_token", "layer2_identity_qk", "layer2_ov", "layer2_mlp", "unembedding")
 COMPONENT_OF_CLAIM = {
     "previous_token_head": "layer1_previous_token",
     "identity_qk": "layer2_identity_qk",
@@ -114,6 +116,30 @@ def _identity_out_of_ov1(model, gen):
     P = (torch.eye(cfg.d_model, dtype=torch.float64) - q @ q.T).float()
     a = _attn(model, 0)
     a.W_V.copy_(torch.einsum("ij,hjk->hik", P, a.W_V))
+
+
+def _span_out_of_input(param: torch.Tensor, rows: torch.Tensor) -> None:
+    """Project the span of ``rows`` (k, d_model) out of the input space of ``param`` (H, d_model, d_head),
+    in place: whatever the weight reads, it no longer reads anything in that span."""
+    q, _ = torch.linalg.qr(rows.double().T)  # (d_model, k) orthonormal basis of the span
+    P = (torch.eye(q.shape[0], dtype=torch.float64) - q @ q.T).float()
+    param.copy_(torch.einsum("ij,hjk->hik", P, param))
+
+
+def _positions_out_of_k2(model, gen):
+    """Project the positional embeddings' span out of Layer 2's key input: `=` can no longer find the
+    operand slots by position, while the rest of what the keys read stays."""
+    _span_out_of_input(_attn(model, 1).W_K, model.pos_embed.W_pos)
+
+
+def _numbers_out_of_v2(model, gen):
+    """Project the number embeddings' span out of Layer 2's value input: `=` still attends where it did,
+    but what it moves carries no number."""
+    _span_out_of_input(_attn(model, 1).W_V, model.embed.W_E[: model.cfg.d_vocab_out])
+
+
+def _rotate_unembedding_input(model, gen):
+    _rotate_input(model.unembed.W_U, gen)
 
 
 def _rotate_mlp_input(model, gen):
@@ -202,6 +228,18 @@ MUTANTS: dict[str, Mutant] = {
             _scale_scores(1, 0.05),
         ),
         Mutant(
+            "layer2_positions_out_of_keys",
+            "layer2_identity_qk",
+            "the positional embeddings' span projected out of Layer 2's W_K input",
+            _positions_out_of_k2,
+        ),
+        Mutant(
+            "layer2_numbers_out_of_values",
+            "layer2_ov",
+            "the number embeddings' span projected out of Layer 2's W_V input",
+            _numbers_out_of_v2,
+        ),
+        Mutant(
             "layer2_values_rotated",
             "layer2_ov",
             "Layer 2's W_V input space rotated by a random orthogonal matrix",
@@ -224,6 +262,13 @@ MUTANTS: dict[str, Mutant] = {
             "layer2_mlp",
             "the key-frequency directions of the MLP input projected out of W_in",
             _key_frequencies_out_of_mlp,
+        ),
+        Mutant(
+            "unembedding_input_rotated",
+            "unembedding",
+            "the unembedding's W_U input space rotated by a random orthogonal matrix (no claim owns it: "
+            "every component claim is upstream)",
+            _rotate_unembedding_input,
         ),
     ]
 }

@@ -6,8 +6,10 @@ from __future__ import annotations
 import math
 
 import pytest
+
 import torch
 
+import assignadd
 from assignadd.data import Task
 from assignadd.data.tokens import VOCAB
 from assignadd.hypotheses import Context
@@ -239,3 +241,21 @@ def test_steps_where_the_pools_operand_content_is_smaller_than_the_grids_pass(ta
     assert float(e["placebo"].double().mean()) > 0.9
     result = FourierNeurons().run(Context(model, task, seed=0, n=600))
     assert result.verdict == "pass", result.reason
+
+
+@pytest.mark.skipif(not assignadd.reference_checkpoint().exists(), reason="the bundled reference checkpoint is missing")
+def test_answers_are_read_at_the_unembeddings_input_not_through_it(task):
+    """A break downstream of the MLP (the unembedding's input space rotated) leaves every arm of the edits
+    exactly as it was, while what W_U reads collapses; the readout agrees with W_U on the unbroken model."""
+    from assignadd.interventions.mutants import MUTANTS
+    from assignadd.model import load_checkpoint
+
+    model = load_checkpoint(assignadd.reference_checkpoint())
+    tokens, labels = task.pool("0var_heldout_pair", 300, seed=5)
+    before = fourier.key_frequency_edits(model, tokens, labels, seed=0)
+    after = fourier.key_frequency_edits(MUTANTS["unembedding_input_rotated"](model, 0), tokens, labels, seed=0)
+    for arm in ("clean", "kept", "excluded", "placebo", "placebo_kept", "random_removed"):
+        assert torch.equal(before[arm], after[arm]), arm
+    assert before["through_unembedding"]["clean"] > 0.95 and after["through_unembedding"]["clean"] < 0.2
+    assert float(before["clean"].double().mean()) > 0.95
+    assert float(before["kept"].double().mean()) > 0.95 and float(before["excluded"].double().mean()) < 0.15

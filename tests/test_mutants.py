@@ -26,6 +26,7 @@ OWNED = {
     "layer2_identity_qk": {"blocks.1.attn.W_Q", "blocks.1.attn.b_Q", "blocks.1.attn.W_K"},
     "layer2_ov": {"blocks.1.attn.W_V", "blocks.1.attn.W_O"},
     "layer2_mlp": {"blocks.1.mlp.W_in", "blocks.1.mlp.b_in"},
+    "unembedding": {"unembed.W_U", "unembed.b_U"},
 }
 
 
@@ -68,7 +69,7 @@ def test_every_judged_cell_of_the_mutant_matrix_is_right_on_the_reference():
     model = load_checkpoint(assignadd.reference_checkpoint())
     doc = matrix_to_dict(mutation_matrix(model, Task(), seed=0, n=500))
     assert doc["summary"]["wrong"] == [], render_matrix(doc)
-    assert doc["summary"]["judged"] >= 40
+    assert doc["summary"]["judged"] == 85  # 16 mutants; every claim passes the unbroken reference
     # the matrix is not trivially "everything fails": upstream claims pass on downstream breaks
     passes = [c for c in doc["cells"] if c["expected"] == "pass"]
     assert len(passes) >= 12 and all(c["verdict"] == "pass" for c in passes)

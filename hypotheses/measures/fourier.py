@@ -267,6 +267,37 @@ def operand_content_scale(deviation: torch.Tensor, phi_all: torch.Tensor) -> flo
     return float((deviation * phi_all).sum()) / den if den > 0 else 1.0
 
 
+def unembedding_input(model: AssignAddTransformer, x: torch.Tensor) -> torch.Tensor:
+    """What the unembedding reads at `=` (``blocks.1.hook_resid_post``) for a Layer-2 MLP input ``x`` at `=`
+    (B, d): x + MLP(x), float64. The MLP is position-wise, so this is the forward's own value at that
+    position (to float rounding); it is computed with the model's own MLP module (its hook points fire, so
+    a knock-out there acts). A model whose Layer 2 has no MLP reads x itself."""
+    block = model.blocks[1]
+    if not block.has_mlp:
+        return x.double()
+    param = block.mlp.W_in
+    with torch.no_grad():
+        out = block.mlp(x[:, None, :].to(device=param.device, dtype=param.dtype))[:, 0]
+    return x.double() + out.double().to(x.device)
+
+
+def answer_centroids(model: AssignAddTransformer, grid: dict, vocab: Vocab = VOCAB) -> torch.Tensor:
+    """The model's own answer directions where the unembedding reads them, without the unembedding: for
+    each sum s, the mean of ``unembedding_input`` over the grid's N cells (n, m) with n + m = s mod N.
+    (N, d) float64. ``grid``: the model's ``grids``."""
+    N = vocab.modulus
+    x = grid[RESID_MID2].reshape(N * N, -1)
+    post = unembedding_input(model, x)
+    _, sums = grid_tokens(vocab)
+    return torch.zeros(N, post.shape[1], dtype=torch.float64).index_add_(0, sums, post) / N
+
+
+def read_answers(centroids: torch.Tensor, post: torch.Tensor) -> torch.Tensor:
+    """The sum each row of ``post`` (B, d), read at the unembedding's input, is nearest to (Euclidean) among
+    ``answer_centroids``: (B,) long."""
+    return torch.cdist(post.double(), centroids).argmin(-1)
+
+
 def key_frequency_edits(
     model: AssignAddTransformer,
     tokens: torch.Tensor,
@@ -276,27 +307,35 @@ def key_frequency_edits(
     vocab: Vocab = VOCAB,
     grid: dict | None = None,
 ) -> dict:
-    """Restricted / excluded / placebo runs of the Layer-2 MLP input (``blocks.1.hook_resid_mid`` at `=`),
-    in the frequency domain of the operands, as grokking's restricted and excluded loss.
+    """Restricted / excluded / placebo edits of the Layer-2 MLP input (``blocks.1.hook_resid_mid`` at `=`),
+    in the frequency domain of the operands, as grokking's restricted and excluded loss, each read where
+    the next component (the unembedding) reads the MLP's output.
 
     The key frequencies K come from the model's own grid (``key_frequencies``); φ_F(n, m) is the part of
     the grid's resid_mid that frequencies F carry (``frequency_component``), evaluated at each
     sequence's operands (n, m); μ is the pool's mean resid_mid at `=`; β is the scale of the operand
-    content in these sequences relative to the grid (``operand_content_scale``). Per sequence, is the
-    answer right
-        clean     : no edit
-        kept      : x -> μ + β φ_K(n, m)      (restricted: nothing but the key frequencies' content)
-        excluded  : x -> x - β φ_K(n, m)      (excluded: the key frequencies' content removed)
-        placebo   : x -> x - β φ_P(n, m)      (|K| non-key frequencies P, drawn with ``seed``, removed)
-        placebo_kept : x -> μ + β φ_P(n, m)   (only those non-key frequencies kept)
-        random_removed : x -> x - (x - μ) Q^T Q  (Q: as many random directions as the key frequencies
+    content in these sequences relative to the grid (``operand_content_scale``). Per sequence, with x
+    its clean MLP input at `=`, x' the edited one, is the answer read from ``unembedding_input(x')`` by
+    the model's own ``answer_centroids`` the right one:
+        clean     : x' = x
+        kept      : x' = μ + β φ_K(n, m)      (restricted: nothing but the key frequencies' content)
+        excluded  : x' = x - β φ_K(n, m)      (excluded: the key frequencies' content removed)
+        placebo   : x' = x - β φ_P(n, m)      (|K| non-key frequencies P, drawn with ``seed``, removed)
+        placebo_kept : x' = μ + β φ_P(n, m)   (only those non-key frequencies kept)
+        random_removed : x' = x - (x - μ) Q^T Q  (Q: as many random directions as the key frequencies
                                                   span; ``norm_random``: the size of what it removed)
-    Returns those six bool (B,) tensors and {"key", "placebo_frequencies", "scale", "norm_key", "norm_placebo"}
-    (the mean norms of φ_K and φ_P, to show how much each edit moves the input). ``grid``: the model's
-    ``grids`` if already computed.
+    Why the answer is read there and not through the unembedding W_U (re-registered 2026-12-01): a break
+    in the unembedding (its input space rotated) must not decide a claim about the MLP; the centroid
+    readout needs no W_U, and on the trained checkpoints it reads the clean answers at least as well as
+    W_U does (docs/hypotheses.md, "Fourier neurons"). What W_U makes of the same inputs is returned as
+    ``through_unembedding`` {arm: accuracy}, as supporting evidence.
+
+    Returns those six bool (B,) tensors and {"key", "placebo_frequencies", "scale", "norm_key",
+    "norm_placebo", "through_unembedding"} (the norms: the mean size of φ_K and φ_P, to show how much
+    each edit moves the input). ``grid``: the model's ``grids`` if already computed.
     """
     from ...data import operand_sources
-    from ...interventions import Replace, Site, run
+    from ...interventions import capture
 
     grid = grids(model, vocab) if grid is None else grid
     key = key_frequencies(model, vocab, grid)
@@ -307,22 +346,15 @@ def key_frequency_edits(
         raise ValueError("key_frequency_edits: a sequence uses an unassigned variable")
     rows = torch.arange(len(tokens))
     n, m = tokens[rows, src[:, 0]], tokens[rows, src[:, 1]]
-    # One clean forward gives the clean answers, μ and the scale β.
-    seen = {}
-    with torch.no_grad():
-        logits = model.run_with_hooks(
-            tokens,
-            fwd_hooks=[(RESID_MID2, lambda act, hook: seen.__setitem__("x", act[:, POS_EQ].detach().double()))],
-            last_only=True,
-        )
-    mu = seen["x"].mean(0)
+    # One clean forward (stopped at the MLP input) gives x, μ and the scale β.
+    x = capture(model, tokens, [RESID_MID2], pos=POS_EQ)[RESID_MID2].double()
+    mu = x.mean(0)
     grid_mean = resid_grid.double().mean(dim=(0, 1))
-    beta = operand_content_scale(
-        seen["x"] - grid_mean, frequency_component(resid_grid, all_frequencies(vocab.modulus), n, m)
-    )
+    beta = operand_content_scale(x - grid_mean, frequency_component(resid_grid, all_frequencies(vocab.modulus), n, m))
     phi_key = beta * frequency_component(resid_grid, key, n, m)
     phi_placebo = beta * frequency_component(resid_grid, placebo, n, m)
-    site = Site(RESID_MID2, positions=POS_EQ)
+    centroids = answer_centroids(model, grid, vocab)
+    W_U, b_U = model.unembed.W_U.detach().double(), model.unembed.b_U.detach().double()
 
     # A placebo that acts on any model: as many random directions as the key frequencies occupy, removed
     # about μ. (Not drawn orthogonal to them: a model with nothing outside its key frequencies, such as
@@ -330,34 +362,32 @@ def key_frequency_edits(
     from ...interventions import random_subspace
 
     key_dirs = frequency_directions(resid_grid, key)
-    moved: dict = {}
+    rank = max(int(key_dirs.shape[0]), 1)
+    Q = random_subspace(x.shape[-1], rank, seed, label="placebo directions").to(x.dtype)
+    inside = ((x - mu) @ Q.T) @ Q
 
-    def remove_random(x):
-        rank = max(int(key_dirs.shape[0]), 1)
-        Q = random_subspace(x.shape[-1], rank, seed, label="placebo directions").to(x.dtype)
-        inside = ((x - mu.to(x.dtype)) @ Q.T) @ Q
-        moved["random"] = (
-            float(inside[:, POS_EQ].norm(dim=-1).mean()) if inside.dim() == 3 else float(inside.norm(dim=-1).mean())
-        )
-        return x - inside
-
-    def correct(new_value):
-        edit = Replace(site, lambda act, hook: new_value(act).to(act.dtype))
-        return run(model, tokens, [edit], last_only=True).last_logits.argmax(-1) == labels
-
+    edited = {
+        "clean": x,
+        "kept": (mu + phi_key).expand_as(x),
+        "excluded": x - phi_key,
+        "placebo": x - phi_placebo,
+        "placebo_kept": (mu + phi_placebo).expand_as(x),
+        "random_removed": x - inside,
+    }
+    out, through_unembedding = {}, {}
+    for arm, x_new in edited.items():
+        post = unembedding_input(model, x_new)
+        out[arm] = read_answers(centroids, post) == labels
+        through_unembedding[arm] = float(((post @ W_U + b_U).argmax(-1) == labels).double().mean())
     return {
-        "clean": logits[:, -1].argmax(-1) == labels,
-        "kept": correct(lambda x: (mu + phi_key)[:, None, :].expand_as(x)),
-        "excluded": correct(lambda x: x - phi_key[:, None, :]),
-        "placebo": correct(lambda x: x - phi_placebo[:, None, :]),
-        "placebo_kept": correct(lambda x: (mu + phi_placebo)[:, None, :].expand_as(x)),
-        "random_removed": correct(remove_random),
-        "norm_random": moved.get("random", 0.0),
+        **out,
+        "norm_random": float(inside.norm(dim=-1).mean()),
         "key": key,
         "placebo_frequencies": placebo,
         "scale": beta,
         "norm_key": float(phi_key.norm(dim=-1).mean()),
         "norm_placebo": float(phi_placebo.norm(dim=-1).mean()),
+        "through_unembedding": through_unembedding,
     }
 
 
