@@ -25,6 +25,7 @@ from .measures.circuits import attention_patterns, identity_qk_matrix
 # and a model with no identity in OV_1 gives exact ties, so an argmax of rounding noise cannot count.
 MIN_MARGIN_NATS = 1.0
 CLEAR_SHARE = 0.25  # the two operand positions hold >= 2x what a uniform pattern gives them (2/16)
+EACH_SHARE = 0.125  # and each of them >= 2x a uniform pattern's 1/16: `=` reads both operands (2026-12)
 
 DIAGONAL = Threshold(
     0.90, ">=", "every variable should find itself by >= 1 nat: >= 11 of 12 rows (0.917); chance 1/12, re-initialised 0"
@@ -33,7 +34,11 @@ EQ_VALUES = Threshold(
     0.90,
     ">=",
     "'= attends to the operands' values' in >= 90% of sequences: they are its top-2 keys "
-    "and hold >= 0.25 of its weight (twice a uniform pattern's 2/16); re-initialised 0",
+    "and hold >= 0.25 of its weight (twice a uniform pattern's 2/16), each >= 0.125 (twice a "
+    "uniform 1/16: it reads both operands); re-initialised 0. Re-registered 2026-12 (bar "
+    "unchanged) adding 'each >= 0.125' after W_Q x5 (sharper attention) passed the old "
+    "criterion with answers at 0.67-0.76: `=` then puts < 0.1 on one operand in 12-18% of "
+    "1-/2-var sequences; unbroken checkpoints: 1.000 either way",
 )
 MOVES = Threshold(
     0.80,
@@ -85,9 +90,16 @@ class IdentityQK(Hypothesis):
             src = operand_sources(mixed)
             rows = torch.arange(len(mixed))
             top2 = p.topk(2, dim=-1).indices.sort(dim=-1).values
-            share = p[rows, src[:, 0].clamp(min=0)] + p[rows, src[:, 1].clamp(min=0)]
+            w1, w2 = p[rows, src[:, 0].clamp(min=0)], p[rows, src[:, 1].clamp(min=0)]
+            share = w1 + w2
             ok = (top2 == src.sort(dim=-1).values).all(-1) & (share >= CLEAR_SHARE) & (src >= 0).all(1)
-            return rate(ok, mean_weight_on_operand_values=float(share.mean()))
+            both = ok & (torch.minimum(w1, w2) >= EACH_SHARE)
+            return rate(
+                both,
+                mean_weight_on_operand_values=float(share.mean()),
+                without_each_operand_bar=float(ok.double().mean()),
+                mean_smaller_operand_weight=float(torch.minimum(w1, w2).mean()),
+            )
 
         def swap(model, wrong):
             return ctx.memo(

@@ -228,6 +228,12 @@ MUTANTS: dict[str, Mutant] = {
             _scale_scores(1, 0.05),
         ),
         Mutant(
+            "layer2_scores_sharpened",
+            "layer2_identity_qk",
+            "Layer 2's W_Q (hence its attention scores) scaled by 5: sharper attention from `=`",
+            _scale_scores(1, 5.0),
+        ),
+        Mutant(
             "layer2_positions_out_of_keys",
             "layer2_identity_qk",
             "the positional embeddings' span projected out of Layer 2's W_K input",
