@@ -50,6 +50,7 @@ CSV_FIELDS = (
     "steps_trained",
     "stopped_early",
     "final_sha256",
+    "train_wall_s",
 )
 
 
@@ -75,16 +76,24 @@ def find_sweeps(path, strict: bool = True) -> list[Path]:
 def _training_summary(point_dir: Path, steps: int) -> dict:
     """Steps trained, whether early stopping ended the point, and its last pool accuracies."""
     log = point_dir / "metrics.jsonl"
-    last = None
+    last, wall, segment = None, 0.0, None
     if log.exists():
         for line in log.read_text().splitlines():
             try:
                 last = json.loads(line)
             except json.JSONDecodeError:
                 continue
+            w = last.get("wall_s")
+            if isinstance(w, (int, float)):
+                if segment is not None and w < segment:  # a resumed run restarts its clock
+                    wall += segment
+                segment = w
     done = (point_dir / "final.pt").exists()
     step = last["step"] if last else None
     return {
+        # the run's cost: training wall seconds as logged, the segments of a resumed point summed (steps
+        # lost to an interruption and redone are counted once); on a shared machine, not a benchmark
+        "train_wall_s": round(wall + segment, 1) if segment is not None else None,
         "steps_trained": step,
         "finished": done,
         "stopped_early": bool(done and step is not None and step < steps),
@@ -222,6 +231,7 @@ def to_csv(doc: dict) -> str:
                     "steps_trained": p["steps_trained"],
                     "stopped_early": p["stopped_early"],
                     "final_sha256": p.get("final_sha256"),
+                    "train_wall_s": p.get("train_wall_s"),
                 }
             )
     return buf.getvalue()
@@ -302,17 +312,33 @@ def _sweep_section(doc: dict, s: dict, png: bytes | None) -> list:
             _word(q.get("status") or q["generalizes"]),
             H.tag("span", _word(q["steps_trained"]), class_="num"),
             _word(q["stopped_early"]),
+            H.tag("span", _minutes(q.get("train_wall_s")), class_="num"),
         ]
         for q in s["points"]
     ]
     out.append(
         H.table(
-            ["point", "accuracy [95% CI]", "n", "generalizes", "steps", "early stop"],
+            ["point", "accuracy [95% CI]", "n", "generalizes", "steps", "early stop", "training (wall)"],
             rows,
-            cell_classes=["text", "nowrap", "nowrap", "nowrap", "nowrap", "nowrap"],
+            cell_classes=["text", "nowrap", "nowrap", "nowrap", "nowrap", "nowrap", "nowrap"],
         )
     )
+    walls = [q["train_wall_s"] for q in s["points"] if q.get("train_wall_s") is not None]
+    if walls:
+        out.append(
+            H.tag(
+                "p",
+                f"Cost: {sum(walls) / 3600:.1f} h of training wall time over {len(walls)} points (each point "
+                "one process of one torch thread; points ran side by side, so the sweep's own wall time is "
+                "shorter; a machine shared with other work makes these figures high).",
+                class_="meta",
+            )
+        )
     return out
+
+
+def _minutes(seconds) -> str:
+    return "–" if seconds is None else f"{seconds / 60:.0f} min"
 
 
 def render_html(doc: dict, figures: dict[str, bytes] | None = None) -> str:

@@ -381,8 +381,21 @@ def test_sweep_report_records_the_hash_of_each_finished_points_weights(tmp_path)
     summary = sweep_report._training_summary(finished, steps=100)
     assert summary["finished"] and summary["final_sha256"] == hashlib.sha256(weights).hexdigest()
     doc["sweeps"][0]["points"][0].update(summary)
-    row = sweep_report.to_csv(doc).splitlines()[1]
-    assert row.endswith("," + hashlib.sha256(weights).hexdigest())
+    header, row = sweep_report.to_csv(doc).splitlines()[:2]
+    assert dict(zip(header.split(","), row.split(",")))["final_sha256"] == hashlib.sha256(weights).hexdigest()
+
+
+def test_sweep_report_gives_each_points_training_cost_with_resumed_segments_summed(tmp_path):
+    """The run's cost: a resumed point restarts its clock, so the segments' wall times add up."""
+    point = tmp_path / "f=0.3_seed=0"
+    point.mkdir()
+    rows = [(100, 10.0), (200, 20.0), (100, 4.0), (200, 14.0), (300, 25.5)]  # killed at 200, resumed from 0
+    (point / "metrics.jsonl").write_text(
+        "".join(json.dumps({"step": s, "loss": 1.0, "accuracy": {}, "wall_s": w}) + "\n" for s, w in rows)
+    )
+    assert sweep_report._training_summary(point, steps=300)["train_wall_s"] == 45.5
+    (point / "metrics.jsonl").write_text(json.dumps({"step": 100, "loss": 1.0, "accuracy": {}}) + "\n")
+    assert sweep_report._training_summary(point, steps=300)["train_wall_s"] is None  # no clock logged
 
 
 def test_sweep_report_exits_1_when_the_claim_does_not_pass_and_still_writes_why(tmp_path):
