@@ -106,24 +106,19 @@ def _scale_scores(layer, factor):
     return build
 
 
-def _identity_out_of_ov1(model, gen):
-    """Project the variables' embeddings out of Layer 1's value input: the head still attends as
-    before, but whatever it copies carries no variable identity."""
-    cfg = model.cfg
-    first_var = cfg.first_var
-    E_var = model.embed.W_E[first_var : first_var + cfg.n_vars].double()  # (V, D)
-    q, _ = torch.linalg.qr(E_var.T)  # (D, V) orthonormal basis of the variables' span
-    P = (torch.eye(cfg.d_model, dtype=torch.float64) - q @ q.T).float()
-    a = _attn(model, 0)
-    a.W_V.copy_(torch.einsum("ij,hjk->hik", P, a.W_V))
-
-
 def _span_out_of_input(param: torch.Tensor, rows: torch.Tensor) -> None:
     """Project the span of ``rows`` (k, d_model) out of the input space of ``param`` (H, d_model, d_head),
     in place: whatever the weight reads, it no longer reads anything in that span."""
     q, _ = torch.linalg.qr(rows.double().T)  # (d_model, k) orthonormal basis of the span
     P = (torch.eye(q.shape[0], dtype=torch.float64) - q @ q.T).float()
     param.copy_(torch.einsum("ij,hjk->hik", P, param))
+
+
+def _identity_out_of_ov1(model, gen):
+    """Project the variables' embeddings out of Layer 1's value input: the head still attends as
+    before, but whatever it copies carries no variable identity."""
+    cfg = model.cfg
+    _span_out_of_input(_attn(model, 0).W_V, model.embed.W_E[cfg.first_var : cfg.first_var + cfg.n_vars])
 
 
 def _positions_out_of_k2(model, gen):
