@@ -289,7 +289,10 @@ def answer_centroids(model: AssignAddTransformer, grid: dict, vocab: Vocab = VOC
     x = grid[RESID_MID2].reshape(N * N, -1)
     post = unembedding_input(model, x)
     _, sums = grid_tokens(vocab)
-    return torch.zeros(N, post.shape[1], dtype=torch.float64).index_add_(0, sums, post) / N
+    return (
+        torch.zeros(N, post.shape[1], dtype=torch.float64, device=post.device).index_add_(0, sums.to(post.device), post)
+        / N
+    )
 
 
 def read_answers(centroids: torch.Tensor, post: torch.Tensor) -> torch.Tensor:
