@@ -10,7 +10,17 @@ hook did not fire exactly once. ``knockout`` makes a permanently ablated copy fo
 Recipes: docs/interventions.md.
 """
 
-from .engine import BACKENDS, Result, capture, check_hook_names, execution_order, firing_hooks, knockout, run
+from .engine import (
+    BACKENDS,
+    Result,
+    capture,
+    check_hook_names,
+    execution_order,
+    firing_hooks,
+    knockout,
+    reuse_clean_forwards,
+    run,
+)
 from .kinds import Intervention, Mean, Patch, Project, Replace, Resample, Zero, orthonormal_rows, random_subspace
 from .metrics import accuracy, compare, last_position, logit_diff, loss, normalized, summarize_accuracy
 from .patching import InterchangeResult, activation_patch, interchange, patch_sweep, path_patch
@@ -28,6 +38,7 @@ __all__ = [
     "Project",
     "Replace",
     "Resample",
+    "reuse_clean_forwards",
     "Result",
     "Site",
     "Zero",

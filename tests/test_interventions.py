@@ -37,6 +37,7 @@ from assignadd.interventions import (
     patch_sweep,
     path_patch,
     random_subspace,
+    reuse_clean_forwards,
     run,
     summarize_accuracy,
 )
@@ -241,6 +242,128 @@ def test_capture_stops_after_the_last_hook_and_reads_what_the_full_forward_reads
         capture(model, clean, ["blocks.0.mlp.hook_pre"])  # Layer 1 has no MLP: its hooks are not offered
     with pytest.raises(InterventionError, match="no hook named"):
         capture(model, clean, ["blocks.9.hook_resid_mid"])
+
+
+def _forwards(model):
+    """Count the model's forward passes by wrapping its class's ``forward`` (a torch hook would turn the memo off)."""
+    calls = []
+    original = type(model).forward
+
+    def counted(self, *args, **kwargs):
+        calls.append(1)
+        return original(self, *args, **kwargs)
+
+    return calls, counted
+
+
+def test_a_clean_forward_repeated_inside_reuse_clean_forwards_runs_once_and_gives_the_same_bits(pools, monkeypatch):
+    clean, corrupted = pools[0], pools[2]
+    model = AssignAddTransformer(seed=0).eval()  # a fresh one: an nnsight wrap elsewhere patches its instance
+    calls, counted = _forwards(model)
+    monkeypatch.setattr(type(model), "forward", counted)
+    fresh = capture(model, clean, ["blocks.1.hook_resid_mid"], pos=15)["blocks.1.hook_resid_mid"]
+    fresh_run = run(model, clean, [], read=["blocks.0.hook_attn_out"], last_only=True)
+    calls.clear()
+    with reuse_clean_forwards():
+        a = capture(model, clean, ["blocks.1.hook_resid_mid"], pos=15)["blocks.1.hook_resid_mid"]
+        b = capture(model, clean.clone(), ["blocks.1.hook_resid_mid"], pos=15)["blocks.1.hook_resid_mid"]
+        assert len(calls) == 1  # equal tokens in another tensor: one forward
+        a.add_(1.0)  # a caller editing what it got cannot reach the memo
+        c = capture(model, clean, ["blocks.1.hook_resid_mid"], pos=15)["blocks.1.hook_resid_mid"]
+        r1 = run(model, clean, [], read=["blocks.0.hook_attn_out"], last_only=True)
+        r2 = run(model, clean, [], read=["blocks.0.hook_attn_out"], last_only=True)
+        assert len(calls) == 2
+        capture(model, corrupted, ["blocks.1.hook_resid_mid"], pos=15)  # other tokens: a forward of their own
+        capture(model, clean, ["blocks.1.hook_resid_mid"], pos=14)  # another position: not served by pos 15
+        assert len(calls) == 4
+        # an intervened run is never memoised, and does not disturb the clean entries
+        run(model, clean, [Zero(Site("blocks.0.hook_attn_out"))], last_only=True)
+        run(model, clean, [Zero(Site("blocks.0.hook_attn_out"))], last_only=True)
+        assert len(calls) == 6
+    assert torch.equal(b, fresh) and torch.equal(c, fresh)
+    for r in (r1, r2):
+        assert torch.equal(r.logits, fresh_run.logits)
+        assert torch.equal(r.activations["blocks.0.hook_attn_out"], fresh_run.activations["blocks.0.hook_attn_out"])
+    calls.clear()
+    capture(model, clean, ["blocks.1.hook_resid_mid"], pos=15)  # outside the block: no memo
+    capture(model, clean, ["blocks.1.hook_resid_mid"], pos=15)
+    assert len(calls) == 2
+
+
+def test_the_memo_steps_aside_for_hooks_and_starts_afresh_after_a_weight_edit(pools, monkeypatch):
+    clean = pools[0]
+    model = AssignAddTransformer(seed=3).eval()
+    calls, counted = _forwards(model)
+    monkeypatch.setattr(type(model), "forward", counted)
+    hook = "blocks.1.hook_resid_mid"
+    with reuse_clean_forwards():
+        before = capture(model, clean, [hook], pos=15)[hook]
+        with torch.no_grad():
+            model.blocks[0].attn.W_V.mul_(2.0)  # edited in place
+        after = capture(model, clean, [hook], pos=15)[hook]
+        assert len(calls) == 2 and not torch.equal(before, after)
+        ablated = knockout(model, [Zero(Site("blocks.0.hook_attn_out"))])  # permanent hooks: never memoised
+        run(ablated, clean[:1], [], last_only=True)  # its first run also finds the hook order (one dry forward)
+        calls.clear()
+        first = run(ablated, clean, [], last_only=True).logits
+        second = run(ablated, clean, [], last_only=True).logits
+        assert len(calls) == 2 and torch.equal(first, second)
+        seen = []
+        model.add_hook(hook, lambda act, hook: seen.append(1))  # someone else's hook: it must see the forward
+        try:
+            capture(model, clean, [hook], pos=15)
+        finally:
+            model.reset_hooks()
+        assert seen == [1]
+
+
+def test_clean_forwards_in_pieces_give_the_same_bits_as_one_forward(pools, monkeypatch):
+    from assignadd.interventions import engine
+
+    clean = pools[0]
+    model = AssignAddTransformer(seed=4).eval()
+    hooks = ["blocks.0.attn.hook_pattern", "blocks.1.hook_resid_mid"]
+    whole_capture = capture(model, clean, hooks)
+    at_hooks = ["blocks.0.hook_attn_out", "blocks.1.hook_resid_mid"]
+    whole_at = capture(model, clean, at_hooks, pos=15)
+    whole_runs = [
+        run(model, clean, [], read=["blocks.0.hook_attn_out"], last_only=True),
+        run(model, clean, [], read=["blocks.1.mlp.hook_post"]),
+        run(model, clean, [], stop_at_layer=1),
+    ]
+    monkeypatch.setattr(engine, "CLEAN_CHUNK", 7)  # 48 sequences: six pieces of 7 and one of 6
+    pieces = []
+    monkeypatch.setattr(engine, "_run_once", _recording(engine._run_once, pieces))
+    for h, a in capture(model, clean, hooks).items():
+        assert torch.equal(a, whole_capture[h])
+    for h, a in capture(model, clean, at_hooks, pos=15).items():
+        assert torch.equal(a, whole_at[h])
+    runs = [
+        run(model, clean, [], read=["blocks.0.hook_attn_out"], last_only=True),
+        run(model, clean, [], read=["blocks.1.mlp.hook_post"]),
+        run(model, clean, [], stop_at_layer=1),
+    ]
+    assert pieces[:7] == [7, 7, 7, 7, 7, 7, 6]
+    for got, want in zip(runs, whole_runs):
+        assert torch.equal(got.logits, want.logits)
+        assert got.activations.keys() == want.activations.keys()
+        for h in want.activations:
+            assert torch.equal(got.activations[h], want.activations[h])
+    # intervened runs, and clean runs of a model with hooks (a knock-out whose positions fit one batch
+    # size), stay whole
+    pieces.clear()
+    run(model, clean, [Zero(Site("blocks.0.hook_attn_out"))])
+    ablated = knockout(model, [Zero(Site("blocks.0.hook_attn_out", positions=torch.zeros(48, dtype=torch.long)))])
+    run(ablated, clean, [])
+    assert pieces == [48, 48]
+
+
+def _recording(run_once, sizes):
+    def recorded(model, tokens, *args):
+        sizes.append(len(tokens))
+        return run_once(model, tokens, *args)
+
+    return recorded
 
 
 def test_an_ablation_that_must_matter_changes_the_output(model, pools):

@@ -146,10 +146,12 @@ def last_position_correct(
     """Per-sequence correctness of the answer at the last position, through the one hooked forward
     (``last_only=True``: every hook, a knock-out's included, fires; only the last position's answer is
     computed). Bool (B,), on ``labels``' device; the tokens are moved to the model's device batch by batch."""
+    from ...interventions import run
+
     dev = next(model.parameters()).device
     out = []
     with torch.no_grad():
         for i in range(0, len(tokens), batch):
-            answer = model(tokens[i : i + batch].to(dev), last_only=True)[:, -1].argmax(-1)
+            answer = run(model, tokens[i : i + batch].to(dev), [], last_only=True).last_logits.argmax(-1)
             out.append(answer.to(labels.device) == labels[i : i + batch])
     return torch.cat(out)

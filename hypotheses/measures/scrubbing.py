@@ -426,7 +426,7 @@ def run_plan(model, tokens: torch.Tensor, labels: torch.Tensor, plan: dict, meas
             return new.reshape(act.shape)
 
         edits.append(Replace(Site(hook, positions=moved.reshape(B, T)), fn))
-    logits = run(model, tokens, edits, last_only=True).last_logits if edits else model(tokens, last_only=True)[:, -1]
+    logits = run(model, tokens, edits, last_only=True).last_logits
     for name in measure or {}:
         acted.setdefault(name, 0.0)
     acted[ALL_CELLS] = sum(t for t, _ in total) / max(sum(c for _, c in total), 1)
