@@ -20,6 +20,7 @@ from .engine import (
     knockout,
     reuse_clean_forwards,
     run,
+    run_in_pieces,
 )
 from .kinds import Intervention, Mean, Patch, Project, Replace, Resample, Zero, orthonormal_rows, random_subspace
 from .metrics import accuracy, compare, last_position, logit_diff, loss, normalized, summarize_accuracy
@@ -39,6 +40,7 @@ __all__ = [
     "Replace",
     "Resample",
     "reuse_clean_forwards",
+    "run_in_pieces",
     "Result",
     "Site",
     "Zero",

@@ -402,13 +402,33 @@ def run(
     return result
 
 
+def run_in_pieces(model, tokens: torch.Tensor, interventions_for, **kwargs) -> Result:
+    """``run`` over consecutive pieces of ``tokens`` (``CLEAN_CHUNK`` sequences each), joined: for edits
+    that treat every sequence on its own. ``interventions_for(rows)`` (``rows`` a slice of the batch)
+    gives the interventions of one piece, built from that piece's rows of any per-sequence data (masks,
+    keys, sources). Each piece's run has the guard of ``run``; ``hook_calls`` is then the number of
+    pieces, and ``changed`` the largest change over the pieces. The same bits as one ``run`` of the
+    whole batch with the whole batch's edits, when those edits treat sequences independently (a
+    ``Mean`` over the batch itself, or a ``Resample`` drawn per batch, does not: build those whole)."""
+    rows = [slice(i, i + CLEAN_CHUNK) for i in range(0, len(tokens), CLEAN_CHUNK)] or [slice(0, 0)]
+    parts = [run(model, tokens[r], interventions_for(r), **kwargs) for r in rows]
+    return parts[0] if len(parts) == 1 else _joined(parts)
+
+
 def _joined(parts: list[Result]) -> Result:
-    """The clean runs of consecutive pieces of one batch as one Result."""
+    """The runs of consecutive pieces of one batch as one Result."""
+    calls: Counter = Counter()
+    changed: dict[str, float] = {}
+    for p in parts:
+        calls.update(p.hook_calls)
+        for h, c in p.changed.items():
+            changed[h] = max(changed.get(h, 0.0), c)
     return Result(
         logits=torch.cat([p.logits for p in parts]),
-        hook_calls={},
-        interventions=[],
+        hook_calls=dict(calls),
+        interventions=parts[0].interventions,
         activations={h: torch.cat([p.activations[h] for p in parts]) for h in parts[0].activations},
+        changed=changed,
     )
 
 

@@ -39,6 +39,7 @@ from assignadd.interventions import (
     random_subspace,
     reuse_clean_forwards,
     run,
+    run_in_pieces,
     summarize_accuracy,
 )
 from assignadd.model import AssignAddTransformer, ModelConfig
@@ -356,6 +357,26 @@ def test_clean_forwards_in_pieces_give_the_same_bits_as_one_forward(pools, monke
     ablated = knockout(model, [Zero(Site("blocks.0.hook_attn_out", positions=torch.zeros(48, dtype=torch.long)))])
     run(ablated, clean, [])
     assert pieces == [48, 48]
+
+
+def test_run_in_pieces_gives_one_runs_bits_for_per_sequence_edits(model, pools, monkeypatch):
+    from assignadd.interventions import engine
+
+    clean, corrupted = pools[0], pools[2]
+    hook = "blocks.0.hook_attn_out"
+    at = value_positions(clean)
+
+    def edits(rows):
+        return [Patch(Site(hook, positions=at[rows]), corrupted[rows]), Zero(Site("blocks.1.hook_mlp_out", 15))]
+
+    whole = run(model, clean, edits(slice(None)), read=["blocks.1.hook_resid_mid"], last_only=True)
+    monkeypatch.setattr(engine, "CLEAN_CHUNK", 10)  # 48 sequences: five pieces
+    pieces = run_in_pieces(model, clean, edits, read=["blocks.1.hook_resid_mid"], last_only=True)
+    assert torch.equal(pieces.logits, whole.logits)
+    assert torch.equal(pieces.activations["blocks.1.hook_resid_mid"], whole.activations["blocks.1.hook_resid_mid"])
+    assert pieces.hook_calls == {hook: 5, "blocks.1.hook_mlp_out": 5}
+    assert pieces.changed == pytest.approx(whole.changed, abs=0)
+    assert not torch.equal(pieces.logits, run(model, clean, []).logits[:, -1:])  # the edits acted
 
 
 def _recording(run_once, sizes):

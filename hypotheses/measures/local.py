@@ -16,7 +16,7 @@ from __future__ import annotations
 import torch
 
 from ...data import POS_EQ, POS_LHS, POS_RHS, operand_sources, value_positions
-from ...interventions import Patch, Replace, Site, run
+from ...interventions import Patch, Replace, Site, run, run_in_pieces
 from ...model import AssignAddTransformer
 from ...model.hooks import ATTN_OUT_1, PATTERN_1, PATTERN_2, RESID_MID_2, VALUES_2
 from ...random_streams import numpy_rng, torch_generator
@@ -27,9 +27,10 @@ def _first_var(model) -> int:
 
 
 # ----- Layer 1: the variable identity written at value tokens ------------------------------------------
-def _layer1_out(model, tokens, interventions=()) -> tuple[torch.Tensor, torch.Tensor]:
-    """(attn_out_1 (B, T, D), pattern_1 (B, T, T)) after ``interventions``, Layer 1 only."""
-    out = run(model, tokens, list(interventions), read=[ATTN_OUT_1, PATTERN_1], stop_at_layer=1)
+def _layer1_out(model, tokens, edits_for=None) -> tuple[torch.Tensor, torch.Tensor]:
+    """(attn_out_1 (B, T, D), pattern_1 (B, T, T)), Layer 1 only, under the interventions
+    ``edits_for(rows)`` gives for each piece of the batch (per-sequence edits; ``run_in_pieces``)."""
+    out = run_in_pieces(model, tokens, edits_for or (lambda rows: []), read=[ATTN_OUT_1, PATTERN_1], stop_at_layer=1)
     return out.activations[ATTN_OUT_1], out.activations[PATTERN_1][:, 0]
 
 
@@ -128,8 +129,13 @@ def identity_edits(model: AssignAddTransformer, tokens: torch.Tensor, *, seed: i
         return probe.predict(acts[rb, t0])
 
     def edited(keys, m, mode, reader):
-        edit = Replace(Site(PATTERN_1, positions=m), lambda p, hook: _rows_to(p, keys, m, mode))
-        acts, new_pattern = _layer1_out(model, tokens, [edit])
+        def edits_for(rows):  # per sequence: each piece gets its own rows of the mask and the keys
+            k, mr = keys[rows], m[rows]
+            if not mr.any():  # no targeted row in this piece: nothing to edit there
+                return []
+            return [Replace(Site(PATTERN_1, positions=mr), lambda p, hook: _rows_to(p, k, mr, mode))]
+
+        acts, new_pattern = _layer1_out(model, tokens, edits_for)
         acted = float((new_pattern - pattern)[m].abs().sum(-1).mean())
         return reader(acts), acted
 
