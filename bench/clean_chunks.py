@@ -1,18 +1,24 @@
-"""Clean forwards in pieces: what splitting a large batch into ``CLEAN_CHUNK`` sequences buys, and
-that it gives the same bits.
+"""Clean forwards in pieces and computed once: what they buy, and that they give the same bits.
 
-    python bench/clean_chunks.py [CHECKPOINT] [--n 11000] [--rounds 3]
+    python bench/clean_chunks.py [CHECKPOINT] [--n 11000] [--rounds 3] [--claims]
 
 ``interventions.capture`` and a ``run`` with no intervention split a batch of an unhooked model into
 pieces of ``engine.CLEAN_CHUNK`` sequences (the claims' largest clean forward is ``shared_residual``'s
 11 x 1,000 sequences). The baseline, in the same run, is the same call with splitting turned off (one
 forward of the whole batch). Each is timed in CPU seconds of this process (best of ``--rounds``), one
 torch thread, alternating so both see the same load; the outputs are compared bit for bit.
+
+``--claims``: every claim of ``assignadd-verify`` at n = 2000, in this process (one thread, a fresh
+context each time), with both savings off (no ``reuse_clean_forwards``, no pieces: the baseline) and
+on, alternating claim by claim; prints each claim's CPU seconds, the ratio, and whether the two result
+dictionaries are identical.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import json
 import os
 import time
 from pathlib import Path
@@ -32,6 +38,7 @@ def main(argv=None) -> int:
     ap.add_argument("checkpoint", nargs="?", default=str(REFERENCE))
     ap.add_argument("--n", type=int, default=11000, help="sequences in the batch (default 11000)")
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--claims", action="store_true", help="also time every claim with both savings off and on")
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
     model = load_checkpoint(args.checkpoint).eval()
@@ -63,7 +70,38 @@ def main(argv=None) -> int:
         print(
             f"{name:32s} {best['whole']:10.2f} {best['pieces']:18.2f} {best['whole'] / best['pieces']:5.2f}x  {'yes' if same else 'NO'}"
         )
+    if args.claims:
+        claims(args.checkpoint)
     return 0
+
+
+def claims(checkpoint: str) -> None:
+    import assignadd.interventions as interventions
+    from assignadd.hypotheses import session
+
+    reuse, chunk = interventions.reuse_clean_forwards, engine.CLEAN_CHUNK
+    ids = list(session.COST_HINT)
+    print("\nclaims at n = 2000, one process, one thread: CPU seconds with both savings off / on")
+    print(f"{'claim':32s} {'off (s)':>8s} {'on (s)':>8s} {'ratio':>6s}  same result")
+    total = {"off": 0.0, "on": 0.0}
+    for cid in ids:
+        seconds, result = {}, {}
+        for mode in ("off", "on"):
+            ctx, _, _ = session.load_context(checkpoint, seed=0, n=2000, device="cpu")
+            if mode == "off":
+                interventions.reuse_clean_forwards, engine.CLEAN_CHUNK = contextlib.nullcontext, 10**9
+            try:
+                t0 = time.process_time()
+                r, _ = session.run_one(ctx, cid)
+                seconds[mode] = time.process_time() - t0
+            finally:
+                interventions.reuse_clean_forwards, engine.CLEAN_CHUNK = reuse, chunk
+            r.pop("seconds", None)
+            result[mode] = json.dumps(r, sort_keys=True)
+            total[mode] += seconds[mode]
+        same = "yes" if result["off"] == result["on"] else "NO"
+        print(f"{cid:32s} {seconds['off']:8.2f} {seconds['on']:8.2f} {seconds['off'] / seconds['on']:5.2f}x  {same}")
+    print(f"{'all':32s} {total['off']:8.2f} {total['on']:8.2f} {total['off'] / total['on']:5.2f}x")
 
 
 if __name__ == "__main__":
