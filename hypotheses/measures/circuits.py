@@ -141,13 +141,16 @@ def layer2_eq_to_operand_values(model, tokens, pattern2=None) -> torch.Tensor:
 
 @torch.no_grad()
 def last_position_correct(
-    model: AssignAddTransformer, tokens: torch.Tensor, labels: torch.Tensor, batch: int = 2048
+    model: AssignAddTransformer, tokens: torch.Tensor, labels: torch.Tensor, batch: int | None = None
 ) -> torch.Tensor:
     """Per-sequence correctness of the answer at the last position, through the one hooked forward
     (``last_only=True``: every hook, a knock-out's included, fires; only the last position's answer is
-    computed). Bool (B,), on ``labels``' device; the tokens are moved to the model's device batch by batch."""
-    from ...interventions import run
+    computed). Bool (B,), on ``labels``' device; the tokens are moved to the model's device batch by batch,
+    ``batch`` sequences at a time (default ``interventions.engine.CLEAN_CHUNK``: a knock-out's edits are
+    per sequence, so the pieces give the same answers as one forward, faster)."""
+    from ...interventions import engine, run
 
+    batch = batch or engine.CLEAN_CHUNK
     dev = next(model.parameters()).device
     out = []
     with torch.no_grad():
