@@ -16,18 +16,18 @@ import warnings
 
 TASK_FLAGS = {"f": "--f", "r": "--r", "seed": "--split-seed"}
 
-# CPU seconds of each claim at n = 2000 on one thread (bench/verify_speed.py, 2026-12-01; fourier_neurons
-# re-measured after it stopped running one forward per edit). Only the
-# order in which workers take claims depends on these (longest first, so that no worker is left with a
-# long claim at the end); no result does. An unknown claim counts as 1 s.
+# CPU seconds of each claim at n = 2000 on one thread (bench/clean_chunks.py --claims, 2026-12-02, with
+# clean forwards computed once and in pieces). Only the order in which workers take claims depends on
+# these (longest first, so that no worker is left with a long claim at the end); no result does. An
+# unknown claim counts as 1 s.
 COST_HINT = {
-    "shared_residual": 6.8,
-    "previous_token_head": 6.5,
-    "fourier_neurons": 2.0,
-    "identity_qk": 3.0,
-    "whole_algorithm": 4.0,
-    "heldout_generalization": 1.6,
-    "restricted_slot_generalization": 1.4,
+    "previous_token_head": 4.7,
+    "shared_residual": 4.3,
+    "identity_qk": 2.8,
+    "whole_algorithm": 2.8,
+    "heldout_generalization": 1.8,
+    "restricted_slot_generalization": 1.75,
+    "fourier_neurons": 1.6,
 }
 
 
