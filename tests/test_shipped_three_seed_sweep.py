@@ -1,5 +1,7 @@
-"""The shipped three-seed f sweep (docs/sweep_results/f_three_seeds) re-scores: its weights are the ones its
-report hashed and measured, and the current rule gives the verdict the docs state."""
+"""The shipped three-seed sweeps near the thresholds (docs/sweep_results/f_three_seeds, r_three_seeds, and
+both pooled in three_seeds) re-score: their weights are the ones their reports hashed and measured, and the
+current rule gives the verdicts the docs state (the f half fails; the r half has two unfinished points, so
+the rule says error, while its finished points already fail the monotone item)."""
 
 from __future__ import annotations
 
@@ -14,34 +16,84 @@ from assignadd.hypotheses.session import task_for
 from assignadd.model import load_checkpoint_full
 from assignadd.reports import sweep_report
 
-SHIPPED = Path(sweep_report.__file__).resolve().parents[1] / "docs" / "sweep_results" / "f_three_seeds"
-pytestmark = pytest.mark.skipif(not (SHIPPED / "sweep.json").exists(), reason="the three-seed f sweep is not shipped")
+RESULTS = Path(sweep_report.__file__).resolve().parents[1] / "docs" / "sweep_results"
+HALVES = {"f": RESULTS / "f_three_seeds", "r": RESULTS / "r_three_seeds"}
+POOLED = RESULTS / "three_seeds"
+STEPS = 20000
 
 
-def points() -> dict:
-    doc = json.loads((SHIPPED / "sweep.json").read_text(encoding="utf-8"))
+def points(param: str) -> dict:
+    doc = json.loads((HALVES[param] / "sweep.json").read_text(encoding="utf-8"))
     return {p["name"]: p for p in doc["sweeps"][0]["points"]}
 
 
-def test_every_point_is_finished_with_its_metric_hash_and_cost():
-    pts = points()
+# r = 0.25 of seeds 1 and 2 were still training when the r half was shipped (docs/sweeps.md)
+UNFINISHED = {"f": set(), "r": {"r=0.25_seed=1", "r=0.25_seed=2"}}
+
+
+@pytest.mark.parametrize("param", sorted(HALVES))
+def test_every_point_is_finished_with_its_metric_hash_and_cost(param):
+    pts = points(param)
     assert len(pts) == 15 and {p["seed"] for p in pts.values()} == {0, 1, 2}
-    for p in pts.values():
-        assert p["finished"] and p["steps_trained"] == 20000 and p["accuracy"] is not None
+    assert len({p[param] for p in pts.values()}) == 5
+    assert {n for n, p in pts.items() if not p["finished"]} == UNFINISHED[param]
+    for name, p in pts.items():
+        if name in UNFINISHED[param]:
+            continue
+        assert p["accuracy"] is not None
+        # a point trains its 20,000 steps, or stops early once it has generalized
+        assert p["steps_trained"] == STEPS or (p["stopped_early"] and p["steps_trained"] < STEPS)
         assert len(p["final_sha256"]) == 64 and p["train_wall_s"] > 0
 
 
-@pytest.mark.parametrize("path", sorted((SHIPPED / "weights").glob("*.pt")), ids=lambda p: p.stem)
+WEIGHTS = [path for folder in HALVES.values() for path in sorted((folder / "weights").glob("*.pt"))]
+
+
+@pytest.mark.parametrize("path", WEIGHTS, ids=lambda p: p.stem)
 def test_shipped_weights_are_the_measured_ones_and_give_the_reported_accuracy(path):
-    point = points()[path.stem]
+    param = path.stem[0]
+    point = points(param)[path.stem]
     assert hashlib.sha256(path.read_bytes()).hexdigest() == point["final_sha256"]
     model, meta = load_checkpoint_full(path)
     task, source = task_for(meta, model.cfg, path)
-    assert source == "checkpoint" and task.config.f == point["f"]
-    assert generalization_accuracy(model, task, "f").value == pytest.approx(point["accuracy"], abs=1e-12)
+    assert source == "checkpoint" and getattr(task.config, param) == point[param]
+    assert generalization_accuracy(model, task, param).value == pytest.approx(point["accuracy"], abs=1e-12)
+
+
+def test_the_shipped_weights_fit_in_ten_megabytes():
+    assert sum(p.stat().st_size for p in WEIGHTS) <= 10 * 2**20
 
 
 def test_rescored_under_the_current_rule_the_f_half_fails_above_the_band():
-    result = sweep_report.rescore_report(SHIPPED / "sweep.json")
+    result = sweep_report.rescore_report(HALVES["f"] / "sweep.json")
     assert result.verdict == "fail"
     assert "f_threshold_not_above_band" in result.reason
+
+
+def violations(pts: dict, param: str) -> dict[int, int]:
+    """Per seed: pairs of finished points v < v' where v generalizes and v' does not (the rule's monotone item)."""
+    out = {}
+    for seed in (0, 1, 2):
+        mine = sorted((p for p in pts.values() if p["seed"] == seed and p["finished"]), key=lambda p: p[param])
+        out[seed] = sum(a["generalizes"] and not b["generalizes"] for i, a in enumerate(mine) for b in mine[i + 1 :])
+    return out
+
+
+def test_the_r_half_is_not_monotone_on_its_finished_points_and_undecided_until_all_finish():
+    # the rule decides only on a finished sweep: two points were unfinished, so it says error, with the command
+    result = sweep_report.rescore_report(HALVES["r"] / "sweep.json")
+    assert result.verdict == "error" and "2 point(s) not finished" in result.reason
+    # unfinished points can only add pairs to the monotone item, which must be 0: seeds 0 and 1 already fail it
+    assert violations(points("r"), "r") == {0: 2, 1: 1, 2: 0}
+    # the shipped r weights are one such pair: a lower r that generalizes, a higher one (same seed) that does not
+    shipped = [points("r")[p.stem] for p in WEIGHTS if p.stem.startswith("r=")]
+    assert len({p["seed"] for p in shipped}) == 1
+    low, high = sorted(shipped, key=lambda p: p["r"])
+    assert low["generalizes"] and not high["generalizes"]
+
+
+def test_both_halves_pooled_are_reported_together():
+    doc = json.loads((POOLED / "sweep.json").read_text(encoding="utf-8"))
+    assert {s["param"] for s in doc["sweeps"]} == {"f", "r"}
+    assert sum(len(s["points"]) for s in doc["sweeps"]) == 30
+    assert sweep_report.rescore_report(POOLED / "sweep.json").verdict == "error"  # the r half's two points
