@@ -136,14 +136,14 @@ def _check_fired(counts: Counter, names, expected: int, what: str) -> None:
             )
 
 
-# ----- reference activations --------------------------------------------------------------------------
 # ----- clean forwards computed once -------------------------------------------------------------------
 # Inside ``reuse_clean_forwards()`` a clean forward (no intervention, no hook of anyone's on the model)
 # is a pure function of the model's weights and the tokens, so each distinct one runs once and later
 # requests get copies of its tensors: the same bits, since the same function ran on the same input.
 # Anything that could make two such forwards differ turns the memo off for that call: a TransformerLens
 # hook on the model (a knock-out's permanent ones, a caller's), TransformerLens' split-input mode; and a
-# weight edited in place, replaced or moved starts the model's memo afresh. Only the "tl" backend is memoised (nnsight runs are what they say).
+# weight edited in place, replaced or moved starts the model's memo afresh. Only the "tl" backend is
+# memoised (an nnsight run is always run).
 _MEMO: "weakref.WeakKeyDictionary | None" = None
 
 
@@ -193,6 +193,7 @@ def _copies(tensors: dict) -> dict:
     return {k: v.clone() for k, v in tensors.items()}
 
 
+# ----- reference activations --------------------------------------------------------------------------
 def _nnsight(model):
     """The model wrapped for nnsight (about a millisecond, so not cached: a cache would keep the model alive)."""
     import nnsight
@@ -406,8 +407,8 @@ def run_in_pieces(model, tokens: torch.Tensor, interventions_for, **kwargs) -> R
     """``run`` over consecutive pieces of ``tokens`` (``CLEAN_CHUNK`` sequences each), joined: for edits
     that treat every sequence on its own. ``interventions_for(rows)`` (``rows`` a slice of the batch)
     gives the interventions of one piece, built from that piece's rows of any per-sequence data (masks,
-    keys, sources). Each piece's run has the guard of ``run``; ``hook_calls`` is then the number of
-    pieces, and ``changed`` the largest change over the pieces. The same bits as one ``run`` of the
+    keys, sources). Each piece's run has the guard of ``run``; ``hook_calls`` then counts the pieces
+    that edited at each hook, and ``changed`` is the largest change over the pieces. The same bits as one ``run`` of the
     whole batch with the whole batch's edits, when those edits treat sequences independently (a
     ``Mean`` over the batch itself, or a ``Resample`` drawn per batch, does not: build those whole)."""
     rows = [slice(i, i + CLEAN_CHUNK) for i in range(0, len(tokens), CLEAN_CHUNK)] or [slice(0, 0)]
