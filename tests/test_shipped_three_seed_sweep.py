@@ -1,7 +1,7 @@
 """The shipped three-seed sweeps near the thresholds (docs/sweep_results/f_three_seeds, r_three_seeds, and
 both pooled in three_seeds) re-score: their weights are the ones their reports hashed and measured, and the
-current rule gives the verdicts the docs state (the f half fails; the r half has two unfinished points, so
-the rule says error, while its finished points already fail the monotone item)."""
+current rule gives the verdicts the docs state (the f half fails above the band; the r half fails as not
+monotone in r; both pooled fail)."""
 
 from __future__ import annotations
 
@@ -27,8 +27,7 @@ def points(param: str) -> dict:
     return {p["name"]: p for p in doc["sweeps"][0]["points"]}
 
 
-# r = 0.25 of seeds 1 and 2 were still training when the r half was shipped (docs/sweeps.md)
-UNFINISHED = {"f": set(), "r": {"r=0.25_seed=1", "r=0.25_seed=2"}}
+UNFINISHED: dict[str, set] = {"f": set(), "r": set()}
 
 
 @pytest.mark.parametrize("param", sorted(HALVES))
@@ -70,6 +69,9 @@ def test_rescored_under_the_current_rule_the_f_half_fails_above_the_band():
     assert "f_threshold_not_above_band" in result.reason
 
 
+VIOLATIONS = {0: 2, 1: 1, 2: 3}
+
+
 def violations(pts: dict, param: str) -> dict[int, int]:
     """Per seed: pairs of finished points v < v' where v generalizes and v' does not (the rule's monotone item)."""
     out = {}
@@ -79,12 +81,13 @@ def violations(pts: dict, param: str) -> dict[int, int]:
     return out
 
 
-def test_the_r_half_is_not_monotone_on_its_finished_points_and_undecided_until_all_finish():
-    # the rule decides only on a finished sweep: two points were unfinished, so it says error, with the command
+def test_rescored_under_the_current_rule_the_r_half_fails_as_not_monotone():
     result = sweep_report.rescore_report(HALVES["r"] / "sweep.json")
-    assert result.verdict == "error" and "2 point(s) not finished" in result.reason
-    # unfinished points can only add pairs to the monotone item, which must be 0: seeds 0 and 1 already fail it
-    assert violations(points("r"), "r") == {0: 2, 1: 1, 2: 0}
+    assert result.verdict == "fail"
+    monotone = next(e for e in result.evidence if e.name == "r_generalization_is_monotone")
+    assert monotone.status == "fail"
+    assert violations(points("r"), "r") == VIOLATIONS
+    assert monotone.measurement.value == sum(VIOLATIONS.values())
     # the shipped r weights are one such pair: a lower r that generalizes, a higher one (same seed) that does not
     shipped = [points("r")[p.stem] for p in WEIGHTS if p.stem.startswith("r=")]
     assert len({p["seed"] for p in shipped}) == 1
@@ -92,8 +95,11 @@ def test_the_r_half_is_not_monotone_on_its_finished_points_and_undecided_until_a
     assert low["generalizes"] and not high["generalizes"]
 
 
-def test_both_halves_pooled_are_reported_together():
+def test_both_halves_pooled_fail_the_claim():
     doc = json.loads((POOLED / "sweep.json").read_text(encoding="utf-8"))
     assert {s["param"] for s in doc["sweeps"]} == {"f", "r"}
     assert sum(len(s["points"]) for s in doc["sweeps"]) == 30
-    assert sweep_report.rescore_report(POOLED / "sweep.json").verdict == "error"  # the r half's two points
+    result = sweep_report.rescore_report(POOLED / "sweep.json")
+    assert result.verdict == "fail"
+    failed = {e.name for e in result.evidence if e.status == "fail"}
+    assert {"f_threshold_not_above_band", "r_generalization_is_monotone"} <= failed
