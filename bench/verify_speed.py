@@ -1,11 +1,18 @@
 """How long `assignadd-verify` takes end to end (start-up included), and where the time goes.
 
     python bench/verify_speed.py [CHECKPOINT] [--n 2000] [--only ID,...] [--runs 1] [--budget 30]
+    python bench/verify_speed.py --compare-allocator [--runs 3]
 
 Runs the installed command exactly as a researcher would (``--out`` into a temporary folder, so the
 figures and every report are included), times the whole process, and splits the time with the
 command's own timings.json: start-up (interpreter + imports), checkpoint loading, each claim,
 figures and report writing. The issue's budget: all claims + reports under 30 s on a CPU.
+
+``--compare-allocator``: the command as shipped (it asks glibc to keep freed memory for reuse,
+``cli_util.retain_freed_memory``) against the same command with ``ASSIGNADD_ALLOCATOR=system`` (glibc's
+defaults: large tensors mapped afresh and unmapped on free), alternating, ``--runs`` each; prints the
+best wall and CPU seconds of each, the kernel's share (page faults, zeroing), the minor page faults,
+the ratios, and whether report.json is byte-identical between the two.
 
 Wall time on a shared machine depends on what else runs; the CPU time of the command and the load
 average are printed beside it so a slow figure can be read for what it is.
@@ -30,7 +37,7 @@ def command() -> list[str]:
     return [str(exe)] if exe.exists() else [sys.executable, "-m", "assignadd.reports.verify_cli"]
 
 
-def run_once(args) -> dict:
+def run_once(args, env: dict | None = None) -> dict:
     out = Path(tempfile.mkdtemp(prefix="verify-speed-")) / "report"
     argv = (
         command() + ([args.checkpoint] if args.checkpoint else []) + ["--out", str(out), "--quiet", "--n", str(args.n)]
@@ -41,7 +48,7 @@ def run_once(args) -> dict:
         argv += ["--jobs", str(args.jobs)]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    p = subprocess.run(argv, capture_output=True, text=True)
+    p = subprocess.run(argv, capture_output=True, text=True, env=None if env is None else {**os.environ, **env})
     wall = time.perf_counter() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     try:
@@ -49,10 +56,48 @@ def run_once(args) -> dict:
             sys.exit(f"assignadd-verify exited {p.returncode}: {p.stderr.strip()}")
         timings = json.loads((out / "timings.json").read_text())
         passed = p.stdout.strip().splitlines()[-1]
+        report = (out / "report.json").read_bytes()
     finally:
         shutil.rmtree(out.parent, ignore_errors=True)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return {"wall": wall, "cpu": cpu, "timings": timings, "passed": passed}
+    return {
+        "wall": wall,
+        "cpu": cpu,
+        "sys": after.ru_stime - before.ru_stime,
+        "minflt": after.ru_minflt - before.ru_minflt,
+        "timings": timings,
+        "passed": passed,
+        "report": report,
+    }
+
+
+def compare_allocator(args) -> int:
+    """The command as shipped against ``ASSIGNADD_ALLOCATOR=system``, alternating, ``--runs`` each."""
+    from assignadd.training.precision import cpu_name
+
+    modes = {"glibc defaults (baseline)": {"ASSIGNADD_ALLOCATOR": "system"}, "freed memory kept": {}}
+    load = os.getloadavg()[0]
+    runs: dict[str, list[dict]] = {m: [] for m in modes}
+    for _ in range(args.runs):
+        for mode, env in modes.items():
+            runs[mode].append(run_once(args, env))
+    print(
+        f"assignadd-verify {args.checkpoint or '(bundled reference)'} --n {args.n}, {args.runs} run(s) each, "
+        f"alternating; {cpu_name()}, {os.cpu_count()} cores; load average before: {load:.2f}"
+    )
+    print(f"{'allocator':28s} {'wall (best)':>11s} {'CPU (best)':>10s} {'of it kernel':>12s} {'minor faults':>12s}")
+    best = {}
+    for mode, rs in runs.items():
+        best[mode] = {k: min(r[k] for r in rs) for k in ("wall", "cpu", "sys", "minflt")}
+        b = best[mode]
+        print(f"{mode:28s} {b['wall']:10.2f}s {b['cpu']:9.2f}s {b['sys']:11.2f}s {b['minflt']:12,d}")
+    base, new = best["glibc defaults (baseline)"], best["freed memory kept"]
+    same = len({r["report"] for rs in runs.values() for r in rs}) == 1
+    print(
+        f"ratio baseline / kept: wall {base['wall'] / new['wall']:.2f}x, CPU {base['cpu'] / new['cpu']:.2f}x, "
+        f"kernel {base['sys'] / max(new['sys'], 1e-9):.2f}x; report.json identical in every run: {'yes' if same else 'NO'}"
+    )
+    return 0 if same else 1
 
 
 def main(argv=None) -> int:
@@ -63,7 +108,12 @@ def main(argv=None) -> int:
     ap.add_argument("--jobs", type=int, default=None, help="passed to assignadd-verify (default: its own)")
     ap.add_argument("--runs", type=int, default=1, help="repeat and report the fastest (default 1)")
     ap.add_argument("--budget", type=float, default=30.0, help="seconds allowed end to end (default 30)")
+    ap.add_argument(
+        "--compare-allocator", action="store_true", help="as shipped against ASSIGNADD_ALLOCATOR=system, alternating"
+    )
     args = ap.parse_args(argv)
+    if args.compare_allocator:
+        return compare_allocator(args)
 
     load = os.getloadavg()[0]
     results = [run_once(args) for _ in range(args.runs)]
