@@ -397,10 +397,56 @@ def run(
         ]
         result = parts[0] if len(parts) == 1 else _joined(parts)
     else:
-        result = _run_once(model, tokens, by_hook, interventions, backend, last_only, read, stop_at_layer)
+        with _clean_attention_served(model, tokens, list(by_hook) + read, backend):
+            result = _run_once(model, tokens, by_hook, interventions, backend, last_only, read, stop_at_layer)
     if memo is not None:
         runs[key] = (result.logits.clone(), _copies(result.activations))
     return result
+
+
+# ----- clean attention served from the memo -------------------------------------------------------------
+# An intervened forward recomputes every attention layer that fires before its first intervened (or
+# read) hook, on clean inputs: the same function of the same tokens as a clean capture of that layer's
+# ``hook_attn_out``. Inside ``reuse_clean_forwards`` such a layer's output is therefore served from one
+# memoised clean capture instead (the module's ``forward`` answers with it for the length of the run),
+# the same bits, since capture and run compute it with the same operations sequence by sequence
+# (tests/test_interventions.py). Several edits of one batch (the usual case) then pay for each early
+# attention layer once. Nothing is served where a hook of anyone's sits on the model, or inside a
+# served layer, or for the nnsight backend; ``SERVE_CLEAN_ATTENTION = False`` turns it off (the bench's
+# baseline).
+SERVE_CLEAN_ATTENTION = True
+
+
+def _served_attention(model, hooks: list[str]) -> list[int]:
+    """The layers whose attention output a run with intervened/read ``hooks`` may be served (see above)."""
+    if not (SERVE_CLEAN_ATTENTION and hooks and _takes_last_only(model)):
+        return []
+    order = execution_order(model)
+    first = min(order.index(h) for h in hooks)
+    return [
+        i
+        for i in range(len(model.blocks))
+        if f"blocks.{i}.hook_attn_out" in order[: first + 1]
+        and not any(h.startswith(f"blocks.{i}.attn.") for h in hooks)
+    ]
+
+
+@contextmanager
+def _clean_attention_served(model, tokens: torch.Tensor, hooks: list[str], backend: str):
+    layers = _served_attention(model, hooks) if backend == "tl" and _model_memo(model) is not None else []
+    if not layers:
+        yield
+        return
+    names = [f"blocks.{i}.hook_attn_out" for i in layers]
+    clean = capture(model, tokens, names)  # memoised: the first run on this batch computes it
+    modules = [model.blocks[i].attn for i in layers]
+    for module, name in zip(modules, names):
+        module.forward = lambda x, out=clean[name]: out
+    try:
+        yield
+    finally:
+        for module in modules:
+            del module.forward
 
 
 def run_in_pieces(model, tokens: torch.Tensor, interventions_for, **kwargs) -> Result:

@@ -277,10 +277,11 @@ def test_a_clean_forward_repeated_inside_reuse_clean_forwards_runs_once_and_give
         capture(model, corrupted, ["blocks.1.hook_resid_mid"], pos=15)  # other tokens: a forward of their own
         capture(model, clean, ["blocks.1.hook_resid_mid"], pos=14)  # another position: not served by pos 15
         assert len(calls) == 4
-        # an intervened run is never memoised, and does not disturb the clean entries
+        # an intervened run is never memoised, and does not disturb the clean entries (the first one
+        # also captures the clean Layer-1 attention output it is served: one forward more)
         run(model, clean, [Zero(Site("blocks.0.hook_attn_out"))], last_only=True)
         run(model, clean, [Zero(Site("blocks.0.hook_attn_out"))], last_only=True)
-        assert len(calls) == 6
+        assert len(calls) == 7
     assert torch.equal(b, fresh) and torch.equal(c, fresh)
     for r in (r1, r2):
         assert torch.equal(r.logits, fresh_run.logits)
@@ -377,6 +378,67 @@ def test_run_in_pieces_gives_one_runs_bits_for_per_sequence_edits(model, pools, 
     assert pieces.hook_calls == {hook: 5, "blocks.1.hook_mlp_out": 5}
     assert pieces.changed == pytest.approx(whole.changed, abs=0)
     assert not torch.equal(pieces.logits, run(model, clean, []).logits[:, -1:])  # the edits acted
+
+
+def test_intervened_runs_are_served_clean_attention_with_the_same_bits(pools, monkeypatch):
+    """Inside reuse_clean_forwards, attention layers that fire before a run's first intervened hook are
+    computed once per batch (one clean capture) instead of once per run, and the runs give the bits
+    they give without it: on a batch of more than CLEAN_CHUNK sequences (the capture runs in pieces, the
+    intervened run whole) and with a read, at hooks in either layer."""
+    from assignadd.interventions import engine
+    from assignadd.model.transformer import Attention
+
+    clean = pools[0]
+    model = AssignAddTransformer(seed=5).eval()
+    monkeypatch.setattr(engine, "CLEAN_CHUNK", 20)  # 48 sequences: the capture runs in three pieces
+    attn_calls = []
+    original = Attention.forward
+
+    def counted(self, x):
+        mine = [i for i, b in enumerate(model.blocks) if b.attn is self]  # not the hook-order probe's copy
+        attn_calls.extend(mine)
+        return original(self, x)
+
+    monkeypatch.setattr(Attention, "forward", counted)
+    cases = [
+        # (interventions, run options, the layers whose attention module still runs: the others are
+        # served; a last_only run with no hook in Layer 2 computes its attention without the module)
+        ([Zero(Site("blocks.0.hook_attn_out", 5))], {"last_only": True}, set()),
+        (
+            [Mean(Site("blocks.0.hook_resid_post", 9), clean)],
+            {"last_only": True, "read": ["blocks.1.hook_resid_mid"]},
+            {1},
+        ),
+        ([Zero(Site("blocks.1.attn.hook_v", 3))], {}, {1}),
+        ([Zero(Site("blocks.1.hook_resid_mid", 15))], {"last_only": True}, set()),
+        ([Zero(Site("blocks.0.attn.hook_pattern"))], {"stop_at_layer": 1}, {0}),  # inside the layer: computed
+    ]
+    monkeypatch.setattr(engine, "SERVE_CLEAN_ATTENTION", False)
+    want = [run(model, clean, ivs, **kw) for ivs, kw, _ in cases]
+    monkeypatch.setattr(engine, "SERVE_CLEAN_ATTENTION", True)
+    for (ivs, kw, ran), w in zip(cases, want):
+        with reuse_clean_forwards():
+            run(model, clean, ivs, **kw)  # the first run on this batch pays for the clean capture
+            attn_calls.clear()
+            got = run(model, clean, ivs, **kw)
+        assert set(attn_calls) == ran, ivs
+        assert torch.equal(got.logits, w.logits), ivs
+        assert got.hook_calls == w.hook_calls and got.changed == w.changed
+        assert got.activations.keys() == w.activations.keys()
+        for h in w.activations:
+            assert torch.equal(got.activations[h], w.activations[h])
+    # not served: outside reuse_clean_forwards, and on a model with someone's hook
+    attn_calls.clear()
+    run(model, clean, cases[0][0], last_only=True)
+    assert 0 in attn_calls
+    model.add_hook("blocks.1.hook_resid_post", lambda act, hook: act)
+    try:
+        with reuse_clean_forwards():
+            attn_calls.clear()
+            run(model, clean, cases[0][0])
+            assert 0 in attn_calls
+    finally:
+        model.reset_hooks()
 
 
 def _recording(run_once, sizes):

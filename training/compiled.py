@@ -25,6 +25,7 @@ import contextlib
 import logging
 import os
 import shutil
+import warnings
 
 import torch
 import torch.nn.functional as F
@@ -80,8 +81,9 @@ def compile_step(model: AssignAddTransformer, opt: torch.optim.Optimizer, *, dev
 @contextlib.contextmanager
 def compiled_mode():
     """Deterministic algorithms on (Inductor then generates kernels whose sums do not depend on the
-    thread count), and dynamo's warning about the profiler markers inside AdamW's step quieted (true and
-    harmless: no profiler runs); both restored after the block."""
+    thread count); dynamo's warning about the profiler markers inside AdamW's step, and the deprecation
+    warning Inductor's own use of ``torch.jit`` raises, quieted (true and harmless: no profiler runs,
+    and nothing here calls ``torch.jit``); all restored after the block."""
     was_deterministic = torch.are_deterministic_algorithms_enabled()
     warn_only = torch.is_deterministic_algorithms_warn_only_enabled()
     dynamo_log = logging.getLogger("torch._dynamo")
@@ -89,7 +91,11 @@ def compiled_mode():
     dynamo_log.setLevel(logging.ERROR)
     torch.use_deterministic_algorithms(True)
     try:
-        yield
+        with warnings.catch_warnings():
+            warnings.filterwarnings(
+                "ignore", message=r".*torch\.jit\.script_method.* is deprecated", category=DeprecationWarning
+            )
+            yield
     finally:
         torch.use_deterministic_algorithms(was_deterministic, warn_only=warn_only)
         dynamo_log.setLevel(level)
