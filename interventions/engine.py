@@ -406,14 +406,15 @@ def run(
 
 # ----- clean attention served from the memo -------------------------------------------------------------
 # An intervened forward recomputes every attention layer that fires before its first intervened (or
-# read) hook, on clean inputs: the same function of the same tokens as a clean capture of that layer's
-# ``hook_attn_out``. Inside ``reuse_clean_forwards`` such a layer's output is therefore served from one
-# memoised clean capture instead (the module's ``forward`` answers with it for the length of the run),
-# the same bits, since capture and run compute it with the same operations sequence by sequence
-# (tests/test_interventions.py). Several edits of one batch (the usual case) then pay for each early
-# attention layer once. Nothing is served where a hook of anyone's sits on the model, or inside a
-# served layer, or for the nnsight backend; ``SERVE_CLEAN_ATTENTION = False`` turns it off (the bench's
-# baseline).
+# read) hook, on clean inputs: the same function of the same tokens in every run on that batch. Inside
+# ``reuse_clean_forwards`` the first such run keeps what the layer returned (a torch forward hook on the
+# attention module, which sees its output before ``hook_attn_out`` and any edit there), and later runs
+# on the same tokens are served it (the module's ``forward`` answers with a copy for the length of the
+# run): the same bits, since it is the output of the same operations on the same batch. A clean
+# capture of ``hook_attn_out`` already in the memo serves too. Several edits of one batch (the usual
+# case) then pay for each early attention layer once; a batch edited once pays nothing extra. Nothing
+# is kept or served where a TransformerLens hook sits on the model, or inside a served layer, or for
+# the nnsight backend; ``SERVE_CLEAN_ATTENTION = False`` turns it off (the bench's baseline).
 SERVE_CLEAN_ATTENTION = True
 
 
@@ -433,20 +434,32 @@ def _served_attention(model, hooks: list[str]) -> list[int]:
 
 @contextmanager
 def _clean_attention_served(model, tokens: torch.Tensor, hooks: list[str], backend: str):
-    layers = _served_attention(model, hooks) if backend == "tl" and _model_memo(model) is not None else []
+    memo = _model_memo(model) if backend == "tl" else None
+    layers = _served_attention(model, hooks) if memo is not None else []
     if not layers:
         yield
         return
-    names = [f"blocks.{i}.hook_attn_out" for i in layers]
-    clean = capture(model, tokens, names)  # memoised: the first run on this batch computes it
-    modules = [model.blocks[i].attn for i in layers]
-    for module, name in zip(modules, names):
-        module.forward = lambda x, out=clean[name]: out
+    key = _content_key(tokens)
+    acts = memo.setdefault("captures", {})
+    served, handles = [], []
+    for i in layers:
+        module, entry = model.blocks[i].attn, (key, f"blocks.{i}.hook_attn_out", None)
+        if entry in acts:
+            module.forward = lambda x, out=acts[entry]: out.clone()  # a copy: a caller may edit what it reads
+            served.append(module)
+        else:  # keep what this run computes, for the next run on these tokens
+
+            def keep(mod, args, out, entry=entry):
+                acts[entry] = out.detach().clone()
+
+            handles.append(module.register_forward_hook(keep))
     try:
         yield
     finally:
-        for module in modules:
+        for module in served:
             del module.forward
+        for h in handles:
+            h.remove()
 
 
 def run_in_pieces(model, tokens: torch.Tensor, interventions_for, **kwargs) -> Result:

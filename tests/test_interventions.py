@@ -277,11 +277,10 @@ def test_a_clean_forward_repeated_inside_reuse_clean_forwards_runs_once_and_give
         capture(model, corrupted, ["blocks.1.hook_resid_mid"], pos=15)  # other tokens: a forward of their own
         capture(model, clean, ["blocks.1.hook_resid_mid"], pos=14)  # another position: not served by pos 15
         assert len(calls) == 4
-        # an intervened run is never memoised, and does not disturb the clean entries (the first one
-        # also captures the clean Layer-1 attention output it is served: one forward more)
+        # an intervened run is never memoised, and does not disturb the clean entries
         run(model, clean, [Zero(Site("blocks.0.hook_attn_out"))], last_only=True)
         run(model, clean, [Zero(Site("blocks.0.hook_attn_out"))], last_only=True)
-        assert len(calls) == 7
+        assert len(calls) == 6
     assert torch.equal(b, fresh) and torch.equal(c, fresh)
     for r in (r1, r2):
         assert torch.equal(r.logits, fresh_run.logits)
@@ -382,9 +381,10 @@ def test_run_in_pieces_gives_one_runs_bits_for_per_sequence_edits(model, pools, 
 
 def test_intervened_runs_are_served_clean_attention_with_the_same_bits(pools, monkeypatch):
     """Inside reuse_clean_forwards, attention layers that fire before a run's first intervened hook are
-    computed once per batch (one clean capture) instead of once per run, and the runs give the bits
-    they give without it: on a batch of more than CLEAN_CHUNK sequences (the capture runs in pieces, the
-    intervened run whole) and with a read, at hooks in either layer."""
+    computed once per batch (kept from the first run on it) instead of once per run, and the runs give
+    the bits they give without it, with reads, at hooks in either layer; a clean capture in the memo
+    (computed in pieces) serves as well."""
+    ATTN0 = "blocks.0.hook_attn_out"
     from assignadd.interventions import engine
     from assignadd.model.transformer import Attention
 
@@ -401,24 +401,31 @@ def test_intervened_runs_are_served_clean_attention_with_the_same_bits(pools, mo
 
     monkeypatch.setattr(Attention, "forward", counted)
     cases = [
-        # (interventions, run options, the layers whose attention module still runs: the others are
-        # served; a last_only run with no hook in Layer 2 computes its attention without the module)
-        ([Zero(Site("blocks.0.hook_attn_out", 5))], {"last_only": True}, set()),
+        # (interventions, run options, the layers whose attention module runs in the first run on the
+        # batch, and in the runs after it: the others are served; a last_only run with no hook in
+        # Layer 2 computes its attention without the module)
+        ([Zero(Site("blocks.0.hook_attn_out", 5))], {"last_only": True}, {0}, set()),
         (
             [Mean(Site("blocks.0.hook_resid_post", 9), clean)],
             {"last_only": True, "read": ["blocks.1.hook_resid_mid"]},
+            {0, 1},
             {1},
         ),
-        ([Zero(Site("blocks.1.attn.hook_v", 3))], {}, {1}),
-        ([Zero(Site("blocks.1.hook_resid_mid", 15))], {"last_only": True}, set()),
-        ([Zero(Site("blocks.0.attn.hook_pattern"))], {"stop_at_layer": 1}, {0}),  # inside the layer: computed
+        ([Zero(Site("blocks.1.attn.hook_v", 3))], {}, {0, 1}, {1}),
+        ([Zero(Site("blocks.1.hook_resid_mid", 15))], {"last_only": True}, {0, 1}, set()),
+        ([Zero(Site("blocks.1.hook_resid_mid", 15))], {"last_only": True, "read": [ATTN0]}, {0, 1}, {1}),
+        ([Zero(Site("blocks.0.attn.hook_pattern"))], {"stop_at_layer": 1}, {0}, {0}),  # inside the layer: computed
     ]
     monkeypatch.setattr(engine, "SERVE_CLEAN_ATTENTION", False)
-    want = [run(model, clean, ivs, **kw) for ivs, kw, _ in cases]
+    want = [run(model, clean, ivs, **kw) for ivs, kw, _, _ in cases]
     monkeypatch.setattr(engine, "SERVE_CLEAN_ATTENTION", True)
-    for (ivs, kw, ran), w in zip(cases, want):
+    for (ivs, kw, first_ran, ran), w in zip(cases, want):
         with reuse_clean_forwards():
-            run(model, clean, ivs, **kw)  # the first run on this batch pays for the clean capture
+            attn_calls.clear()
+            first = run(model, clean, ivs, **kw)  # computes every layer, and keeps the early ones' outputs
+            assert set(attn_calls) == first_ran, ivs
+            if first.activations:  # what a caller reads is its own: editing it cannot reach the memo
+                next(iter(first.activations.values())).add_(1.0)
             attn_calls.clear()
             got = run(model, clean, ivs, **kw)
         assert set(attn_calls) == ran, ivs
@@ -427,6 +434,12 @@ def test_intervened_runs_are_served_clean_attention_with_the_same_bits(pools, mo
         assert got.activations.keys() == w.activations.keys()
         for h in w.activations:
             assert torch.equal(got.activations[h], w.activations[h])
+    # a clean capture in the memo serves the first intervened run (48 sequences: pieces of 20)
+    with reuse_clean_forwards():
+        capture(model, clean, [ATTN0])
+        attn_calls.clear()
+        got = run(model, clean, cases[0][0], last_only=True)
+        assert attn_calls == [] and torch.equal(got.logits, want[0].logits)
     # not served: outside reuse_clean_forwards, and on a model with someone's hook
     attn_calls.clear()
     run(model, clean, cases[0][0], last_only=True)
