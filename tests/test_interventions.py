@@ -413,7 +413,7 @@ def test_intervened_runs_are_served_clean_attention_with_the_same_bits(pools, mo
         ),
         ([Zero(Site("blocks.1.attn.hook_v", 3))], {}, {0, 1}, {1}),
         ([Zero(Site("blocks.1.hook_resid_mid", 15))], {"last_only": True}, {0, 1}, set()),
-        ([Zero(Site("blocks.1.hook_resid_mid", 15))], {"last_only": True, "read": [ATTN0]}, {0, 1}, {1}),
+        ([Zero(Site("blocks.1.hook_resid_mid", 3))], {"last_only": True, "read": [ATTN0]}, {0, 1}, {1}),
         ([Zero(Site("blocks.0.attn.hook_pattern"))], {"stop_at_layer": 1}, {0}, {0}),  # inside the layer: computed
     ]
     monkeypatch.setattr(engine, "SERVE_CLEAN_ATTENTION", False)
@@ -428,12 +428,15 @@ def test_intervened_runs_are_served_clean_attention_with_the_same_bits(pools, mo
                 next(iter(first.activations.values())).add_(1.0)
             attn_calls.clear()
             got = run(model, clean, ivs, **kw)
-        assert set(attn_calls) == ran, ivs
-        assert torch.equal(got.logits, w.logits), ivs
-        assert got.hook_calls == w.hook_calls and got.changed == w.changed
-        assert got.activations.keys() == w.activations.keys()
-        for h in w.activations:
-            assert torch.equal(got.activations[h], w.activations[h])
+            assert set(attn_calls) == ran, ivs
+            assert torch.equal(got.logits, w.logits), ivs
+            assert got.hook_calls == w.hook_calls and got.changed == w.changed
+            assert got.activations.keys() == w.activations.keys()
+            for h in w.activations:
+                assert torch.equal(got.activations[h], w.activations[h])
+                got.activations[h].add_(1.0)  # nor can an edit of what a served run read
+            again = run(model, clean, ivs, **kw)
+            assert torch.equal(again.logits, w.logits), ivs
     # a clean capture in the memo serves the first intervened run (48 sequences: pieces of 20)
     with reuse_clean_forwards():
         capture(model, clean, [ATTN0])
