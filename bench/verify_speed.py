@@ -2,6 +2,7 @@
 
     python bench/verify_speed.py [CHECKPOINT] [--n 2000] [--only ID,...] [--runs 1] [--budget 30]
     python bench/verify_speed.py --compare-allocator [--runs 3]
+    python bench/verify_speed.py --against GIT_REF [--runs 3]
 
 Runs the installed command exactly as a researcher would (``--out`` into a temporary folder, so the
 figures and every report are included), times the whole process, and splits the time with the
@@ -13,6 +14,11 @@ figures and report writing. The issue's budget: all claims + reports under 30 s 
 defaults: large tensors mapped afresh and unmapped on free), alternating, ``--runs`` each; prints the
 best wall and CPU seconds of each, the kernel's share (page faults, zeroing), the minor page faults,
 the ratios, and whether report.json is byte-identical between the two.
+
+``--against GIT_REF``: the same command from a checkout of an earlier commit (cloned into a temporary
+folder and run as ``python -m assignadd.reports.verify_cli`` with it first on ``PYTHONPATH``, in this
+environment) against this checkout's, alternating, ``--runs`` each: what the commits since cost or
+bought on this machine today, whatever its speed, and whether they changed the report's bytes.
 
 Wall time on a shared machine depends on what else runs; the CPU time of the command and the load
 average are printed beside it so a slow figure can be read for what it is.
@@ -37,10 +43,12 @@ def command() -> list[str]:
     return [str(exe)] if exe.exists() else [sys.executable, "-m", "assignadd.reports.verify_cli"]
 
 
-def run_once(args, env: dict | None = None) -> dict:
+def run_once(args, env: dict | None = None, cmd: list[str] | None = None) -> dict:
     out = Path(tempfile.mkdtemp(prefix="verify-speed-")) / "report"
     argv = (
-        command() + ([args.checkpoint] if args.checkpoint else []) + ["--out", str(out), "--quiet", "--n", str(args.n)]
+        (cmd or command())
+        + ([args.checkpoint] if args.checkpoint else [])
+        + ["--out", str(out), "--quiet", "--n", str(args.n)]
     )
     if args.only:
         argv += ["--only", args.only]
@@ -73,28 +81,57 @@ def run_once(args, env: dict | None = None) -> dict:
 
 def compare_allocator(args) -> int:
     """The command as shipped against ``ASSIGNADD_ALLOCATOR=system``, alternating, ``--runs`` each."""
+    return compare(
+        args,
+        {"glibc defaults (baseline)": (None, {"ASSIGNADD_ALLOCATOR": "system"}), "freed memory kept": (None, {})},
+        "allocator",
+    )
+
+
+def compare_against(args) -> int:
+    """This checkout's command against an earlier commit's, alternating, ``--runs`` each."""
+    root = Path(__file__).resolve().parents[1]
+    # one checkpoint path for both (the report records it; each checkout's default would differ)
+    args.checkpoint = args.checkpoint or str(root / "checkpoints" / "reference.pt")
+    with tempfile.TemporaryDirectory(prefix="verify-against-") as tmp:
+        checkout = Path(tmp) / "assignadd"
+        for git in (
+            ["clone", "-q", "--shared", str(root), str(checkout)],
+            ["-C", str(checkout), "checkout", "-q", args.against],
+        ):
+            p = subprocess.run(["git", *git], capture_output=True, text=True)
+            if p.returncode:
+                sys.exit(f"git {' '.join(git[:2])}: {p.stderr.strip()}")
+        module = [sys.executable, "-m", "assignadd.reports.verify_cli"]
+        modes = {f"{args.against} (baseline)": (module, {"PYTHONPATH": tmp}), "this checkout": (module, {})}
+        return compare(args, modes, "code")
+
+
+def compare(args, modes: dict, what: str) -> int:
+    """Each mode {name: (command or None, environment)} ``--runs`` times, alternating; best of each, ratios
+    of the first (the baseline) to the second, and whether report.json was byte-identical in every run."""
     from assignadd.training.precision import cpu_name
 
-    modes = {"glibc defaults (baseline)": {"ASSIGNADD_ALLOCATOR": "system"}, "freed memory kept": {}}
     load = os.getloadavg()[0]
     runs: dict[str, list[dict]] = {m: [] for m in modes}
     for _ in range(args.runs):
-        for mode, env in modes.items():
-            runs[mode].append(run_once(args, env))
+        for mode, (cmd, env) in modes.items():
+            runs[mode].append(run_once(args, env, cmd))
     print(
         f"assignadd-verify {args.checkpoint or '(bundled reference)'} --n {args.n}, {args.runs} run(s) each, "
         f"alternating; {cpu_name()}, {os.cpu_count()} cores; load average before: {load:.2f}"
     )
-    print(f"{'allocator':28s} {'wall (best)':>11s} {'CPU (best)':>10s} {'of it kernel':>12s} {'minor faults':>12s}")
+    width = max(len(m) for m in modes) + 2
+    print(f"{what:{width}s} {'wall (best)':>11s} {'CPU (best)':>10s} {'of it kernel':>12s} {'minor faults':>12s}")
     best = {}
     for mode, rs in runs.items():
         best[mode] = {k: min(r[k] for r in rs) for k in ("wall", "cpu", "sys", "minflt")}
         b = best[mode]
-        print(f"{mode:28s} {b['wall']:10.2f}s {b['cpu']:9.2f}s {b['sys']:11.2f}s {b['minflt']:12,d}")
-    base, new = best["glibc defaults (baseline)"], best["freed memory kept"]
+        print(f"{mode:{width}s} {b['wall']:10.2f}s {b['cpu']:9.2f}s {b['sys']:11.2f}s {b['minflt']:12,d}")
+    base, new = (best[m] for m in modes)
     same = len({r["report"] for rs in runs.values() for r in rs}) == 1
     print(
-        f"ratio baseline / kept: wall {base['wall'] / new['wall']:.2f}x, CPU {base['cpu'] / new['cpu']:.2f}x, "
+        f"ratio baseline / new: wall {base['wall'] / new['wall']:.2f}x, CPU {base['cpu'] / new['cpu']:.2f}x, "
         f"kernel {base['sys'] / max(new['sys'], 1e-9):.2f}x; report.json identical in every run: {'yes' if same else 'NO'}"
     )
     return 0 if same else 1
@@ -111,9 +148,12 @@ def main(argv=None) -> int:
     ap.add_argument(
         "--compare-allocator", action="store_true", help="as shipped against ASSIGNADD_ALLOCATOR=system, alternating"
     )
+    ap.add_argument("--against", metavar="GIT_REF", help="this checkout against an earlier commit's, alternating")
     args = ap.parse_args(argv)
     if args.compare_allocator:
         return compare_allocator(args)
+    if args.against:
+        return compare_against(args)
 
     load = os.getloadavg()[0]
     results = [run_once(args) for _ in range(args.runs)]
