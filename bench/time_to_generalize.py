@@ -2,9 +2,13 @@
 0-, 1- and 2-var held-out pools are all at 0.97 or more (evaluated every 250 steps, 500 sequences each).
 
     python bench/time_to_generalize.py [--threads 1,2] [--seed 42] [--max-steps 20000] [--precision auto]
+    python bench/time_to_generalize.py --threads 2,2c        # eager against --compile, two threads
 
-Runs the same training once per thread count (the first is the baseline) and prints, for each, the
-wall time and steps until generalization and the ratio to the baseline, with the machine named. The
+Runs the same training once per entry of ``--threads`` (a thread count; with a ``c`` after it, the step
+compiled as ``assignadd-train --compile`` runs it, compile time included; the first entry is the
+baseline) and prints, for each, the wall time and steps until generalization and the ratio to the
+baseline, with the machine named. A compiled run is another run (other float rounding), so its step
+count may differ. The
 run folders are temporary. Wall times depend on what else the machine is doing: the load average
 before each run is printed beside it.
 """
@@ -24,7 +28,8 @@ POOLS = ("0var_heldout_pair", "1var_heldout_pair", "2var_heldout_pair")
 BAR = 0.97
 
 
-def time_one(threads: int, seed: int, max_steps: int, precision: str) -> dict:
+def time_one(entry: str, seed: int, max_steps: int, precision: str) -> dict:
+    threads, compiled = int(entry.rstrip("c")), entry.endswith("c")
     reached = {}
 
     def early_stop(step, accs):
@@ -41,18 +46,23 @@ def time_one(threads: int, seed: int, max_steps: int, precision: str) -> dict:
         eval_every=250,
         checkpoint_every=max_steps,
         eval_size=500,
+        compile=compiled,
     )
     load = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as tmp:
         t0 = time.perf_counter()
         train(tmp, cfg, progress=False, early_stop=early_stop, log=None)
         wall = time.perf_counter() - t0
-    return {"threads": threads, "wall_s": wall, "step": reached.get("step"), "load_before": load}
+    return {"threads": entry, "wall_s": wall, "step": reached.get("step"), "load_before": load}
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--threads", default="1,2", help="comma-separated torch thread counts; the first is the baseline")
+    p.add_argument(
+        "--threads",
+        default="1,2",
+        help="comma-separated torch thread counts, 'c' after one for the compiled step; the first is the baseline",
+    )
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--max-steps", type=int, default=20_000)
     p.add_argument("--precision", default="auto", choices=("auto", "fp32", "bf16"))
@@ -61,7 +71,7 @@ def main() -> None:
         f"machine: {cpu_name()}, {os.cpu_count()} cores, {platform.python_implementation()} "
         f"{platform.python_version()}; precision {args.precision}; bar {BAR} on {', '.join(POOLS)}"
     )
-    rows = [time_one(int(t), args.seed, args.max_steps, args.precision) for t in args.threads.split(",")]
+    rows = [time_one(t.strip(), args.seed, args.max_steps, args.precision) for t in args.threads.split(",")]
     base = rows[0]["wall_s"]
     print(f"{'threads':>7}  {'steps':>6}  {'wall s':>8}  {'vs first':>8}  load before")
     for r in rows:

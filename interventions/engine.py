@@ -152,7 +152,10 @@ def reuse_clean_forwards():
     """Within the block, each distinct clean forward (``capture``, ``run`` with no intervention) of a
     model runs once; repeats get copies of its tensors, bit-identical to a recomputation. Nested
     blocks share the outer one's memo; it is dropped when the outermost block ends. The claim
-    runner wraps each claim in one (``hypotheses/session.py``)."""
+    runner wraps each claim in one (``hypotheses/session.py``). One thread at a time: while an
+    intervened run inside the block is served a layer's clean output, that layer's module answers
+    with it, so another thread must not run the same model object meanwhile (give it a
+    ``copy.deepcopy``, as ``assignadd-verify``'s figure thread has)."""
     global _MEMO
     outer = _MEMO
     if outer is None:

@@ -79,3 +79,25 @@ def test_no_compiler_is_one_line_and_exit_2_before_the_folder_exists(tmp_path, c
     err = capsys.readouterr().err
     assert err.startswith("error: --compile needs a C++ compiler") and err.count("\n") == 1, err
     assert not (tmp_path / "run").exists()
+
+
+def test_a_compiler_that_fails_is_one_line_and_leaves_no_folder_behind(tmp_path, capsys, monkeypatch):
+    from assignadd.training import compiled
+
+    def broken(model, opt, **kwargs):
+        def step(tokens, labels):
+            raise RuntimeError("C++ compile error\nfatal error: Python.h: No such file or directory")
+
+        return step
+
+    monkeypatch.setattr(compiled, "compile_step", broken)
+    with pytest.raises(SystemExit) as info:
+        train_main([str(tmp_path / "run"), "--quiet", "--compile", "--steps", "2", "--precision", "fp32"])
+    assert info.value.code == 2
+    err = capsys.readouterr().err.splitlines()
+    assert err[-1] == (
+        "error: --compile: torch.compile failed on this machine (RuntimeError: C++ compile error); "
+        "train without --compile"
+    )
+    assert not (tmp_path / "run").exists()  # made by this call, nothing trained in it: removed
+    assert not torch.are_deterministic_algorithms_enabled()

@@ -101,10 +101,35 @@ def compiled_mode():
         dynamo_log.setLevel(level)
 
 
+def first_call_checked(step):
+    """``step`` whose first call, where ``torch.compile`` compiles, turns any failure into a one-line
+    ``CompileFailed`` (a ``TrainError``): a compiler that is there but cannot build (missing headers, a
+    broken toolchain) must not end a run in a traceback."""
+    from .train import CompileFailed
+
+    first = [True]
+
+    def checked(tokens: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        if not first[0]:
+            return step(tokens, labels)
+        try:
+            loss = step(tokens, labels)
+        except Exception as e:  # whatever Inductor raised: say it in one line
+            line = (str(e).strip().splitlines() or [""])[0][:200]
+            raise CompileFailed(
+                f"--compile: torch.compile failed on this machine ({type(e).__name__}: {line}); train without --compile"
+            ) from None
+        first[0] = False
+        return loss
+
+    return checked
+
+
 @contextlib.contextmanager
 def compiled_training_step(
     model: AssignAddTransformer, opt: torch.optim.Optimizer, *, device: str, bf16: bool, biases: bool
 ):
-    """``compile_step``'s function, inside ``compiled_mode()`` for the length of the block."""
+    """``compile_step``'s function (its first call checked: ``first_call_checked``), inside
+    ``compiled_mode()`` for the length of the block."""
     with compiled_mode():
-        yield compile_step(model, opt, device=device, bf16=bf16, biases=biases)
+        yield first_call_checked(compile_step(model, opt, device=device, bf16=bf16, biases=biases))

@@ -19,6 +19,7 @@ import contextlib
 import itertools
 import json
 import math
+import shutil
 import sys
 import time
 from dataclasses import asdict, dataclass, replace
@@ -41,6 +42,10 @@ KEY_POOLS = ("0var_heldout_pair", "1var_heldout_pair", "2var_heldout_pair", "2va
 
 class TrainError(ValueError):
     """A bad training option or an incompatible run folder."""
+
+
+class CompileFailed(TrainError):
+    """``--compile``: torch.compile could not build the step on this machine."""
 
 
 @dataclass
@@ -323,6 +328,7 @@ def train(
         from .compiled import check_compiler
 
         check_compiler()  # before open_run writes anything
+    fresh = not Path(run_dir).exists()
     run = open_run(run_dir, cfg, precision)
     run_dir, cfg, model, opt = run.run_dir, run.cfg, run.model, run.opt
     if log is not None:
@@ -342,7 +348,12 @@ def train(
                     f"{run_dir}: the step is compiled (torch.compile, deterministic kernels); the first step "
                     "compiles it, up to a minute the first time on a machine"
                 )
-        return _train_loop(run, cfg, progress, stop_after, early_stop, step_fn)
+        try:
+            return _train_loop(run, cfg, progress, stop_after, early_stop, step_fn)
+        except CompileFailed:
+            if fresh and run.start == 0:  # the folder this call made holds nothing trained: not left behind
+                shutil.rmtree(run.run_dir, ignore_errors=True)
+            raise
 
 
 def _train_loop(run: "OpenRun", cfg: TrainConfig, progress, stop_after, early_stop, step_fn) -> Path:
