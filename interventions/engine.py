@@ -141,9 +141,10 @@ def _check_fired(counts: Counter, names, expected: int, what: str) -> None:
 # is a pure function of the model's weights and the tokens, so each distinct one runs once and later
 # requests get copies of its tensors: the same bits, since the same function ran on the same input.
 # Anything that could make two such forwards differ turns the memo off for that call: a TransformerLens
-# hook on the model (a knock-out's permanent ones, a caller's), TransformerLens' split-input mode; and a
-# weight edited in place, replaced or moved starts the model's memo afresh. Only the "tl" backend is
-# memoised (an nnsight run is always run).
+# hook on the model (a knock-out's permanent ones, a caller's), TransformerLens' split-input mode,
+# autocast; and a weight edited in place (torch's version counter: not an edit through ``.data``, which
+# bypasses it), replaced or moved starts the model's memo afresh. Only the "tl" backend is memoised (an
+# nnsight run is always run).
 _MEMO: "weakref.WeakKeyDictionary | None" = None
 
 
@@ -155,7 +156,9 @@ def reuse_clean_forwards():
     runner wraps each claim in one (``hypotheses/session.py``). One thread at a time: while an
     intervened run inside the block is served a layer's clean output, that layer's module answers
     with it, so another thread must not run the same model object meanwhile (give it a
-    ``copy.deepcopy``, as ``assignadd-verify``'s figure thread has)."""
+    ``copy.deepcopy``, as ``assignadd-verify``'s figure thread has). A weight edited in place is seen
+    through torch's version counter; an edit through ``.data`` bypasses that counter and is not seen:
+    edit under ``torch.no_grad()`` instead, or outside the block."""
     global _MEMO
     outer = _MEMO
     if outer is None:
@@ -182,8 +185,9 @@ def _unhooked(model) -> bool:
 
 
 def _model_memo(model) -> dict | None:
-    """The memo of ``model``'s clean forwards, or None where none may be used (see above)."""
-    if _MEMO is None or not _unhooked(model):
+    """The memo of ``model``'s clean forwards, or None where none may be used (see above; and under
+    autocast, whose dtype is not part of a memo key)."""
+    if _MEMO is None or not _unhooked(model) or torch.is_autocast_enabled(_device(model).type):
         return None
     stamp = _weights_stamp(model)
     memo = _MEMO.get(model)
@@ -410,14 +414,16 @@ def run(
 # ----- clean attention served from the memo -------------------------------------------------------------
 # An intervened forward recomputes every attention layer that fires before its first intervened (or
 # read) hook, on clean inputs: the same function of the same tokens in every run on that batch. Inside
-# ``reuse_clean_forwards`` the first such run keeps what the layer returned (a torch forward hook on the
-# attention module, which sees its output before ``hook_attn_out`` and any edit there), and later runs
-# on the same tokens are served it (the module's ``forward`` answers with a copy for the length of the
-# run): the same bits, since it is the output of the same operations on the same batch. A clean
+# ``reuse_clean_forwards`` the first such run keeps what the layer's ``forward`` returned (before
+# ``hook_attn_out``, any edit there, and any torch hook on the module), and later runs on the same
+# tokens are served it (the module's ``forward`` answers with a copy for the length of the run, and
+# the module's hooks act on it as on a computed output): the same bits, since it is the output of the
+# same operations on the same batch. A clean
 # capture of ``hook_attn_out`` already in the memo serves too. Several edits of one batch (the usual
 # case) then pay for each early attention layer once; a batch edited once pays nothing extra. Nothing
 # is kept or served where a TransformerLens hook sits on the model, or inside a served layer, or for
-# the nnsight backend; ``SERVE_CLEAN_ATTENTION = False`` turns it off (the bench's baseline).
+# the nnsight backend, or for a module whose ``forward`` was replaced on the instance or that two blocks
+# share; ``SERVE_CLEAN_ATTENTION = False`` turns it off (the bench's baseline).
 SERVE_CLEAN_ATTENTION = True
 
 
@@ -439,30 +445,34 @@ def _served_attention(model, hooks: list[str]) -> list[int]:
 def _clean_attention_served(model, tokens: torch.Tensor, hooks: list[str], backend: str):
     memo = _model_memo(model) if backend == "tl" else None
     layers = _served_attention(model, hooks) if memo is not None else []
+    attns = [b.attn for b in model.blocks]
+    # Left alone: a module whose ``forward`` someone replaced on the instance (nnsight's wrapper, a
+    # caller's patch), and a module shared by two blocks (one output could not stand for both).
+    layers = [i for i in layers if "forward" not in vars(attns[i]) and sum(a is attns[i] for a in attns) == 1]
     if not layers:
         yield
         return
     key = _content_key(tokens)
     acts = memo.setdefault("captures", {})
-    served, handles = [], []
+    patched = []
     for i in layers:
-        module, entry = model.blocks[i].attn, (key, f"blocks.{i}.hook_attn_out", None)
-        if entry in acts:
-            module.forward = lambda x, out=acts[entry]: out.clone()  # a copy: a caller may edit what it reads
-            served.append(module)
-        else:  # keep what this run computes, for the next run on these tokens
+        module, entry = attns[i], (key, f"blocks.{i}.hook_attn_out", None)
+        if entry in acts:  # served: a copy, since a caller may edit what it reads
+            module.forward = lambda x, out=acts[entry]: out.clone()
+        else:  # computed by the class's own forward and kept (before any torch hook of the module acts)
 
-            def keep(mod, args, out, entry=entry):
+            def keeping(x, module=module, entry=entry):
+                out = type(module).forward(module, x)
                 acts[entry] = out.detach().clone()
+                return out
 
-            handles.append(module.register_forward_hook(keep))
+            module.forward = keeping
+        patched.append(module)
     try:
         yield
     finally:
-        for module in served:
+        for module in patched:
             del module.forward
-        for h in handles:
-            h.remove()
 
 
 def run_in_pieces(model, tokens: torch.Tensor, interventions_for, **kwargs) -> Result:

@@ -457,6 +457,55 @@ def test_intervened_runs_are_served_clean_attention_with_the_same_bits(pools, mo
         model.reset_hooks()
 
 
+def test_served_attention_steps_aside_where_it_could_not_stand_for_the_layer(pools):
+    """A torch hook on the attention module acts once on a served output (it is kept before the hook);
+    a forward replaced on the instance (nnsight's wrapper, a caller's patch) is neither served nor
+    removed; two blocks sharing one module get their own outputs; autocast runs are not memoised."""
+    import copy
+
+    from assignadd.model.transformer import Attention
+
+    clean = pools[0]
+    base = AssignAddTransformer(seed=6).eval()
+    iv = [Zero(Site("blocks.1.hook_mlp_out"))]
+
+    def twice_in_a_block(model, **kw):
+        with reuse_clean_forwards():
+            return run(model, clean, iv, **kw), run(model, clean, iv, **kw)
+
+    model = copy.deepcopy(base)
+    handle = model.blocks[0].attn.register_forward_hook(lambda m, i, o: o + 1.0)
+    fresh = run(model, clean, iv)
+    assert all(torch.equal(r.logits, fresh.logits) for r in twice_in_a_block(model))
+    handle.remove()
+
+    model = copy.deepcopy(base)
+    calls = []
+
+    def patched(x, module=model.blocks[0].attn):
+        calls.append(1)
+        return Attention.forward(module, x)
+
+    model.blocks[0].attn.forward = patched
+    run(model, clean, iv)  # outside the block; finding the hook order also runs a copy once
+    calls.clear()
+    twice_in_a_block(model)
+    assert len(calls) == 2 and model.blocks[0].attn.forward is patched
+
+    model = copy.deepcopy(base)
+    model.blocks[1].attn = model.blocks[0].attn  # one module, two blocks
+    model.setup()
+    fresh = run(model, clean, iv)
+    assert all(torch.equal(r.logits, fresh.logits) for r in twice_in_a_block(model))
+
+    model = copy.deepcopy(base)
+    fresh = run(model, clean, iv)
+    with reuse_clean_forwards():
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            run(model, clean, iv)
+        assert torch.equal(run(model, clean, iv).logits, fresh.logits)
+
+
 def _recording(run_once, sizes):
     def recorded(model, tokens, *args):
         sizes.append(len(tokens))

@@ -101,3 +101,26 @@ def test_a_compiler_that_fails_is_one_line_and_leaves_no_folder_behind(tmp_path,
     )
     assert not (tmp_path / "run").exists()  # made by this call, nothing trained in it: removed
     assert not torch.are_deterministic_algorithms_enabled()
+
+
+def test_every_compiled_run_in_a_process_is_compiled(monkeypatch):
+    """Dynamo keeps at most ``recompile_limit`` versions per code object; each run's step shares its code
+    objects with the runs before, so without a fresh cache a later run would run eager unannounced.
+    (The limit is set to 1 here so that two runs show what the ninth would.)"""
+    import torch._dynamo.config as dynamo_config
+    from torch._dynamo.utils import counters
+
+    from assignadd.data import Task
+    from assignadd.model import AssignAddTransformer
+    from assignadd.training.compiled import compile_step, compiled_mode
+
+    monkeypatch.setattr(dynamo_config, "recompile_limit", 1)
+    tokens, labels = Task().training_batch(0, 0, 16)
+    for seed in (0, 1):
+        model = AssignAddTransformer(seed=seed)
+        opt = torch.optim.AdamW(model.trainable_parameters, lr=1e-3)
+        with compiled_mode():
+            step = compile_step(model, opt, device="cpu", bf16=False, biases=False)
+            before = counters["frames"]["ok"]
+            step(tokens, labels)
+        assert counters["frames"]["ok"] - before >= 2, seed  # the loss and AdamW's step, both compiled

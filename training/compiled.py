@@ -60,6 +60,13 @@ def compile_step(model: AssignAddTransformer, opt: torch.optim.Optimizer, *, dev
     generated, and guarded, under its settings)."""
     from .train import _autocast
 
+    # Dynamo caches compiled code per code object, at most ``recompile_limit`` (8) versions: every run's
+    # ``loss_of`` and AdamW's ``step`` share one code object each, so from the ninth compiled run in a
+    # process on, the step would silently run eager while the run records it as compiled. Starting
+    # from an empty cache keeps each run compiled (Inductor's cache on disk makes it quick); other
+    # compiled functions of the process compile again on their next call.
+    torch.compiler.reset()
+
     def loss_of(tokens, labels):
         with _autocast(device, bf16):
             logits = last_logits(model, tokens, biases=biases)
