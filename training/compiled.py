@@ -16,7 +16,7 @@ What it costs, and why it is not the default:
   different run (its ``run.json`` and checkpoints record it; a run folder refuses to resume in the
   other mode). Compiled runs are bit-reproducible: the kernels are generated deterministically
   (``torch.use_deterministic_algorithms``, on while the step runs), so a run resumed, or run with
-  another number of threads, ends with the same weights (tests/test_train.py).
+  another number of threads, ends with the same weights (tests/test_train_compiled.py).
 """
 
 from __future__ import annotations
