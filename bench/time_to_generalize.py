@@ -3,12 +3,15 @@
 
     python bench/time_to_generalize.py [--threads 1,2] [--seed 42] [--max-steps 20000] [--precision auto]
     python bench/time_to_generalize.py --threads 2,2c        # eager against --compile, two threads
+    python bench/time_to_generalize.py --threads 2 --seeds 0,1,2,3,4   # the spread over seeds
 
 Runs the same training once per entry of ``--threads`` (a thread count; with a ``c`` after it, the step
 compiled as ``assignadd-train --compile`` runs it, compile time included; the first entry is the
 baseline) and prints, for each, the wall time and steps until generalization and the ratio to the
 baseline, with the machine named. A compiled run is another run (other float rounding), so its step
-count may differ. The
+count may differ. ``--seeds`` runs every entry on each seed in turn (a line as each run ends) and then
+gives, per entry, the median over the seeds and how many generalized within five minutes: a seed decides
+when the pools generalize, so one seed's figure says little about the next. The
 run folders are temporary. Wall times depend on what else the machine is doing: the load average
 before each run is printed beside it.
 """
@@ -18,6 +21,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import statistics
 import tempfile
 import time
 
@@ -64,6 +68,7 @@ def main() -> None:
         help="comma-separated torch thread counts, 'c' after one for the compiled step; the first is the baseline",
     )
     p.add_argument("--seed", type=int, default=42)
+    p.add_argument("--seeds", default=None, help="comma-separated training seeds (instead of --seed): the spread")
     p.add_argument("--max-steps", type=int, default=20_000)
     p.add_argument("--precision", default="auto", choices=("auto", "fp32", "bf16"))
     args = p.parse_args()
@@ -71,14 +76,35 @@ def main() -> None:
         f"machine: {cpu_name()}, {os.cpu_count()} cores, {platform.python_implementation()} "
         f"{platform.python_version()}; precision {args.precision}; bar {BAR} on {', '.join(POOLS)}"
     )
-    rows = [time_one(t.strip(), args.seed, args.max_steps, args.precision) for t in args.threads.split(",")]
-    base = rows[0]["wall_s"]
-    print(f"{'threads':>7}  {'steps':>6}  {'wall s':>8}  {'vs first':>8}  load before")
-    for r in rows:
-        steps = r["step"] if r["step"] is not None else f">{args.max_steps}"
-        print(
-            f"{r['threads']:>7}  {steps!s:>6}  {r['wall_s']:8.1f}  {base / r['wall_s']:7.2f}x  {r['load_before']:.2f}"
-        )
+    entries = [t.strip() for t in args.threads.split(",")]
+    seeds = [int(x) for x in args.seeds.split(",")] if args.seeds else [args.seed]
+    header = f"{'seed':>5}  {'threads':>7}  {'steps':>6}  {'wall s':>8}  {'vs first':>8}  load before"
+    print(header, flush=True)
+    rows = []
+    for seed in seeds:
+        base = None
+        for entry in entries:
+            r = time_one(entry, seed, args.max_steps, args.precision)
+            r["seed"] = seed
+            base = base or r["wall_s"]
+            rows.append(r)
+            steps = r["step"] if r["step"] is not None else f">{args.max_steps}"
+            print(
+                f"{seed:>5}  {r['threads']:>7}  {steps!s:>6}  {r['wall_s']:8.1f}  {base / r['wall_s']:7.2f}x  "
+                f"{r['load_before']:.2f}",
+                flush=True,
+            )
+    if len(seeds) > 1:
+        print(f"over {len(seeds)} seeds ({', '.join(map(str, seeds))}); a seed not generalized counts as its full run")
+        for entry in entries:
+            mine = [r for r in rows if r["threads"] == entry]
+            walls = sorted(r["wall_s"] for r in mine)
+            steps = sorted(r["step"] if r["step"] is not None else float("inf") for r in mine)
+            within = sum(r["step"] is not None and r["wall_s"] <= 300 for r in mine)
+            print(
+                f"  threads {entry}: median {statistics.median(walls):.1f} s (range {walls[0]:.1f}-{walls[-1]:.1f}), "
+                f"median {statistics.median(steps):g} steps; {within} of {len(mine)} within 5 minutes"
+            )
 
 
 if __name__ == "__main__":

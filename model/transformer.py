@@ -18,6 +18,7 @@ logits = x W_U + b_U
 from __future__ import annotations
 
 import math
+from collections import Counter
 from dataclasses import asdict, dataclass, field, replace
 
 import torch
@@ -155,6 +156,70 @@ class PosEmbed(nn.Module):
         return self.W_pos[:T].unsqueeze(0).expand(B, T, -1)
 
 
+# Layer 1 reads the embedding, W_E[token] + W_pos[position]: at most d_vocab x n_ctx distinct rows (1,184
+# here) for a batch's B x 16. Its q/k/v product x @ W then equals a table (every token at every position,
+# times W) indexed by the batch, bit for bit, provided two things hold, and both are checked, not assumed:
+# * x is that embedding: compared with the table's own rows before the table stands for the product, so
+#   anything that changed it on the way (a hook of any kind, nnsight, an edit in place) means the direct
+#   product;
+# * the matrix product gives a row the same bits whatever the other rows are (a BLAS does not promise it):
+#   the first product of each shape (per dtype, device and thread count) is also computed directly and
+#   compared; a shape where they differ keeps the direct product for the rest of the process.
+# Only without gradients (a table's backward sums in another order) and outside autocast. About 7x
+# faster than the direct product on a 512-sequence piece here (bench/RESULTS.md, session 9).
+# ``EMBEDDING_TABLE = False`` turns it off (the bench's baseline).
+EMBEDDING_TABLE = True
+_TABLE_SAME_BITS: dict[tuple, bool] = {}
+# How each product offered the table went, for tests and benches: "table", "direct: not the embedding",
+# "direct: first of its shape" (computed both ways and compared), "direct: shape differs", "direct: dtype".
+TABLE_USES: Counter = Counter()
+
+
+class EmbeddedTokens:
+    """The tokens (B, T) a forward embedded, for Layer 1's attention: ``times(x, W)`` is ``x @ W``, read off
+    a table of every (token, position) row where ``x`` is exactly ``W_E[tokens] + W_pos[:T]`` and the
+    table gives the same bits (see above), computed directly otherwise."""
+
+    def __init__(self, tokens: torch.Tensor, W_E: torch.Tensor, W_pos: torch.Tensor):
+        self.tokens, self.W_E, self.W_pos = tokens, W_E, W_pos
+
+    def times(self, x: torch.Tensor, W: torch.Tensor) -> torch.Tensor:
+        B, T, D = x.shape
+        V = self.W_E.shape[0]
+        if self.tokens.shape != (B, T) or not x.dtype == W.dtype == self.W_E.dtype == self.W_pos.dtype:
+            TABLE_USES["direct: dtype"] += 1
+            return x @ W
+        key = (B * T, D, W.shape[1], W.dtype, W.device.type, torch.get_num_threads())
+        if _TABLE_SAME_BITS.get(key) is False:
+            TABLE_USES["direct: shape differs"] += 1
+            return x @ W
+        inputs = (self.W_E[:, None, :] + self.W_pos[None, :T, :]).reshape(V * T, D)
+        rows = (self.tokens * T + torch.arange(T, device=self.tokens.device)).reshape(-1)
+        if not same_bits(inputs.index_select(0, rows), x.reshape(B * T, D)):
+            TABLE_USES["direct: not the embedding"] += 1  # edited on the way: the table cannot stand for it
+            return x @ W
+        out = (inputs @ W).index_select(0, rows).view(B, T, -1)
+        if key not in _TABLE_SAME_BITS:
+            TABLE_USES["direct: first of its shape"] += 1
+            direct = x @ W
+            _TABLE_SAME_BITS[key] = same_bits(direct, out)
+            return direct
+        TABLE_USES["table"] += 1
+        return out
+
+
+def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """The same shape, dtype and bits (stricter than ``torch.equal``: -0.0 is not 0.0, a NaN equals only
+    its own bits); compared as 64-bit words where the sizes allow, which is faster."""
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    a, b = a.contiguous().reshape(-1), b.contiguous().reshape(-1)
+    if a.numel() * a.element_size() % 8 == 0:
+        return torch.equal(a.view(torch.int64), b.view(torch.int64))
+    as_int = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[a.element_size()]
+    return torch.equal(a.view(as_int), b.view(as_int))
+
+
 class Attention(nn.Module):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
@@ -183,7 +248,9 @@ class Attention(nn.Module):
         self.hook_v_input = HookPoint()
         self.split_qkv_input = False
 
-    def forward(self, x):  # (B, T, D) -> (B, T, D)
+    def forward(self, x, embedded: EmbeddedTokens | None = None):  # (B, T, D) -> (B, T, D)
+        """``embedded``: the tokens whose embedding Layer 1's input should be; the fused q/k/v product is
+        then read off a table where that holds (``EmbeddedTokens``), bit for bit."""
         B, T, D = x.shape
         H, Dh = self.W_Q.shape[0], self.W_Q.shape[2]
         if self.split_qkv_input:  # each head reads its own copy of x, so one head's input can be edited
@@ -193,7 +260,8 @@ class Attention(nn.Module):
             v = self.hook_v(torch.einsum("bthd,hde->bthe", self.hook_v_input(x_h), self.W_V) + self.b_V)
         else:  # one (D, 3·H·Dh) matmul rather than three einsums: the same sums, markedly faster on CPU
             W_qkv = torch.cat([self.W_Q, self.W_K, self.W_V], 0).permute(1, 0, 2).reshape(D, 3 * H * Dh)
-            q, k, v = (x @ W_qkv).view(B, T, 3, H, Dh).unbind(2)  # each (B, T, H, Dh)
+            product = x @ W_qkv if embedded is None else embedded.times(x, W_qkv)
+            q, k, v = product.view(B, T, 3, H, Dh).unbind(2)  # each (B, T, H, Dh)
             q, k, v = self.hook_q(q + self.b_Q), self.hook_k(k + self.b_K), self.hook_v(v + self.b_V)
         # Scores and softmax in fp32 whatever the autocast dtype, as CUDA autocast does.
         scores = (q.transpose(1, 2) @ k.permute(0, 2, 3, 1)).float() / self.scale  # (B, H, T, T)
@@ -236,9 +304,13 @@ class Block(nn.Module):
         self.hook_mlp_out = HookPoint()
         self.hook_resid_post = HookPoint()
 
-    def forward(self, x):
+    def forward(self, x, embedded: EmbeddedTokens | None = None):
         x = self.hook_resid_pre(x)
-        resid_mid = self.hook_resid_mid(x + self.hook_attn_out(self.attn(x)))
+        # ``embedded`` (Layer 1 only) is offered to the class's own attention forward, not to one replaced
+        # on the instance (nnsight's wrapper, served attention), which takes the input alone.
+        offer = embedded is not None and "forward" not in vars(self.attn)
+        attn_out = self.attn(x, embedded=embedded) if offer else self.attn(x)
+        resid_mid = self.hook_resid_mid(x + self.hook_attn_out(attn_out))
         # A layer without MLP has zero weights and biases: its output is exactly zero.
         mlp_out = self.mlp(resid_mid) if self.has_mlp else torch.zeros_like(resid_mid)
         return self.hook_resid_post(resid_mid + self.hook_mlp_out(mlp_out))
@@ -363,6 +435,9 @@ class AssignAddTransformer(HookedRootModule):
         ``stop_at_layer=L`` (as TransformerLens) runs blocks 0..L-1 only and returns the residual
         stream (B, T, d_model): for measurements that read Layer 1 alone.
 
+        Without gradients, Layer 1's q/k/v product may be read off a table of (token, position) rows,
+        where that gives the same bits (checked on every call: ``EmbeddedTokens``).
+
         ``last_only=True``: the caller reads the last position only; returns (B, 1, d_vocab_out). Every
         TransformerLens hook fires as in the full forward, with the same shapes; what no hook and no
         output reads is skipped. With no hook in the last block (``HookPoint.has_hooks``, TransformerLens'
@@ -378,15 +453,26 @@ class AssignAddTransformer(HookedRootModule):
             tokens = tokens[None]
         tokens = self.hook_tokens(tokens)
         x = self.hook_embed(self.embed(tokens)) + self.hook_pos_embed(self.pos_embed(tokens))
+        embedded = self._embedded(tokens)
         if last_only and stop_at_layer is None:
-            for block in self.blocks[:-1]:
-                x = block(x)
+            for i, block in enumerate(self.blocks[:-1]):
+                x = block(x, embedded=embedded) if i == 0 and embedded is not None else block(x)
             return self._last_block(x)[:, None]
-        for block in self.blocks[:stop_at_layer]:
-            x = block(x)
+        for i, block in enumerate(self.blocks[:stop_at_layer]):
+            x = block(x, embedded=embedded) if i == 0 and embedded is not None else block(x)
         if stop_at_layer is not None:
             return x
         return self.unembed(x).float()
+
+    def _embedded(self, tokens: torch.Tensor) -> EmbeddedTokens | None:
+        """``EmbeddedTokens`` for Layer 1's attention (see ``EmbeddedTokens``); None where a table cannot
+        pay or must not be used: fewer sequences than the vocabulary has tokens, gradients on (a table's
+        backward sums in another order), autocast, TransformerLens' split-input mode."""
+        if not EMBEDDING_TABLE or torch.is_grad_enabled() or tokens.shape[0] <= self.cfg.d_vocab:
+            return None
+        if self.blocks[0].attn.split_qkv_input or torch.is_autocast_enabled(tokens.device.type):
+            return None
+        return EmbeddedTokens(tokens, self.embed.W_E, self.pos_embed.W_pos)
 
     def _last_block(self, x: torch.Tensor) -> torch.Tensor:
         """The last block and the unembedding for the last position's logits (B, d_vocab_out), doing no
