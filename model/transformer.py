@@ -158,27 +158,50 @@ class PosEmbed(nn.Module):
 
 # Layer 1 reads the embedding, W_E[token] + W_pos[position]: at most d_vocab x n_ctx distinct rows (1,184
 # here) for a batch's B x 16. Its q/k/v product x @ W then equals a table (every token at every position,
-# times W) indexed by the batch, bit for bit, provided two things hold, and both are checked, not assumed:
-# * x is that embedding: compared with the table's own rows before the table stands for the product, so
-#   anything that changed it on the way (a hook of any kind, nnsight, an edit in place) means the direct
-#   product;
-# * the matrix product gives a row the same bits whatever the other rows are (a BLAS does not promise it):
-#   the first product of each shape (per dtype, device and thread count) is also computed directly and
-#   compared; a shape where they differ keeps the direct product for the rest of the process.
-# Only without gradients (a table's backward sums in another order) and outside autocast. About 7x
-# faster than the direct product on a 512-sequence piece here (bench/RESULTS.md, session 9).
+# times W) indexed by the batch, bit for bit, provided two things hold; both are checked, not assumed:
+# * x is that embedding: compared with the table's own rows on every call, so anything that changed it
+#   on the way (a hook of any kind, nnsight, an edit in place) gets the direct product;
+# * the matrix product gives a row the same bits whatever the other rows are (a BLAS does not promise
+#   it): the first time a shape comes (batch, sequence length, vocabulary, widths, dtype, device, thread
+#   count), a probe on random data of that shape computes it both ways and compares; a shape where
+#   they differ keeps the direct product for the rest of the process. The verdict depends on the shape
+#   alone, never on a caller's data (an all-zero first batch would agree by accident).
+# Only without gradients (a table's backward sums in another order), without forward-mode tangents,
+# outside autocast, for the package's own attention and block, and for more than twice as many
+# sequences as the vocabulary has tokens (below that the table does not pay). About 2-3x faster than
+# the direct product on a 512-sequence piece here (bench/RESULTS.md, session 9).
 # ``EMBEDDING_TABLE = False`` turns it off (the bench's baseline).
 EMBEDDING_TABLE = True
 _TABLE_SAME_BITS: dict[tuple, bool] = {}
 # How each product offered the table went, for tests and benches: "table", "direct: not the embedding",
-# "direct: first of its shape" (computed both ways and compared), "direct: shape differs", "direct: dtype".
+# "direct: shape differs", "direct: not plain" (dtypes differ, a strided input, a tangent); "probe" counts
+# the probes run.
 TABLE_USES: Counter = Counter()
+
+
+def _has_tangent(t: torch.Tensor) -> bool:
+    from torch.autograd import forward_ad
+
+    return forward_ad.unpack_dual(t).tangent is not None
+
+
+def _table_keeps_the_bits(B: int, T: int, V: int, D: int, W: torch.Tensor) -> bool:
+    """Whether, for this shape, a row of the product gets the same bits from a table of V*T rows as
+    from the batch's B*T rows: computed both ways on random data (a fixed generator; the caller's RNG
+    is not touched) and compared."""
+    TABLE_USES["probe"] += 1
+    gen = torch.Generator().manual_seed(0)
+    inputs = torch.randn(V * T, D, generator=gen).to(device=W.device, dtype=W.dtype)
+    W_probe = torch.randn(W.shape, generator=gen).to(device=W.device, dtype=W.dtype)
+    rows = (torch.randint(0, V, (B, T), generator=gen) * T + torch.arange(T)).reshape(-1).to(W.device)
+    x = inputs.index_select(0, rows).view(B, T, D)
+    return same_bits(x @ W_probe, (inputs @ W_probe).index_select(0, rows).view(B, T, -1))
 
 
 class EmbeddedTokens:
     """The tokens (B, T) a forward embedded, for Layer 1's attention: ``times(x, W)`` is ``x @ W``, read off
     a table of every (token, position) row where ``x`` is exactly ``W_E[tokens] + W_pos[:T]`` and the
-    table gives the same bits (see above), computed directly otherwise."""
+    table gives the same bits for this shape (see above), computed directly otherwise."""
 
     def __init__(self, tokens: torch.Tensor, W_E: torch.Tensor, W_pos: torch.Tensor):
         self.tokens, self.W_E, self.W_pos = tokens, W_E, W_pos
@@ -186,37 +209,44 @@ class EmbeddedTokens:
     def times(self, x: torch.Tensor, W: torch.Tensor) -> torch.Tensor:
         B, T, D = x.shape
         V = self.W_E.shape[0]
-        if self.tokens.shape != (B, T) or not x.dtype == W.dtype == self.W_E.dtype == self.W_pos.dtype:
-            TABLE_USES["direct: dtype"] += 1
+        plain = (
+            self.tokens.shape == (B, T)
+            and x.dtype == W.dtype == self.W_E.dtype == self.W_pos.dtype
+            and x.is_contiguous()
+            and W.is_contiguous()
+            and not any(_has_tangent(t) for t in (x, W, self.W_E, self.W_pos))
+        )
+        if not plain:
+            TABLE_USES["direct: not plain"] += 1
             return x @ W
-        key = (B * T, D, W.shape[1], W.dtype, W.device.type, torch.get_num_threads())
-        if _TABLE_SAME_BITS.get(key) is False:
+        key = (B, T, V, D, W.shape[1], W.dtype, str(W.device), torch.get_num_threads())
+        verdict = _TABLE_SAME_BITS.get(key)  # read once: another thread may write it meanwhile
+        if verdict is None:
+            verdict = _TABLE_SAME_BITS[key] = _table_keeps_the_bits(B, T, V, D, W)
+        if not verdict:
             TABLE_USES["direct: shape differs"] += 1
             return x @ W
         inputs = (self.W_E[:, None, :] + self.W_pos[None, :T, :]).reshape(V * T, D)
         rows = (self.tokens * T + torch.arange(T, device=self.tokens.device)).reshape(-1)
-        if not same_bits(inputs.index_select(0, rows), x.reshape(B * T, D)):
-            TABLE_USES["direct: not the embedding"] += 1  # edited on the way: the table cannot stand for it
+        picked, flat = inputs.index_select(0, rows), x.reshape(B * T, D)
+        # the first sequence alone first: an edit of every sequence is found at once
+        if not (same_bits(picked[:T], flat[:T]) and same_bits(picked, flat)):
+            TABLE_USES["direct: not the embedding"] += 1
             return x @ W
-        out = (inputs @ W).index_select(0, rows).view(B, T, -1)
-        if key not in _TABLE_SAME_BITS:
-            TABLE_USES["direct: first of its shape"] += 1
-            direct = x @ W
-            _TABLE_SAME_BITS[key] = same_bits(direct, out)
-            return direct
         TABLE_USES["table"] += 1
-        return out
+        return (inputs @ W).index_select(0, rows).view(B, T, -1)
 
 
 def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
     """The same shape, dtype and bits (stricter than ``torch.equal``: -0.0 is not 0.0, a NaN equals only
-    its own bits); compared as 64-bit words where the sizes allow, which is faster."""
+    its own bits); compared as 64-bit words where size and alignment allow, which is faster."""
     if a.shape != b.shape or a.dtype != b.dtype:
         return False
     a, b = a.contiguous().reshape(-1), b.contiguous().reshape(-1)
-    if a.numel() * a.element_size() % 8 == 0:
+    size = a.element_size()
+    if all(t.numel() * size % 8 == 0 and t.storage_offset() * size % 8 == 0 for t in (a, b)):
         return torch.equal(a.view(torch.int64), b.view(torch.int64))
-    as_int = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[a.element_size()]
+    as_int = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[size]
     return torch.equal(a.view(as_int), b.view(as_int))
 
 
@@ -466,11 +496,20 @@ class AssignAddTransformer(HookedRootModule):
 
     def _embedded(self, tokens: torch.Tensor) -> EmbeddedTokens | None:
         """``EmbeddedTokens`` for Layer 1's attention (see ``EmbeddedTokens``); None where a table cannot
-        pay or must not be used: fewer sequences than the vocabulary has tokens, gradients on (a table's
-        backward sums in another order), autocast, TransformerLens' split-input mode."""
-        if not EMBEDDING_TABLE or torch.is_grad_enabled() or tokens.shape[0] <= self.cfg.d_vocab:
+        pay or must not be offered: up to twice as many sequences as the vocabulary has tokens,
+        gradients on (a table's backward sums in another order), autocast, TransformerLens' split-input
+        mode, and a Layer 1 that is not this package's own ``Block`` and ``Attention`` as they are (a
+        subclass, a wrapper, a ``forward`` replaced on the instance, as nnsight and served attention do:
+        those are never passed the tokens)."""
+        if not EMBEDDING_TABLE or torch.is_grad_enabled() or not len(self.blocks):
             return None
-        if self.blocks[0].attn.split_qkv_input or torch.is_autocast_enabled(tokens.device.type):
+        if tokens.shape[0] <= 2 * self.cfg.d_vocab or torch.is_autocast_enabled(tokens.device.type):
+            return None
+        block = self.blocks[0]
+        attn = getattr(block, "attn", None)
+        if type(block).forward is not Block.forward or type(attn).forward is not Attention.forward:
+            return None
+        if "forward" in vars(block) or "forward" in vars(attn) or attn.split_qkv_input:
             return None
         return EmbeddedTokens(tokens, self.embed.W_E, self.pos_embed.W_pos)
 
