@@ -3,6 +3,7 @@
     python bench/verify_speed.py [CHECKPOINT] [--n 2000] [--only ID,...] [--runs 1] [--budget 30]
     python bench/verify_speed.py --compare-allocator [--runs 3]
     python bench/verify_speed.py --against GIT_REF [--runs 3]
+    python bench/verify_speed.py --compare-figures [--runs 3]
 
 Runs the installed command exactly as a researcher would (``--out`` into a temporary folder, so the
 figures and every report are included), times the whole process, and splits the time with the
@@ -19,6 +20,10 @@ the ratios, and whether report.json is byte-identical between the two.
 folder and run as ``python -m assignadd.reports.verify_cli`` with it first on ``PYTHONPATH``, in this
 environment) against this checkout's, alternating, ``--runs`` each: what the commits since cost or
 bought on this machine today, whatever its speed, and whether they changed the report's bytes.
+
+``--compare-figures``: the command with ``--out`` (every report file and figure: the baseline) against
+the same command with ``--json`` alone (report.json, no figures, as a CI job might run it), alternating:
+what drawing the figures costs, and that report.json is the same either way.
 
 Wall time on a shared machine depends on what else runs; the CPU time of the command and the load
 average are printed beside it so a slow figure can be read for what it is.
@@ -43,13 +48,13 @@ def command() -> list[str]:
     return [str(exe)] if exe.exists() else [sys.executable, "-m", "assignadd.reports.verify_cli"]
 
 
-def run_once(args, env: dict | None = None, cmd: list[str] | None = None) -> dict:
+def run_once(args, env: dict | None = None, cmd: list[str] | None = None, figures: bool = True) -> dict:
+    """One run of the command: ``--out`` into a temporary folder, or with ``figures=False`` ``--json`` alone."""
     out = Path(tempfile.mkdtemp(prefix="verify-speed-")) / "report"
-    argv = (
-        (cmd or command())
-        + ([args.checkpoint] if args.checkpoint else [])
-        + ["--out", str(out), "--quiet", "--n", str(args.n)]
-    )
+    where = ["--out", str(out)] if figures else ["--json", str(out / "report.json")]
+    if not figures:
+        out.mkdir()
+    argv = (cmd or command()) + ([args.checkpoint] if args.checkpoint else []) + [*where, "--quiet", "--n", str(args.n)]
     if args.only:
         argv += ["--only", args.only]
     if args.jobs is not None:
@@ -62,7 +67,7 @@ def run_once(args, env: dict | None = None, cmd: list[str] | None = None) -> dic
     try:
         if p.returncode not in (0, 1):
             sys.exit(f"assignadd-verify exited {p.returncode}: {p.stderr.strip()}")
-        timings = json.loads((out / "timings.json").read_text())
+        timings = json.loads((out / "timings.json").read_text()) if figures else None
         passed = p.stdout.strip().splitlines()[-1]
         report = (out / "report.json").read_bytes()
     finally:
@@ -88,6 +93,13 @@ def compare_allocator(args) -> int:
     )
 
 
+def compare_figures(args) -> int:
+    """``--out`` (figures drawn) against ``--json`` alone, alternating, ``--runs`` each."""
+    return compare(
+        args, {"--out, with figures (baseline)": (None, {}), "--json alone, no figures": (None, {}, False)}, "output"
+    )
+
+
 def compare_against(args) -> int:
     """This checkout's command against an earlier commit's, alternating, ``--runs`` each."""
     root = Path(__file__).resolve().parents[1]
@@ -108,15 +120,15 @@ def compare_against(args) -> int:
 
 
 def compare(args, modes: dict, what: str) -> int:
-    """Each mode {name: (command or None, environment)} ``--runs`` times, alternating; best of each, ratios
+    """Each mode {name: (command or None, environment[, figures])} ``--runs`` times, alternating; best of each, ratios
     of the first (the baseline) to the second, and whether report.json was byte-identical in every run."""
     from assignadd.training.precision import cpu_name
 
     load = os.getloadavg()[0]
     runs: dict[str, list[dict]] = {m: [] for m in modes}
     for _ in range(args.runs):
-        for mode, (cmd, env) in modes.items():
-            runs[mode].append(run_once(args, env, cmd))
+        for mode, (cmd, env, *figures) in modes.items():
+            runs[mode].append(run_once(args, env, cmd, *figures))
     print(
         f"assignadd-verify {args.checkpoint or '(bundled reference)'} --n {args.n}, {args.runs} run(s) each, "
         f"alternating; {cpu_name()}, {os.cpu_count()} cores; load average before: {load:.2f}"
@@ -149,7 +161,12 @@ def main(argv=None) -> int:
         "--compare-allocator", action="store_true", help="as shipped against ASSIGNADD_ALLOCATOR=system, alternating"
     )
     ap.add_argument("--against", metavar="GIT_REF", help="this checkout against an earlier commit's, alternating")
+    ap.add_argument(
+        "--compare-figures", action="store_true", help="--out (figures drawn) against --json alone, alternating"
+    )
     args = ap.parse_args(argv)
+    if args.compare_figures:
+        return compare_figures(args)
     if args.compare_allocator:
         return compare_allocator(args)
     if args.against:

@@ -14,7 +14,9 @@ judge the verdict by eye:
   ``fourier_neurons`` claim's own analysis (§4.4);
 - per claim, a forest-style plot of every evidence item: value, interval, threshold, controls.
 
-Everything is deterministic for a (model, task, seed) and takes well under 5 s on a CPU.
+Everything is deterministic for a (model, task, seed). Drawing them is a fair share of
+``assignadd-verify``'s work: about 6.5 s of CPU of its 26 on the development machine (3 s of wall time on
+two cores; ``bench/verify_speed.py --compare-figures``), which ``--json`` alone skips.
 """
 
 from __future__ import annotations
