@@ -78,7 +78,7 @@ def main() -> None:
     )
     entries = [t.strip() for t in args.threads.split(",")]
     seeds = [int(x) for x in args.seeds.split(",")] if args.seeds else [args.seed]
-    header = f"{'seed':>5}  {'threads':>7}  {'steps':>6}  {'wall s':>8}  {'vs first':>8}  load before"
+    header = f"{'seed':>5}  {'threads':>7}  {'steps':>6}  {'wall s':>8}  {'ms/step':>7}  {'vs first':>8}  load before"
     print(header, flush=True)
     rows = []
     for seed in seeds:
@@ -89,9 +89,10 @@ def main() -> None:
             base = base or r["wall_s"]
             rows.append(r)
             steps = r["step"] if r["step"] is not None else f">{args.max_steps}"
+            per_step = 1000 * r["wall_s"] / (r["step"] or args.max_steps)  # evaluations included
             print(
-                f"{seed:>5}  {r['threads']:>7}  {steps!s:>6}  {r['wall_s']:8.1f}  {base / r['wall_s']:7.2f}x  "
-                f"{r['load_before']:.2f}",
+                f"{seed:>5}  {r['threads']:>7}  {steps!s:>6}  {r['wall_s']:8.1f}  {per_step:7.1f}  "
+                f"{base / r['wall_s']:7.2f}x  {r['load_before']:.2f}",
                 flush=True,
             )
     if len(seeds) > 1:
