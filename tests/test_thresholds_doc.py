@@ -1,6 +1,6 @@
-"""docs/thresholds.md and the generated blocks of docs/hypotheses.md are rendered from the claims' own
-Evidence and Threshold objects (tools/thresholds_doc.py) and must match them; a current bar is stated
-nowhere else in docs/hypotheses.md."""
+"""docs/thresholds.md and the generated block of each claim page (docs/claims/CLAIM_ID.md) are rendered
+from the claims' own Evidence and Threshold objects (tools/thresholds_doc.py) and must match them; a
+current bar is stated nowhere else on a claim page or in docs/hypotheses.md."""
 
 from __future__ import annotations
 
@@ -28,56 +28,64 @@ def results(tool):
 
 
 @pytest.fixture(scope="module")
-def committed(tool):
-    return tool.read(tool.HYPOTHESES)
+def pages(tool):
+    return tool.committed_pages()
+
+
+def test_every_claim_is_listed_series_and_sweep_claims_included(tool, results):
+    from assignadd.hypotheses import REGISTRY
+
+    ids = [r.claim for r in results]
+    assert ids == list(tool.registry())
+    assert set(REGISTRY) < set(ids)
+    assert {"learning_phases", "data_requirements"} <= set(ids)
 
 
 def test_thresholds_page_matches_the_code(tool, results):
     assert tool.read(tool.DOC) == tool.render(results), FIX
 
 
-def test_hypotheses_blocks_match_the_code(tool, results, committed):
-    assert tool.stale_blocks(committed, results) == [], FIX
-    assert tool.render_hypotheses(committed, results) == committed, FIX
+def test_every_claim_has_one_page_with_its_own_block(tool, pages):
+    assert sorted(pages) == sorted(tool.registry())
+    for claim, text in pages.items():
+        assert [c for c, _, _ in tool.blocks(text)] == [claim]
 
 
-def test_every_registered_claim_has_one_block(tool, committed):
-    from assignadd.hypotheses import REGISTRY
-
-    ids = [c for c, _, _ in tool.blocks(committed)]
-    assert sorted(ids) == sorted(REGISTRY)
-    tool.check_blocks(tool.blocks(committed))
+def test_claim_pages_match_the_code(tool, results, pages):
+    stale = [c for c, text in pages.items() if tool.is_stale(c, text, results)]
+    assert stale == [], FIX
 
 
-def test_each_block_lists_every_item_with_its_bar(tool, results, committed):
-    by_claim = {c: committed[start:end] for c, start, end in tool.blocks(committed)}
+def test_each_block_lists_every_item_with_its_bar(tool, results, pages):
     for r in results:
+        _, start, end = tool.blocks(pages[r.claim])[0]
+        block = pages[r.claim][start:end]
         for e in r.evidence:
             t = e.threshold
             row = f"| `{e.name}` | {e.kind} | {'yes' if e.required else 'no'} | {t.bound} {t.direction} {t.value:g} |"
-            assert row in by_claim[r.claim], f"{r.claim}: no row {row!r}"
+            assert row in block, f"{r.claim}: no row {row!r}"
 
 
 def _first_block_bar(tool, text):
-    """The first '| lower >= X |' bar inside the first generated block, and its offset in ``text``."""
+    """The first '| lower >= X |' bar inside the page's block, and its offset in ``text``."""
     claim, start, end = tool.blocks(text)[0]
     m = re.search(r"\| (lower >=|upper <=) ([0-9.e+-]+) \|", text[start:end])
     assert m, f"no bar found in the block for {claim}"
     return claim, start + m.start(2), m.group(2)
 
 
-def test_a_hand_edited_bar_inside_a_block_is_detected(tool, results):
-    text = tool.render_hypotheses(tool.read(tool.HYPOTHESES), results)
+def test_a_hand_edited_bar_inside_a_block_is_detected(tool, results, pages):
+    text = pages["identity_qk"]
     claim, at, value = _first_block_bar(tool, text)
     edited = text[:at] + f"{float(value) - 0.05:g}" + text[at + len(value) :]
     assert edited != text
-    assert tool.stale_blocks(edited, results) == [claim]
-    assert tool.render_hypotheses(edited, results) == text  # rewriting puts the code's bar back
+    assert tool.is_stale(claim, edited, results)
+    assert tool.render_page(claim, edited, results) == text  # rewriting puts the code's bar back
 
 
-def test_text_outside_the_blocks_is_kept_byte_for_byte(tool, results):
-    text = tool.read(tool.HYPOTHESES)
-    claim, start, end = tool.blocks(text)[0]
+def test_text_outside_the_block_is_kept_byte_for_byte(tool, results, pages):
+    text = pages["shared_residual"]
+    _, start, end = tool.blocks(text)[0]
     edited = (
         "Hand-written line with a trailing space \n"
         + text[:start]
@@ -86,23 +94,37 @@ def test_text_outside_the_blocks_is_kept_byte_for_byte(tool, results):
         + text[end:]
         + "\nlast line without newline"
     )
-    out = tool.render_hypotheses(edited, results)
+    out = tool.render_page("shared_residual", edited, results)
     assert tool.outside_blocks(out) == tool.outside_blocks(edited)
-    assert tool.stale_blocks(out, results) == []
+    assert not tool.is_stale("shared_residual", out, results)
 
 
-def test_a_block_for_an_unknown_claim_fails_loudly(tool, results, committed):
-    text = committed + "\n<!-- generated:items no_such_claim -->\n<!-- end generated -->\n"
+def test_a_page_with_another_claims_block_fails_loudly(tool, results, pages):
+    text = pages["identity_qk"].replace("generated:items identity_qk", "generated:items shared_residual")
+    with pytest.raises(tool.DocError, match="identity_qk.md: generated block.*shared_residual"):
+        tool.render_page("identity_qk", text, results)
+
+
+def test_a_page_without_a_block_fails_loudly(tool, results, pages):
+    text = pages["identity_qk"]
+    _, start, end = tool.blocks(text)[0]
+    begin = text.rindex("<!-- generated:items", 0, start)
+    with pytest.raises(tool.DocError, match="identity_qk.md: no generated block"):
+        tool.render_page("identity_qk", text[:begin] + text[end + len(tool.END) :], results)
+
+
+def test_a_page_with_two_blocks_fails_loudly(tool, results, pages):
+    text = pages["identity_qk"] + "\n<!-- generated:items identity_qk -->\n<!-- end generated -->\n"
+    with pytest.raises(tool.DocError, match="more than one generated block for identity_qk"):
+        tool.render_page("identity_qk", text, results)
+
+
+def test_a_missing_or_unknown_page_fails_loudly(tool):
+    ids = set(tool.registry())
+    with pytest.raises(tool.DocError, match="no page docs/claims/CLAIM_ID.md for claim.*identity_qk"):
+        tool.check_pages(ids - {"identity_qk"})
     with pytest.raises(tool.DocError, match="unknown claim.*no_such_claim"):
-        tool.render_hypotheses(text, results)
-
-
-def test_a_registered_claim_without_a_block_fails_loudly(tool, results, committed):
-    claim, start, end = tool.blocks(committed)[-1]
-    begin = committed.rindex("<!-- generated:items", 0, start)
-    text = committed[:begin] + committed[end + len(tool.END) :]
-    with pytest.raises(tool.DocError, match=f"no generated block for registered claim.*{claim}"):
-        tool.render_hypotheses(text, results)
+        tool.check_pages(ids | {"no_such_claim"})
 
 
 @pytest.mark.parametrize(
@@ -116,12 +138,6 @@ def test_a_registered_claim_without_a_block_fails_loudly(tool, results, committe
 def test_malformed_markers_fail_loudly(tool, broken, message):
     with pytest.raises(tool.DocError, match=message):
         tool.blocks(broken)
-
-
-def test_a_claim_with_two_blocks_fails_loudly(tool, results, committed):
-    text = committed + "\n<!-- generated:items identity_qk -->\n<!-- end generated -->\n"
-    with pytest.raises(tool.DocError, match="more than one generated block for identity_qk"):
-        tool.render_hypotheses(text, results)
 
 
 BAR = re.compile(r"(≥|≤|>=|<=)\s*[0-9]")
@@ -141,14 +157,17 @@ def _bar_rows(text: str, names: set[str]) -> list[str]:
     return rows
 
 
-def test_no_hand_written_bar_rows_outside_the_blocks(tool, results, committed):
+def test_no_hand_written_bar_rows_outside_the_blocks(tool, results, pages):
     names = {e.name for r in results for e in r.evidence}
-    assert _bar_rows(tool.outside_blocks(committed), names) == [], (
-        "docs/hypotheses.md states an item's bar by hand; the current bars belong in the generated blocks"
-    )
+    for claim, text in pages.items():
+        assert _bar_rows(tool.outside_blocks(text), names) == [], (
+            f"docs/claims/{claim}.md states an item's bar by hand; the current bars belong in the generated block"
+        )
+    index = tool.read(tool.DOCS / "hypotheses.md")
+    assert _bar_rows(index, names) == [], "docs/hypotheses.md states an item's bar by hand"
 
 
-def test_the_bar_row_check_catches_a_hand_written_table(tool, results, committed):
+def test_the_bar_row_check_catches_a_hand_written_table(tool, results, pages):
     # The check above is only worth something if it would see the tables the blocks replaced.
     names = {e.name for r in results for e in r.evidence}
     old = (
@@ -157,7 +176,7 @@ def test_the_bar_row_check_catches_a_hand_written_table(tool, results, committed
         "| `ov2_additivity` (supporting, not required) | observational | mean_i cos | ≥ 0.70 | nulls |\n"
         "| `minimality[mlp_adds]` (0.956 → 0.000) | 1.018 [1.018, 1.018] | 1.014 |\n"
     )
-    rows = _bar_rows(tool.outside_blocks(committed + old), names)
+    rows = _bar_rows(tool.outside_blocks(pages["fourier_neurons"] + old), names)
     assert [r.split(" | ")[0] for r in rows] == [
         "| `single_frequency_neurons`",
         "| `ov2_additivity` (supporting, not required)",

@@ -1,21 +1,28 @@
-"""Write the bars of every per-checkpoint claim from the claims themselves: each evidence item with its
-kind, whether it decides, its bar, its definition and the bar's reason, read from the ``Evidence`` and
-``Threshold`` objects the claim modules build (the one place each bar is stated).
+"""Write the bars of every claim from the claims themselves: each evidence item with its kind, whether it
+decides, its bar, its definition and the bar's reason, read from the ``Evidence`` and ``Threshold``
+objects the claim modules build (the one place each bar is stated).
 
 One run rewrites two places from the same per-claim rendering (``render_claim``):
 
-- ``docs/thresholds.md``, entirely;
-- ``docs/hypotheses.md``, only between the markers ``<!-- generated:items CLAIM_ID -->`` and
-  ``<!-- end generated -->``; everything outside them is kept byte for byte. Every registered claim
-  must have exactly one such block there, and every block must name a registered claim.
+- ``docs/thresholds.md``, entirely: every claim's items and bars on one page;
+- ``docs/claims/CLAIM_ID.md``, one page per claim, only between the markers
+  ``<!-- generated:items CLAIM_ID -->`` and ``<!-- end generated -->``; everything outside them is kept
+  byte for byte. Every claim (per checkpoint, over a series, over a sweep) must have its page, and each
+  page exactly one block, naming its own claim.
 
-tests/test_thresholds_doc.py checks that both committed files are what this writes.
+The per-checkpoint claims build their items on a small random model (the items, definitions and bars do
+not depend on the model). ``learning_phases`` builds its items on a synthetic series with the three phases
+and ``data_requirements`` on a synthetic sweep of both parameters: their definitions and bars do not
+depend on the values either.
 
-    python tools/thresholds_doc.py            # rewrite docs/thresholds.md and the blocks of docs/hypotheses.md
+tests/test_thresholds_doc.py checks that the committed files are what this writes.
+
+    python tools/thresholds_doc.py            # rewrite docs/thresholds.md and the blocks of docs/claims/
 """
 
 from __future__ import annotations
 
+import math
 import re
 import sys
 from functools import lru_cache
@@ -25,7 +32,7 @@ import torch
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 DOC = DOCS / "thresholds.md"
-HYPOTHESES = DOCS / "hypotheses.md"
+CLAIMS = DOCS / "claims"
 
 BEGIN = re.compile(r"^<!-- generated:items (?P<claim>\S+) -->$")
 END = "<!-- end generated -->"
@@ -33,26 +40,78 @@ _MARKER = re.compile(r"^<!-- (generated|end generated)\b")
 
 
 class DocError(ValueError):
-    """docs/hypotheses.md's generated blocks do not match the registry (unknown, missing, malformed)."""
+    """A claim page's generated block does not match the registry (unknown, missing, malformed)."""
+
+
+def registry() -> dict:
+    """Every claim class by id, in the order the docs list them: the per-checkpoint claims, then the
+    series claim, then the sweep claim."""
+    from assignadd.hypotheses import REGISTRY
+    from assignadd.hypotheses.data_requirements import SWEEP_REGISTRY
+    from assignadd.hypotheses.learning_phases import SERIES_REGISTRY
+
+    return {**REGISTRY, **SERIES_REGISTRY, **SWEEP_REGISTRY}
+
+
+def page(claim: str) -> Path:
+    """The claim's page, ``docs/claims/CLAIM_ID.md``."""
+    return CLAIMS / f"{claim}.md"
+
+
+def synthetic_series(spacing: int = 100, last: int = 20_000) -> list[dict]:
+    """A series in which the three phases of ``learning_phases`` happen as the paper describes (addition
+    near step 2,000, a sharp assignment jump near 5,000, restricted slots near 12,000), built from the
+    claim's own phase curves. Only the items it builds are used here, not its verdict."""
+    from assignadd.hypotheses.learning_phases import PHASES
+
+    centre = {0: 2_000, 1: 5_000, 2: 12_000}
+    width = {0: 300, 1: 40, 2: 300}
+    records = []
+    for step in range(0, last + 1, spacing):
+        values = {}
+        for i, phase in enumerate(PHASES):
+            for name in phase.curve:
+                values[name] = 1 / (1 + math.exp(-(step - centre[i]) / width[i]))
+        records.append({"step": step, "values": values})
+    return records
+
+
+def synthetic_sweep() -> dict:
+    """Scored points of both halves of ``data_requirements``: three seeds over the pre-registered grid,
+    generalizing from the paper's value on. Only the items they build are used here."""
+    from assignadd.hypotheses.data_requirements import METRICS, PAPER, PREREGISTERED_GRID, PointResult
+
+    out = {}
+    for param, grid in PREREGISTERED_GRID.items():
+        out[param] = []
+        for seed in (0, 1, 2):
+            for value in grid:
+                acc = 0.99 if value >= PAPER[param] else 0.5
+                f, r = (value, 1.0) if param == "f" else (0.7, value)
+                name = f"{param}={value:g}_seed={seed}"
+                out[param].append(PointResult(name, param, value, seed, f, r, METRICS[param], acc, acc, acc, 1000))
+    return out
 
 
 @lru_cache(maxsize=1)
 def claim_results() -> tuple:
-    """Every registered claim run once on a small random model, in registry order. The items a claim
-    builds, their definitions and bars do not depend on the model; the definitions can depend on the
-    pool size, so the context has the default n (2000), the one reports use."""
+    """Every claim run once, in ``registry()`` order: the per-checkpoint claims on a small random model
+    with the default n (2000, the one reports use: some definitions name the pool size), the series
+    claim on ``synthetic_series()``, the sweep claim on ``synthetic_sweep()``."""
     from assignadd import Task
     from assignadd.hypotheses import Context, run_all
+    from assignadd.hypotheses.data_requirements import DataRequirements
+    from assignadd.hypotheses.learning_phases import LearningPhases
     from assignadd.model import AssignAddTransformer
 
     torch.set_num_threads(1)
-    results = tuple(run_all(Context(AssignAddTransformer(seed=0), Task())))
+    results = list(run_all(Context(AssignAddTransformer(seed=0), Task())))
+    results.append(LearningPhases().run_series(synthetic_series()))
+    results.append(DataRequirements().run_results(synthetic_sweep()))
     empty = [f"{r.claim} ({r.reason})" for r in results if not r.evidence]
     if empty:
-        raise RuntimeError(
-            "a claim built no evidence items on the random model, so its bars cannot be listed: " + "; ".join(empty)
-        )
-    return results
+        raise RuntimeError("a claim built no evidence items, so its bars cannot be listed: " + "; ".join(empty))
+    return tuple(results)
 
 
 def _cell(text: str) -> str:
@@ -61,23 +120,23 @@ def _cell(text: str) -> str:
 
 def module_path(claim: str) -> str:
     """The claim's module as a path in the package, e.g. ``hypotheses/identity_qk.py``."""
-    from assignadd.hypotheses import REGISTRY
+    return registry()[claim].__module__.split(".", 1)[1].replace(".", "/") + ".py"
 
-    return REGISTRY[claim].__module__.split(".", 1)[1].replace(".", "/") + ".py"
+
+def _bar(e) -> str:
+    t = e.threshold
+    return f"{t.bound} {t.direction} {t.value:g}"
 
 
 def render_claim(result) -> str:
     """One claim's items (name, kind, decides, bar, definition, reason) and its controls, as Markdown.
-    The only rendering of a claim's bars: both docs use it."""
-    from assignadd.hypotheses import REGISTRY
-
-    cls = REGISTRY[result.claim]
+    The only full rendering of a claim's bars."""
+    cls = registry()[result.claim]
     lines = ["| item | kind | decides | bar | definition | reason |", "|---|---|---|---|---|---|"]
     for e in result.evidence:
-        t = e.threshold
         lines.append(
-            f"| `{e.name}` | {e.kind} | {'yes' if e.required else 'no'} | "
-            f"{t.bound} {t.direction} {t.value:g} | {_cell(e.definition)} | {_cell(t.reason)} |"
+            f"| `{e.name}` | {e.kind} | {'yes' if e.required else 'no'} | {_bar(e)} | "
+            f"{_cell(e.definition)} | {_cell(e.threshold.reason)} |"
         )
     if cls.controls:
         lines += ["", "Controls: " + "; ".join(f"`{c}`: {d}" for c, d in sorted(cls.controls.items())) + "."]
@@ -85,31 +144,37 @@ def render_claim(result) -> str:
 
 
 def render(results=None) -> str:
-    """docs/thresholds.md."""
-    from assignadd.hypotheses import REGISTRY
-
+    """docs/thresholds.md: every claim's items and bars, one table per claim; definitions and reasons
+    are on the claim's page."""
+    reg = registry()
     results = claim_results() if results is None else results
     lines = [
         "# Thresholds",
         "",
         "Generated by `python tools/thresholds_doc.py` from the `Threshold` objects in `hypotheses/`: the bars",
-        "are stated once, in code, and this page is checked against them (`tests/test_thresholds_doc.py`).",
-        "An item *decides* when it is required; supporting items are shown in reports but never decide.",
-        "A bar is compared with the lower bound of the item's interval for `>=` and the upper bound for `<=`.",
-        "Definitions are as built at the default pool size (n = 2000).",
-        "Why each claim's items are what they are: `docs/hypotheses.md`, whose per-claim tables are the same.",
+        "are stated once, in code, and this page and the claim pages are checked against them",
+        "(`tests/test_thresholds_doc.py`). An item *decides* when it is required; supporting items are shown",
+        "in reports but never decide. A bar is compared with the lower bound of the item's interval for `>=`",
+        "and the upper bound for `<=`. Each item's definition and the reason for its bar: the claim's page.",
         "",
     ]
     for r in results:
-        lines += [f"## `{r.claim}` ({REGISTRY[r.claim].spec})", "", render_claim(r)]
+        lines += [
+            f"## [`{r.claim}`](claims/{r.claim}.md) ({reg[r.claim].spec})",
+            "",
+            "| item | kind | decides | bar |",
+            "|---|---|---|---|",
+        ]
+        lines += [f"| `{e.name}` | {e.kind} | {'yes' if e.required else 'no'} | {_bar(e)} |" for e in r.evidence]
+        lines.append("")
     return "\n".join(lines)
 
 
 def render_block(result) -> str:
-    """What goes between a claim's markers in docs/hypotheses.md."""
+    """What goes between a claim's markers on its page."""
     return (
         f"*Generated from `{module_path(result.claim)}` by `python tools/thresholds_doc.py`; edit the code, "
-        f"not this block.* The current items and bars of `{result.claim}`:\n\n" + render_claim(result)
+        f"not this block.*\n\n" + render_claim(result)
     )
 
 
@@ -141,50 +206,46 @@ def blocks(text: str) -> list[tuple[str, int, int]]:
     return found
 
 
-def check_blocks(found: list[tuple[str, int, int]]) -> None:
-    """Every block names a registered claim, no claim has two, and every registered claim has one."""
-    from assignadd.hypotheses import REGISTRY
-
+def check_page(claim: str, found: list[tuple[str, int, int]]) -> None:
+    """A claim's page holds exactly one block, and it names that claim."""
+    name = f"claims/{claim}.md"
     ids = [c for c, _, _ in found]
-    unknown = sorted({c for c in ids if c not in REGISTRY})
-    if unknown:
+    if not ids:
         raise DocError(
-            f"{HYPOTHESES.name}: generated block(s) for unknown claim(s) {', '.join(unknown)}; "
-            f"registered: {', '.join(REGISTRY)}"
+            f"{name}: no generated block; add '<!-- generated:items {claim} -->' and '{END}' lines to the page"
         )
-    twice = sorted({c for c in ids if ids.count(c) > 1})
-    if twice:
-        raise DocError(f"{HYPOTHESES.name}: more than one generated block for {', '.join(twice)}")
-    missing = [c for c in REGISTRY if c not in ids]
+    other = sorted({c for c in ids if c != claim})
+    if other:
+        raise DocError(f"{name}: generated block(s) for {', '.join(other)}; a page holds only its own claim's")
+    if len(ids) > 1:
+        raise DocError(f"{name}: more than one generated block for {claim}")
+
+
+def check_pages(existing: set[str]) -> None:
+    """Every claim has a page and every page is a claim's; ``existing``: the claim ids of the pages found."""
+    reg = registry()
+    missing = [c for c in reg if c not in existing]
     if missing:
-        raise DocError(
-            f"{HYPOTHESES.name}: no generated block for registered claim(s) {', '.join(missing)}; add "
-            f"'<!-- generated:items CLAIM_ID -->' and '{END}' lines to the claim's section"
-        )
+        raise DocError(f"no page docs/claims/CLAIM_ID.md for claim(s) {', '.join(missing)}")
+    unknown = sorted(existing - set(reg))
+    if unknown:
+        raise DocError(f"docs/claims/ has a page for unknown claim(s) {', '.join(unknown)}; known: {', '.join(reg)}")
 
 
-def render_hypotheses(text: str, results=None) -> str:
-    """``text`` (docs/hypotheses.md) with every generated block replaced by its claim's render; the
-    rest unchanged."""
+def render_page(claim: str, text: str, results=None) -> str:
+    """``text`` (the claim's page) with its generated block replaced by the claim's render; the rest
+    unchanged."""
     results = claim_results() if results is None else results
     by_claim = {r.claim: r for r in results}
     found = blocks(text)
-    check_blocks(found)
-    out, pos = [], 0
-    for claim, start, end in found:
-        out += [text[pos:start], render_block(by_claim[claim])]
-        pos = end
-    out.append(text[pos:])
-    return "".join(out)
+    check_page(claim, found)
+    _, start, end = found[0]
+    return text[:start] + render_block(by_claim[claim]) + text[end:]
 
 
-def stale_blocks(text: str, results=None) -> list[str]:
-    """The claims whose generated block in ``text`` differs from what the code renders."""
-    results = claim_results() if results is None else results
-    by_claim = {r.claim: r for r in results}
-    found = blocks(text)
-    check_blocks(found)
-    return [claim for claim, start, end in found if text[start:end] != render_block(by_claim[claim])]
+def is_stale(claim: str, text: str, results=None) -> bool:
+    """Whether the claim's block in ``text`` differs from what the code renders."""
+    return render_page(claim, text, results) != text
 
 
 def outside_blocks(text: str) -> str:
@@ -202,14 +263,22 @@ def read(path: Path) -> str:
     return path.read_bytes().decode("utf-8")
 
 
+def committed_pages() -> dict[str, str]:
+    """The claim pages as stored, by claim id; checks that every claim has one and no other page exists."""
+    pages = {p.stem: read(p) for p in sorted(CLAIMS.glob("*.md"))}
+    check_pages(set(pages))
+    return pages
+
+
 def main() -> None:
     from assignadd.fileio import atomic_write
 
     results = claim_results()
-    hypotheses = render_hypotheses(read(HYPOTHESES), results)  # fails before writing anything
+    pages = {c: render_page(c, text, results) for c, text in committed_pages().items()}  # fails before writing
     atomic_write(DOC, render(results))
-    atomic_write(HYPOTHESES, hypotheses)
-    print(f"wrote {DOC} and the generated blocks of {HYPOTHESES}", file=sys.stderr)
+    for claim, text in pages.items():
+        atomic_write(page(claim), text)
+    print(f"wrote {DOC} and the generated blocks of {len(pages)} pages in {CLAIMS}", file=sys.stderr)
 
 
 if __name__ == "__main__":
