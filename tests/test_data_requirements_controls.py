@@ -98,7 +98,7 @@ def test_thresholds_at_the_papers_values_pass():
             points("f", dict(zip(F_GRID, (0.05, 0.05, 0.05, 0.99, 0.99, 0.99, 0.99, 0.05)))),
             step("r", R_GRID, 0.2),
         ),
-        ("the referee's f = 0.4", step("f", F_GRID, 0.4), step("r", R_GRID, 0.3)),
+        ("f threshold at 0.4", step("f", F_GRID, 0.4), step("r", R_GRID, 0.3)),
         ("f threshold one paper step low", step("f", F_GRID, 0.15), step("r", R_GRID, 0.2)),
     ],
 )

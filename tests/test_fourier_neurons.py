@@ -224,7 +224,7 @@ def test_scale_of_a_planted_model_is_one():
 
 @pytest.mark.parametrize("step", [2500, 10000])
 def test_steps_where_the_pools_operand_content_is_smaller_than_the_grids_pass(task, step):
-    """The two shipped checkpoints at which the claim used to flip (docs/hypotheses.md, "Along training"):
+    """The two shipped checkpoints at which the claim used to flip (docs/claims/fourier_neurons.md, "Re-registrations"):
     there the pools carry the operands at 0.8 of the grid's scale, and removing φ_K unscaled left a fifth
     of the answers readable. With the scale fitted, removing the key frequencies takes the answer away."""
     from pathlib import Path

@@ -89,7 +89,7 @@ def test_the_paper_shape_passes():
     assert r.verdict == "pass", r.reason
 
 
-# ----- the referee's inputs ----------------------------------------------------------------------------
+# ----- series with no phases -----------------------------------------------------------------------------
 def test_six_curves_rising_linearly_together_fail():
     """No phases, no spike: every pool rises linearly from step 0 to 1.0 at step 8000, 81 checkpoints."""
     r = verdict(series(range(0, 8001, 100), {p.id: (lambda s: min(1.0, s / 8000)) for p in PHASES}))

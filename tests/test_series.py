@@ -177,7 +177,7 @@ def test_report_help_documents_the_exit_status(capsys):
 
 
 def test_a_claim_evaluated_sparsely_is_said_to_hold_only_as_precisely_as_it_was_evaluated():
-    """The referee's 'holds from step 40000' when only steps 0 and 40000 were evaluated."""
+    """A claim said to 'hold from step 40000' when only steps 0 and 40000 were evaluated."""
     cps = [
         {"step": s, "values": {}, **({"claims": {"c": {"verdict": v}}} if v else {})}
         for s, v in ((0, "fail"), (100, None), (20000, None), (40000, "pass"))

@@ -332,7 +332,7 @@ def test_half_a_claim_is_an_error_that_names_the_command_for_the_other_half(tmp_
     ]  # the half given is still shown
 
 
-def test_the_referees_threshold_far_above_the_paper_fails(tmp_path):
+def test_a_threshold_far_above_the_papers_fails(tmp_path):
     """f = 0.4 (60% more data than the paper's 0.25) and r = 0.3: version 1's band (f 0.15-0.40) passed it."""
     f_dir = synthetic_sweep(tmp_path, "f", F_GRID, 0.4)
     r_dir = synthetic_sweep(tmp_path, "r", R_GRID, 0.3)

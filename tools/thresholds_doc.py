@@ -128,16 +128,23 @@ def _bar(e) -> str:
     return f"{t.bound} {t.direction} {t.value:g}"
 
 
+SAME_REASON = "as the row above"
+
+
 def render_claim(result) -> str:
     """One claim's items (name, kind, decides, bar, definition, reason) and its controls, as Markdown.
-    The only full rendering of a claim's bars."""
+    The only full rendering of a claim's bars. A reason the item shares with the item before it (the
+    parts of one family of items) is written once."""
     cls = registry()[result.claim]
     lines = ["| item | kind | decides | bar | definition | reason |", "|---|---|---|---|---|---|"]
+    previous = None
     for e in result.evidence:
+        reason = _cell(e.threshold.reason)
         lines.append(
             f"| `{e.name}` | {e.kind} | {'yes' if e.required else 'no'} | {_bar(e)} | "
-            f"{_cell(e.definition)} | {_cell(e.threshold.reason)} |"
+            f"{_cell(e.definition)} | {SAME_REASON if reason == previous else reason} |"
         )
+        previous = reason
     if cls.controls:
         lines += ["", "Controls: " + "; ".join(f"`{c}`: {d}" for c, d in sorted(cls.controls.items())) + "."]
     return "\n".join(lines) + "\n"

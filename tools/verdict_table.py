@@ -1,4 +1,4 @@
-"""Run every per-checkpoint claim on finished runs and print the verdict table of docs/hypotheses.md.
+"""Run every per-checkpoint claim on finished runs and print a verdict table (claims x runs) in Markdown.
 
     python tools/verdict_table.py LABEL=CHECKPOINT [LABEL=CHECKPOINT ...]
 
