@@ -377,3 +377,30 @@ def shipped_log():
         r = json.loads(line)
         out.append({"step": r["step"], "values": {f"acc_{k}": v for k, v in r["accuracy"].items()}})
     return out
+
+
+def test_shipped_training_log_passes_version_4(shipped_log):
+    """The reference run's log (every 100 steps, 500-sequence pools), scored after version 4 was frozen.
+    Version 3 failed it (no window held half the assignment rise). Its assignment curve rises in two
+    stages, as the paper's does: about 0.4 with addition by step 500, a slow climb, a spike at 2,400-2,900
+    holding a quarter of the rise at more than 3x the rate of the 1,000 steps around it, then a plateau
+    and the last few points by 8,200."""
+    r = verdict(shipped_log)
+    assert r.verdict == "pass", r.reason
+    found = detect_phases(shipped_log)
+    assert [p["onset_interval"] for p in found["phases"]] == [[400, 500], [6800, 6900], [11200, 11300]]
+    jump = found["assignment_jump"]
+    assert tuple(jump["window"]) == (2400, 2900) and 0.2 <= jump["fraction_interval"][0] < 0.3
+    assert jump["window_contrast"] > lp.JUMP_CONTRAST
+    assert jump["steepest_fraction_interval"][1] < 0.5  # version 3's measure: below its 0.5
+
+
+@pytest.mark.parametrize("k", [10, 20])
+def test_shipped_training_log_every_1000_or_2000_steps_is_inconclusive_not_a_fail(shipped_log, k):
+    r = verdict(thin(shipped_log, k))
+    assert r.verdict == "inconclusive" and "assignment_jumps_after_addition" in r.reason, r.reason
+
+
+def test_shipped_training_log_cut_before_binding_fails(shipped_log):
+    r = verdict([x for x in shipped_log if x["step"] <= 2000])
+    assert r.verdict == "fail" and "assignment_phase_is_a_learning_curve" in r.reason, r.reason
