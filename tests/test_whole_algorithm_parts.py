@@ -3,6 +3,8 @@ doubled-pair errors lie (the routing or the addition module)."""
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 import torch
 
@@ -12,6 +14,7 @@ from assignadd.data import operand_sources
 from assignadd.hypotheses import Context, run_all
 from assignadd.hypotheses.base import ACTED_MIN
 from assignadd.hypotheses.measures import doubled, scrubbing
+from assignadd.hypotheses import whole_algorithm as wa
 from assignadd.hypotheses.whole_algorithm import ADDER_ERRORS, COMPLETE, MINIMAL
 from assignadd.interventions.mutants import MUTANTS, generator
 from assignadd.model import AssignAddTransformer
@@ -211,3 +214,96 @@ def test_correspondence_version_2_adds_the_variable_at_t_minus_1_outside_value_t
     # the wrong correspondence drops the variable at value tokens
     wrong = routing_keys(t, cfg, "position_only")
     assert wrong[0, 9] == wrong[1, 9]
+
+
+# ----- each pool by itself (re-registration 2026-12-04) -------------------------------------------------
+POOLS = wa.POOLS
+
+
+def test_a_pool_that_loses_under_the_scrub_fails_although_the_pooled_figure_recovers():
+    """Two pools of 100: the scrub costs pool A 20 points and gives pool B 20; pooled, nothing is lost."""
+    ones, zeros = torch.ones(100, dtype=torch.bool), torch.zeros(100, dtype=torch.bool)
+    partly = torch.arange(100) < 80
+    model_ok = torch.cat([ones, partly])  # A: 1.00, B: 0.80
+    scrubbed_ok = torch.cat([partly, ones])  # A: 0.80, B: 1.00
+    pooled = wa.recovered(model_ok, scrubbed_ok, torch.cat([zeros, zeros]), seed=0, acted=None, label="t")
+    assert pooled.value == pytest.approx(1.0) and wa.RECOVERS.status(pooled.low, pooled.high) != "fail"
+    a = wa.kept(model_ok[:100], scrubbed_ok[:100], chance=1 / 59, seed=0, label="a", acted=None)
+    b = wa.kept(model_ok[100:], scrubbed_ok[100:], chance=1 / 59, seed=0, label="b", acted=None)
+    assert a.value == pytest.approx((0.8 - 1 / 59) / (1 - 1 / 59))
+    assert wa.KEEPS.status(a.low, a.high) == "fail" and a.extra["loss_under_the_scrub"] == pytest.approx(0.2)
+    assert b.value > 1 and wa.KEEPS.status(b.low, b.high) == "pass"  # the gain is shown, and stays B's
+    # a pool the model does not solve has nothing to explain: 0, never a ratio of noise
+    at_chance = wa.kept(zeros, ones, chance=1 / 59, seed=0, label="c", acted=None)
+    assert at_chance.value == 0.0 and "nothing to explain" in at_chance.extra["note"]
+
+
+@needs_reference
+def test_every_pool_keeps_its_accuracy_under_both_scrubs_on_the_reference(reference_items):
+    r, items = reference_items
+    for scrub, wrong in (("routing_scrub_keeps", "position_only"), ("addition_scrub_keeps", "first_operand_only")):
+        for p in POOLS:
+            e = items[f"{scrub}[{p}]"]
+            x = e.measurement.extra
+            assert e.required and e.status == "pass" and e.threshold is wa.KEEPS, (e.name, e.measurement)
+            assert e.measurement.n == 100 and abs(x["loss_under_the_scrub"]) <= 0.05, e.name
+            assert e.control_status("reinitialised") == "fail" and e.controls["reinitialised"].value == 0.0
+            if scrub == "routing_scrub_keeps" and p in wa.CONSTANTS_ONLY:
+                assert wrong not in e.controls  # constants only: the wrong correspondence predicts nothing here
+                continue
+            c = e.controls[wrong]
+            assert e.control_status(wrong) == "fail" and c.value < 0.3 and c.acted > ACTED_MIN, e.name
+    # the pooled figures stay, required, as before
+    assert items["routing_scrub_recovers"].required and items["addition_scrub_recovers"].required
+
+
+def _operand_slot_keys_suppressed(strength: float):
+    """The reference with the span of the positional embeddings of the operand slots (13, 14) taken out
+    of Layer 2's key input, in part (strength < 1) or whole (1): W_K <- (I - strength * Q Q^T) W_K, Q an
+    orthonormal basis of W_pos[13:15]. `=` finds the constant operands by position less well; every
+    other weight is bit-identical."""
+    reference = load_checkpoint(assignadd.reference_checkpoint())
+    model = copy.deepcopy(reference)
+    with torch.no_grad():
+        q, _ = torch.linalg.qr(model.pos_embed.W_pos[13:15].double().T)  # (d_model, 2)
+        P = (torch.eye(q.shape[0], dtype=torch.float64) - strength * q @ q.T).float()
+        w_k = model.blocks[1].attn.W_K
+        w_k.copy_(torch.einsum("ij,hjk->hik", P, w_k))
+    changed = [
+        name
+        for (name, a), (_, b) in zip(reference.named_parameters(), model.named_parameters(), strict=True)
+        if not torch.equal(a, b)
+    ]
+    assert changed == ["blocks.1.attn.W_K"]
+    return model
+
+
+@needs_reference
+def test_with_the_operand_slot_keys_removed_a_pool_fails_under_the_addition_scrub():
+    """Whole: the model answers 2-var sequences (they do not read the slots' positions) but few 0- and
+    1-var ones; the addition scrub's donors of every form take 2-var answers down (0.96 -> 0.36), which
+    is a failure of that pool's item."""
+    r = run_all(Context(_operand_slot_keys_suppressed(1.0), Task(), n=500), ["whole_algorithm"])[0]
+    assert r.verdict == "fail", r.reason
+    items = {e.name: e for e in r.evidence}
+    failed = [f"addition_scrub_keeps[{p}]" for p in POOLS if items[f"addition_scrub_keeps[{p}]"].status == "fail"]
+    assert "addition_scrub_keeps[2var_heldout_pair]" in failed and all(name in r.reason for name in failed)
+    e = items["addition_scrub_keeps[2var_heldout_pair]"]
+    assert e.measurement.extra["model_accuracy"] > 0.9 and e.measurement.extra["scrubbed_accuracy"] < 0.5
+
+
+@needs_reference
+def test_with_the_operand_slot_keys_suppressed_the_pooled_figure_cancels_and_the_pools_do_not_pass():
+    """In part (strength 0.4): pooled, both scrubs still recover (the items that alone decided before
+    2026-12-04, and the claim passed on them); per pool, the addition scrub gains on 1-var held-out
+    pairs and loses on 2-var ones, and the losses straddle the bar at n = 500: inconclusive, not a pass."""
+    r = run_all(Context(_operand_slot_keys_suppressed(0.4), Task(), n=500), ["whole_algorithm"])[0]
+    items = {e.name: e for e in r.evidence}
+    assert items["model_solves_the_task"].passed
+    assert items["routing_scrub_recovers"].passed and items["addition_scrub_recovers"].passed
+    gain = items["addition_scrub_keeps[1var_heldout_pair]"].measurement
+    loss = items["addition_scrub_keeps[2var_heldout_pair]"].measurement
+    assert gain.extra["loss_under_the_scrub"] < 0 < loss.extra["loss_under_the_scrub"]
+    assert r.verdict == "inconclusive", r.reason
+    assert items["addition_scrub_keeps[2var_heldout_pair]"].status == "inconclusive"
+    assert "addition_scrub_keeps[2var_heldout_pair]" in r.reason

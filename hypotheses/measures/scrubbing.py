@@ -92,7 +92,9 @@ def routing_keys(tokens: torch.Tensor, cfg, features: str) -> torch.Tensor:
 
 def routing_scrub(model, tokens: torch.Tensor, labels: torch.Tensor, *, seed: int, features: str) -> dict:
     """Accuracy with Layer 1's output at positions 0..14 resampled from cells that share what
-    ``features`` says they carry (``ROUTING_FEATURES``). Returns {"correct", "acted"}."""
+    ``features`` says they carry (``ROUTING_FEATURES``). Returns {"correct": (B,), "acted": the mean change
+    (L2 norm) over every resampled cell, "change": (B,) each sequence's mean change over its resampled
+    cells, so that a subset of the rows (one pool) can show its own edit acted}."""
     if features not in ROUTING_FEATURES:
         raise ValueError(f"features must be one of {ROUTING_FEATURES}")
     B, T = tokens.shape
@@ -113,7 +115,8 @@ def routing_scrub(model, tokens: torch.Tensor, labels: torch.Tensor, *, seed: in
         last_only=True,
     )
     acted = float((new - clean)[scrubbed].norm(dim=-1).mean())
-    return {"correct": out.last_logits.argmax(-1) == labels, "acted": acted}
+    change = (new - clean)[:, : POS_RHS + 1].norm(dim=-1).mean(-1)  # (B,): every row has cells 0-14 scrubbed
+    return {"correct": out.last_logits.argmax(-1) == labels, "acted": acted, "change": change}
 
 
 def _same_values_sequences(
@@ -143,7 +146,8 @@ def _same_values_sequences(
 def addition_scrub(model, tokens: torch.Tensor, labels: torch.Tensor, task, *, seed: int, features: str) -> dict:
     """Accuracy with Layer 2's output at `=` patched from a fresh sequence that keeps ``features`` of
     the base ("hypothesis": both operand values; "first_operand_only": the first; "none": neither, the
-    floor). Returns {"correct", "acted"}."""
+    floor). Returns {"correct": (B,), "acted": the mean change (L2 norm) at `=`, "change": (B,) each
+    sequence's change at `=`}."""
     if features not in ADDITION_FEATURES:
         raise ValueError(f"features must be one of {ADDITION_FEATURES}")
     rng = numpy_rng(seed, f"addition scrub donors: {features}")
@@ -155,8 +159,8 @@ def addition_scrub(model, tokens: torch.Tensor, labels: torch.Tensor, task, *, s
     donors = _same_values_sequences(values, task, rng, first_only=features == "first_operand_only")
     clean = run(model, tokens, [], read=[ATTN_OUT_2], last_only=True).activations[ATTN_OUT_2][:, POS_EQ]
     out = run(model, tokens, [Patch(Site(ATTN_OUT_2, positions=POS_EQ), donors)], read=[ATTN_OUT_2], last_only=True)
-    acted = float((out.activations[ATTN_OUT_2][:, POS_EQ] - clean).norm(dim=-1).mean())
-    return {"correct": out.last_logits.argmax(-1) == labels, "acted": acted}
+    change = (out.activations[ATTN_OUT_2][:, POS_EQ] - clean).norm(dim=-1)  # (B,)
+    return {"correct": out.last_logits.argmax(-1) == labels, "acted": float(change.mean()), "change": change}
 
 
 # ----- the correspondence part by part: minimality and completeness ---------------------------------
