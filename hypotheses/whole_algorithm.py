@@ -12,7 +12,7 @@ restricted slots, where the answers cannot have been memorised.
 acc_floor resamples the same activation keeping no feature. The pooled figure can hide a pool: the
 addition scrub's donors come in every form, so a model that reads one form badly loses accuracy on
 the other pools' sequences and gains on its own, and the two cancel. Each pool is therefore an item
-of its own (re-registration 2026-12-04, docs/reregistration_whole_algorithm_2026-12-04.md):
+of its own (re-registration 2026-12-04, docs/reregistrations/whole_algorithm_2026-12-04.md):
 
     kept[pool] = (acc_scrubbed[pool] - 1/59) / (acc_model[pool] - 1/59)    >= 0.90 (lower bound)
 
@@ -78,7 +78,7 @@ RECOVERS = Threshold(
     "explain it with and must stay near 0)",
 )
 
-# Registered 2026-12-04 (docs/reregistration_whole_algorithm_2026-12-04.md), the value and reason of
+# Registered 2026-12-04 (docs/reregistrations/whole_algorithm_2026-12-04.md), the value and reason of
 # RECOVERS carried to each pool by itself.
 KEEPS = Threshold(
     0.90,
