@@ -222,7 +222,7 @@ def resolve_precision(cfg: TrainConfig, task: Task, header: dict | None = None) 
 
 
 def log_stderr(line: str) -> None:
-    """The default ``log`` of ``train``, ``train_batched`` and ``run_sweep``: one line on standard error."""
+    """The default ``log`` of ``train`` and ``run_sweep``: one line on standard error."""
     print(line, file=sys.stderr, flush=True)
 
 
