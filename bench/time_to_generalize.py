@@ -2,14 +2,11 @@
 0-, 1- and 2-var held-out pools are all at 0.97 or more (evaluated every 250 steps, 500 sequences each).
 
     python bench/time_to_generalize.py [--threads 1,2] [--seed 42] [--max-steps 20000] [--precision auto]
-    python bench/time_to_generalize.py --threads 2,2c        # eager against --compile, two threads
     python bench/time_to_generalize.py --threads 2 --seeds 0,1,2,3,4   # the spread over seeds
 
-Runs the same training once per entry of ``--threads`` (a thread count; with a ``c`` after it, the step
-compiled as ``assignadd-train --compile`` runs it, compile time included; the first entry is the
+Runs the same training once per entry of ``--threads`` (a thread count; the first entry is the
 baseline) and prints, for each, the wall time and steps until generalization and the ratio to the
-baseline, with the machine named. A compiled run is another run (other float rounding), so its step
-count may differ. ``--seeds`` runs every entry on each seed in turn (a line as each run ends) and then
+baseline, with the machine named. ``--seeds`` runs every entry on each seed in turn (a line as each run ends) and then
 gives, per entry, the median over the seeds and how many generalized within five minutes: a seed decides
 when the pools generalize, so one seed's figure says little about the next. The
 run folders are temporary. Wall times depend on what else the machine is doing: the load average
@@ -33,7 +30,7 @@ BAR = 0.97
 
 
 def time_one(entry: str, seed: int, max_steps: int, precision: str) -> dict:
-    threads, compiled = int(entry.rstrip("c")), entry.endswith("c")
+    threads = int(entry)
     reached = {}
 
     def early_stop(step, accs):
@@ -50,7 +47,6 @@ def time_one(entry: str, seed: int, max_steps: int, precision: str) -> dict:
         eval_every=250,
         checkpoint_every=max_steps,
         eval_size=500,
-        compile=compiled,
     )
     load = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as tmp:
@@ -65,7 +61,7 @@ def main() -> None:
     p.add_argument(
         "--threads",
         default="1,2",
-        help="comma-separated torch thread counts, 'c' after one for the compiled step; the first is the baseline",
+        help="comma-separated torch thread counts; the first is the baseline",
     )
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--seeds", default=None, help="comma-separated training seeds (instead of --seed): the spread")

@@ -2,7 +2,7 @@
 forward (the baseline), in fp32 and under bf16 autocast, on one thread; then what ``--precision auto``
 decides here and what deciding costs.
 
-    python bench/train_speed.py [--batch-size 512] [--steps 10] [--rounds 3] [--no-compile]
+    python bench/train_speed.py [--batch-size 512] [--steps 10] [--rounds 3]
 
 One step is what ``training/train.py`` does: a fresh batch, forward, cross-entropy at the last position,
 backward, AdamW. Prints steps/s for each variant and its ratio to the full fp32 forward. The variants
@@ -11,21 +11,14 @@ round) and in CPU seconds of this process, which moves less with other processes
 
 Whether bf16 pays depends on the CPU: with native bf16 (AVX512-BF16, AMX) ``last_logits`` bf16 runs
 about twice as fast as fp32; where bf16 is emulated (AVX2 only) about ten times slower. The last line
-is ``training.precision.choose_precision`` measured afresh (a throw-away cache), as a run would.
-
-Where a C++ compiler is found (``training.compiled``), ``last_logits`` fp32 and bf16 also run compiled,
-as ``assignadd-train --compile`` runs them (forward-and-backward and AdamW's step through
-``torch.compile``); their compile time is printed and kept out of the rates (it is paid once per run,
-and from Inductor's cache after the first run on a machine). ``--no-compile`` skips them.
+is ``training.precision.choose_precision`` measured as a run measures it.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import tempfile
 import time
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -37,35 +30,24 @@ from assignadd.training.fast_forward import last_logits
 torch.set_num_threads(1)
 
 VARIANTS = {
-    # name: (fast path?, bf16 autocast?, compiled?)
-    "full fp32": (False, False, False),
-    "last_logits fp32": (True, False, False),
-    "full bf16": (False, True, False),
-    "last_logits bf16": (True, True, False),
-}
-COMPILED = {
-    "last_logits fp32 compiled": (True, False, True),
-    "last_logits bf16 compiled": (True, True, True),
+    # name: (fast path?, bf16 autocast?)
+    "full fp32": (False, False),
+    "last_logits fp32": (True, False),
+    "full bf16": (False, True),
+    "last_logits bf16": (True, True),
 }
 BASELINE = "full fp32"
 
 
-def make_step(fast: bool, bf16: bool, compiled: bool, batch_size: int):
+def make_step(fast: bool, bf16: bool, batch_size: int):
     model = AssignAddTransformer(seed=0)
     opt = torch.optim.AdamW(model.trainable_parameters, lr=1e-3, weight_decay=0.02, betas=(0.9, 0.999))
     task = Task()
     state = {"step": 0}
-    if compiled:  # compiled_mode only around its own steps: the eager variants run as a run runs them
-        from assignadd.training.compiled import compile_step, compiled_mode
-
-        run_step = compile_step(model, opt, device="cpu", bf16=bf16, biases=False)
 
     def step():
         tokens, labels = task.training_batch(run_seed=0, step=state["step"], batch_size=batch_size)
         state["step"] += 1
-        if compiled:
-            with compiled_mode():
-                return run_step(tokens, labels).item()
         autocast = torch.autocast("cpu", dtype=torch.bfloat16) if bf16 else contextlib.nullcontext()
         with autocast:
             logits = last_logits(model, tokens, biases=False) if fast else model(tokens)[:, -1]
@@ -84,21 +66,12 @@ def main(argv=None) -> None:
     p.add_argument("--steps", type=int, default=10, help="timed steps per variant per round")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--warmup", type=int, default=2)
-    p.add_argument("--no-compile", action="store_true", help="skip the compiled variants")
     args = p.parse_args(argv)
-    from assignadd.training.compiled import compiler
-
-    variants = dict(VARIANTS)
-    if not args.no_compile and compiler() is not None:
-        variants.update(COMPILED)
-    steps = {name: make_step(*flags, args.batch_size) for name, flags in variants.items()}
-    compile_s = {}
-    for name, step in steps.items():
-        c = time.process_time()
-        for _ in range(args.warmup):  # a compiled variant compiles in its first step
+    steps = {name: make_step(*flags, args.batch_size) for name, flags in VARIANTS.items()}
+    for step in steps.values():
+        for _ in range(args.warmup):
             step()
-        compile_s[name] = time.process_time() - c
-    runs: dict[str, list[tuple[float, float]]] = {name: [] for name in variants}
+    runs: dict[str, list[tuple[float, float]]] = {name: [] for name in VARIANTS}
     for _ in range(args.rounds):
         for name, step in steps.items():
             w, c = time.perf_counter(), time.process_time()
@@ -121,9 +94,6 @@ def main(argv=None) -> None:
             f"  {name:<17} {wall:6.2f} steps/s wall (best)  {cpu:6.2f} steps/s CPU   "
             f"x{wall / base[0]:.2f} wall  x{cpu / base[1]:.2f} CPU vs {BASELINE}"
         )
-    for name in variants:
-        if variants[name][2]:
-            print(f"  {name}: compiling took {compile_s[name]:.1f} s CPU (its first {args.warmup} steps)")
     print_peak_fraction(args.batch_size, {name: cpu for name, (_, cpu) in rate.items()})
     print_auto_decision(args.batch_size)
 
@@ -186,13 +156,12 @@ def print_peak_fraction(batch: int, cpu_rate: dict[str, float]) -> None:
     flops = sum(2 * b * m * k * n for b, m, k, n in shapes)
     for dtype, name in ((torch.float32, "last_logits fp32"), (torch.bfloat16, "last_logits bf16")):
         floor = gemm_seconds(shapes, dtype)
-        names = [n for n in (name, f"{name} compiled") if n in cpu_rate]
         big = torch.randn(1024, 1024).to(dtype)
         c = time.process_time()
         for _ in range(5):
             big @ big
         peak = 5 * 2 * 1024**3 / (time.process_time() - c) / 1e9
-        for variant in names:
+        for variant in [name]:
             step_s = 1 / cpu_rate[variant]
             print(
                 f"  {variant}: {flops / 1e9:.2f} GFLOP of products per step; step {step_s * 1e3:.1f} ms CPU = "
@@ -203,15 +172,14 @@ def print_peak_fraction(batch: int, cpu_rate: dict[str, float]) -> None:
 
 
 def print_auto_decision(batch_size: int) -> None:
-    """``--precision auto`` as ``assignadd-train`` runs it, measured now (never from a cache)."""
+    """``--precision auto`` as ``assignadd-train`` runs it."""
     from assignadd.data import Task
     from assignadd.training.precision import choose_precision
     from assignadd.training.train import TrainConfig, step_probe
 
-    with tempfile.TemporaryDirectory() as tmp:
-        w, c = time.perf_counter(), time.process_time()
-        choice = choose_precision("cpu", step_probe(TrainConfig(batch_size=batch_size), Task()), cache=Path(tmp))
-        wall, cpu = time.perf_counter() - w, time.process_time() - c
+    w, c = time.perf_counter(), time.process_time()
+    choice = choose_precision("cpu", step_probe(TrainConfig(batch_size=batch_size), Task()))
+    wall, cpu = time.perf_counter() - w, time.process_time() - c
     print(
         f"  --precision auto: {choice.chosen}; deciding took {wall:.2f} s wall, {cpu:.2f} s CPU "
         f"(steps {choice.measure_s:.2f} s); {choice.log_line()}"

@@ -1,7 +1,6 @@
 """How long `assignadd-verify` takes end to end (start-up included), and where the time goes.
 
     python bench/verify_speed.py [CHECKPOINT] [--n 2000] [--only ID,...] [--runs 1] [--budget 30]
-    python bench/verify_speed.py --compare-allocator [--runs 3]
     python bench/verify_speed.py --against GIT_REF [--runs 3]
     python bench/verify_speed.py --compare-figures [--runs 3]
 
@@ -9,12 +8,6 @@ Runs the installed command exactly as a researcher would (``--out`` into a tempo
 figures and every report are included), times the whole process, and splits the time with the
 command's own timings.json: start-up (interpreter + imports), checkpoint loading, each claim,
 figures and report writing. The issue's budget: all claims + reports under 30 s on a CPU.
-
-``--compare-allocator``: the command as shipped (it asks glibc to keep freed memory for reuse,
-``cli_util.retain_freed_memory``) against the same command with ``ASSIGNADD_ALLOCATOR=system`` (glibc's
-defaults: large tensors mapped afresh and unmapped on free), alternating, ``--runs`` each; prints the
-best wall and CPU seconds of each, the kernel's share (page faults, zeroing), the minor page faults,
-the ratios, and whether report.json is byte-identical between the two.
 
 ``--against GIT_REF``: the same command from a checkout of an earlier commit (cloned into a temporary
 folder and run as ``python -m assignadd.reports.verify_cli`` with it first on ``PYTHONPATH``, in this
@@ -84,15 +77,6 @@ def run_once(args, env: dict | None = None, cmd: list[str] | None = None, figure
     }
 
 
-def compare_allocator(args) -> int:
-    """The command as shipped against ``ASSIGNADD_ALLOCATOR=system``, alternating, ``--runs`` each."""
-    return compare(
-        args,
-        {"glibc defaults (baseline)": (None, {"ASSIGNADD_ALLOCATOR": "system"}), "freed memory kept": (None, {})},
-        "allocator",
-    )
-
-
 def compare_figures(args) -> int:
     """``--out`` (figures drawn) against ``--json`` alone, alternating, ``--runs`` each."""
     return compare(
@@ -157,9 +141,6 @@ def main(argv=None) -> int:
     ap.add_argument("--jobs", type=int, default=None, help="passed to assignadd-verify (default: its own)")
     ap.add_argument("--runs", type=int, default=1, help="repeat and report the fastest (default 1)")
     ap.add_argument("--budget", type=float, default=30.0, help="seconds allowed end to end (default 30)")
-    ap.add_argument(
-        "--compare-allocator", action="store_true", help="as shipped against ASSIGNADD_ALLOCATOR=system, alternating"
-    )
     ap.add_argument("--against", metavar="GIT_REF", help="this checkout against an earlier commit's, alternating")
     ap.add_argument(
         "--compare-figures", action="store_true", help="--out (figures drawn) against --json alone, alternating"
@@ -167,8 +148,6 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     if args.compare_figures:
         return compare_figures(args)
-    if args.compare_allocator:
-        return compare_allocator(args)
     if args.against:
         return compare_against(args)
 

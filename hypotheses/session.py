@@ -93,13 +93,11 @@ def seed_everything(seed: int) -> None:
 
 def run_one(ctx, cid: str) -> tuple[dict, float]:
     """One claim from a fresh RNG state: (its result as a dictionary, seconds)."""
-    from ..interventions import reuse_clean_forwards
     from . import run_all
 
     seed_everything(ctx.seed)
     t0 = time.perf_counter()
-    with reuse_clean_forwards():  # a clean forward the claim repeats runs once (bit-identical copies)
-        result = run_all(ctx, [cid])[0].to_dict()
+    result = run_all(ctx, [cid])[0].to_dict()
     return result, time.perf_counter() - t0
 
 

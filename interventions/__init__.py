@@ -18,7 +18,6 @@ from .engine import (
     execution_order,
     firing_hooks,
     knockout,
-    reuse_clean_forwards,
     run,
     run_in_pieces,
 )
@@ -39,7 +38,6 @@ __all__ = [
     "Project",
     "Replace",
     "Resample",
-    "reuse_clean_forwards",
     "run_in_pieces",
     "Result",
     "Site",

@@ -136,68 +136,12 @@ def _check_fired(counts: Counter, names, expected: int, what: str) -> None:
             )
 
 
-# ----- clean forwards computed once -------------------------------------------------------------------
-# Inside ``reuse_clean_forwards()`` a clean forward (no intervention, no hook of anyone's on the model)
-# is a pure function of the model's weights and the tokens, so each distinct one runs once and later
-# requests get copies of its tensors: the same bits, since the same function ran on the same input.
-# Anything that could make two such forwards differ turns the memo off for that call: a TransformerLens
-# hook on the model (a knock-out's permanent ones, a caller's), TransformerLens' split-input mode,
-# autocast; and a weight edited in place (torch's version counter: not an edit through ``.data``, which
-# bypasses it), replaced or moved starts the model's memo afresh. Only the "tl" backend is memoised (an
-# nnsight run is always run).
-_MEMO: "weakref.WeakKeyDictionary | None" = None
-
-
-@contextmanager
-def reuse_clean_forwards():
-    """Within the block, each distinct clean forward (``capture``, ``run`` with no intervention) of a
-    model runs once; repeats get copies of its tensors, bit-identical to a recomputation. Nested
-    blocks share the outer one's memo; it is dropped when the outermost block ends. The claim
-    runner wraps each claim in one (``hypotheses/session.py``). One thread at a time: while an
-    intervened run inside the block is served a layer's clean output, that layer's module answers
-    with it, so another thread must not run the same model object meanwhile (give it a
-    ``copy.deepcopy``, as ``assignadd-verify``'s figure thread has). A weight edited in place is seen
-    through torch's version counter; an edit through ``.data`` bypasses that counter and is not seen:
-    edit under ``torch.no_grad()`` instead, or outside the block."""
-    global _MEMO
-    outer = _MEMO
-    if outer is None:
-        _MEMO = weakref.WeakKeyDictionary()
-    try:
-        yield
-    finally:
-        if outer is None:
-            _MEMO = None
-
-
-def _weights_stamp(model) -> tuple:
-    return tuple((id(t), t.data_ptr(), t._version) for t in (*model.parameters(), *model.buffers()))
-
-
 def _unhooked(model) -> bool:
-    """No TransformerLens hook on any hook point (asked through the public ``HookPoint.has_hooks``: a
-    knock-out's permanent hooks, a caller's ``add_hook``) and no split-input mode: a clean forward is then
-    a function of the weights and the tokens alone. Hooks attached by torch's own ``register_forward_hook``
-    are not seen by that check (as for the model's ``last_only``): they see the pieces of a split forward."""
+    """No TransformerLens hook on any hook point (``HookPoint.has_hooks``: a knock-out's permanent hooks,
+    a caller's ``add_hook``) and no split-input mode: a clean forward may then run in pieces."""
     if any(getattr(m, "split_qkv_input", False) for m in model.modules()):
         return False
     return not any(hp.has_hooks() for hp in model.hook_dict.values())
-
-
-def _model_memo(model) -> dict | None:
-    """The memo of ``model``'s clean forwards, or None where none may be used (see above; and under
-    autocast, whose dtype is not part of a memo key)."""
-    if _MEMO is None or not _unhooked(model) or torch.is_autocast_enabled(_device(model).type):
-        return None
-    stamp = _weights_stamp(model)
-    memo = _MEMO.get(model)
-    if memo is None or memo["stamp"] != stamp:
-        memo = _MEMO[model] = {"stamp": stamp}
-    return memo
-
-
-def _copies(tensors: dict) -> dict:
-    return {k: v.clone() for k, v in tensors.items()}
 
 
 # ----- reference activations --------------------------------------------------------------------------
@@ -227,7 +171,7 @@ def capture(model, tokens: torch.Tensor, hooks, pos: int | None = None, backend:
     never computed. ``pos``: keep only that position, (B, ...) instead of (B, T, ...). ``backend``:
     "tl" (TransformerLens hooks) or "nnsight" (the same module traced; it reads the same tensors).
     With "tl" and no TransformerLens hook on the model, a batch of more than ``CLEAN_CHUNK`` sequences
-    runs in pieces (the same bits, faster); inside ``reuse_clean_forwards`` a repeat is not recomputed.
+    runs in pieces (the same bits, faster).
     Raises InterventionError for a hook the model does not have or one that did not fire once."""
     hooks = list(dict.fromkeys(hooks))
     unknown = [h for h in hooks if h not in model.hook_dict]
@@ -235,13 +179,6 @@ def capture(model, tokens: torch.Tensor, hooks, pos: int | None = None, backend:
         raise InterventionError(f"capture: the model has no hook named {', '.join(map(repr, unknown))}")
     if backend not in BACKENDS:
         raise InterventionError(f"backend must be one of {BACKENDS}, found {backend!r}")
-    out: dict[str, torch.Tensor] = {}
-    memo = _model_memo(model) if backend == "tl" else None
-    if memo is not None:
-        key = _content_key(tokens)
-        acts = memo.setdefault("captures", {})
-        if all((key, h, pos) in acts for h in hooks):
-            return _copies({h: acts[(key, h, pos)] for h in hooks})
     if backend == "tl":
         parts = [_capture_tl(model, chunk, hooks, pos) for chunk in _clean_chunks(model, tokens)]
         out = parts[0] if len(parts) == 1 else {h: torch.cat([p[h] for p in parts]) for h in parts[0]}
@@ -261,8 +198,6 @@ def capture(model, tokens: torch.Tensor, hooks, pos: int | None = None, backend:
     missing = [h for h in hooks if h not in out]
     if missing:
         raise InterventionError(f"capture: hook(s) {', '.join(map(repr, missing))} did not fire on the forward pass")
-    if memo is not None:
-        acts.update({(key, h, pos): a.clone() for h, a in out.items()})
     return out
 
 
@@ -286,7 +221,8 @@ def _capture_tl(model, tokens: torch.Tensor, hooks: list[str], pos: int | None) 
 # Sequences per forward when a clean forward of an unhooked model is split (``_clean_chunks``). Every
 # operation of the forward treats sequences independently, so the pieces give the same bits as one
 # forward (tested); 512 sequences keep each layer's intermediates in the caches, where 11,000 at once
-# stream through memory: 1.6-1.9x faster on the 2-core development machine (bench/clean_chunks.py).
+# stream through memory: 1.8-2.1x faster on an 11,000-sequence forward, 1.12x of the claims' CPU
+# (bench/RESULTS.md, bench/savings.py).
 CLEAN_CHUNK = 512
 
 
@@ -296,12 +232,6 @@ def _clean_chunks(model, tokens: torch.Tensor) -> list[torch.Tensor]:
     if len(tokens) <= CLEAN_CHUNK or not _unhooked(model):
         return [tokens]
     return list(tokens.split(CLEAN_CHUNK))
-
-
-def _takes_last_only(model) -> bool:
-    from ..model import AssignAddTransformer
-
-    return isinstance(model, AssignAddTransformer)
 
 
 def _content_key(tokens: torch.Tensor) -> tuple:
@@ -376,8 +306,7 @@ def run(
     ``stop_at_layer`` (TransformerLens backend): run blocks 0..L-1 only; ``Result.logits`` is then the
     residual stream. Both need the "tl" backend.
     With no intervention, the "tl" backend and no TransformerLens hook on the model, a batch of more than
-    ``CLEAN_CHUNK`` sequences runs in pieces (the same bits, faster), and inside
-    ``reuse_clean_forwards`` a repeat is not recomputed.
+    ``CLEAN_CHUNK`` sequences runs in pieces (the same bits, faster).
     """
     if backend not in BACKENDS:
         raise InterventionError(f"backend must be one of {BACKENDS}, found {backend!r}")
@@ -390,89 +319,13 @@ def run(
     unknown = [h for h in read if h not in model.hook_dict]
     if unknown:
         raise InterventionError(f"run: the model has no hook named {', '.join(map(repr, unknown))} to read")
-    memo = _model_memo(model) if backend == "tl" and not by_hook else None
-    if memo is not None:
-        key = (_content_key(tokens), bool(last_only), stop_at_layer, tuple(read))
-        runs = memo.setdefault("runs", {})
-        if key in runs:
-            logits, acts = runs[key]
-            return Result(logits=logits.clone(), hook_calls={}, interventions=[], activations=_copies(acts))
     if backend == "tl" and not by_hook:
         parts = [
             _run_once(model, chunk, {}, [], backend, last_only, read, stop_at_layer)
             for chunk in _clean_chunks(model, tokens)
         ]
-        result = parts[0] if len(parts) == 1 else _joined(parts)
-    else:
-        with _clean_attention_served(model, tokens, list(by_hook) + read, backend):
-            result = _run_once(model, tokens, by_hook, interventions, backend, last_only, read, stop_at_layer)
-    if memo is not None:
-        runs[key] = (result.logits.clone(), _copies(result.activations))
-    return result
-
-
-# ----- clean attention served from the memo -------------------------------------------------------------
-# An intervened forward recomputes every attention layer that fires before its first intervened (or
-# read) hook, on clean inputs: the same function of the same tokens in every run on that batch. Inside
-# ``reuse_clean_forwards`` the first such run keeps what the layer's ``forward`` returned (before
-# ``hook_attn_out``, any edit there, and any torch hook on the module), and later runs on the same
-# tokens are served it (the module's ``forward`` answers with a copy for the length of the run, and
-# the module's hooks act on it as on a computed output): the same bits, since it is the output of the
-# same operations on the same batch. A clean
-# capture of ``hook_attn_out`` already in the memo serves too. Several edits of one batch (the usual
-# case) then pay for each early attention layer once; a batch edited once pays nothing extra. Nothing
-# is kept or served where a TransformerLens hook sits on the model, or inside a served layer, or for
-# the nnsight backend, or for a module whose ``forward`` was replaced on the instance or that two blocks
-# share; ``SERVE_CLEAN_ATTENTION = False`` turns it off (the bench's baseline).
-SERVE_CLEAN_ATTENTION = True
-
-
-def _served_attention(model, hooks: list[str]) -> list[int]:
-    """The layers whose attention output a run with intervened/read ``hooks`` may be served (see above)."""
-    if not (SERVE_CLEAN_ATTENTION and hooks and _takes_last_only(model)):
-        return []
-    order = execution_order(model)
-    first = min(order.index(h) for h in hooks)
-    return [
-        i
-        for i in range(len(model.blocks))
-        if f"blocks.{i}.hook_attn_out" in order[: first + 1]
-        and not any(h.startswith(f"blocks.{i}.attn.") for h in hooks)
-    ]
-
-
-@contextmanager
-def _clean_attention_served(model, tokens: torch.Tensor, hooks: list[str], backend: str):
-    memo = _model_memo(model) if backend == "tl" else None
-    layers = _served_attention(model, hooks) if memo is not None else []
-    attns = [b.attn for b in model.blocks]
-    # Left alone: a module whose ``forward`` someone replaced on the instance (nnsight's wrapper, a
-    # caller's patch), and a module shared by two blocks (one output could not stand for both).
-    layers = [i for i in layers if "forward" not in vars(attns[i]) and sum(a is attns[i] for a in attns) == 1]
-    if not layers:
-        yield
-        return
-    key = _content_key(tokens)
-    acts = memo.setdefault("captures", {})
-    patched = []
-    for i in layers:
-        module, entry = attns[i], (key, f"blocks.{i}.hook_attn_out", None)
-        if entry in acts:  # served: a copy, since a caller may edit what it reads
-            module.forward = lambda x, out=acts[entry]: out.clone()
-        else:  # computed by the class's own forward and kept (before any torch hook of the module acts)
-
-            def keeping(x, module=module, entry=entry):
-                out = type(module).forward(module, x)
-                acts[entry] = out.detach().clone()
-                return out
-
-            module.forward = keeping
-        patched.append(module)
-    try:
-        yield
-    finally:
-        for module in patched:
-            del module.forward
+        return parts[0] if len(parts) == 1 else _joined(parts)
+    return _run_once(model, tokens, by_hook, interventions, backend, last_only, read, stop_at_layer)
 
 
 def run_in_pieces(model, tokens: torch.Tensor, interventions_for, **kwargs) -> Result:

@@ -18,7 +18,6 @@ logits = x W_U + b_U
 from __future__ import annotations
 
 import math
-from collections import Counter
 from dataclasses import asdict, dataclass, field, replace
 
 import torch
@@ -156,100 +155,6 @@ class PosEmbed(nn.Module):
         return self.W_pos[:T].unsqueeze(0).expand(B, T, -1)
 
 
-# Layer 1 reads the embedding, W_E[token] + W_pos[position]: at most d_vocab x n_ctx distinct rows (1,184
-# here) for a batch's B x 16. Its q/k/v product x @ W then equals a table (every token at every position,
-# times W) indexed by the batch, bit for bit, provided two things hold; both are checked, not assumed:
-# * x is that embedding: compared with the table's own rows on every call, so anything that changed it
-#   on the way (a hook of any kind, nnsight, an edit in place) gets the direct product;
-# * the matrix product gives a row the same bits whatever the other rows are (a BLAS does not promise
-#   it): the first time a shape comes (batch, sequence length, vocabulary, widths, dtype, device, thread
-#   count), a probe on random data of that shape computes it both ways and compares; a shape where
-#   they differ keeps the direct product for the rest of the process. The verdict depends on the shape
-#   alone, never on a caller's data (an all-zero first batch would agree by accident).
-# Only without gradients (a table's backward sums in another order), without forward-mode tangents,
-# outside autocast, for the package's own attention and block, and for more than twice as many
-# sequences as the vocabulary has tokens (below that the table does not pay). About 2-3x faster than
-# the direct product on a 512-sequence piece here (bench/RESULTS.md, session 9).
-# ``EMBEDDING_TABLE = False`` turns it off (the bench's baseline).
-EMBEDDING_TABLE = True
-_TABLE_SAME_BITS: dict[tuple, bool] = {}
-# How each product offered the table went, for tests and benches: "table", "direct: not the embedding",
-# "direct: shape differs", "direct: not plain" (dtypes differ, a strided input, a tangent); "probe" counts
-# the probes run.
-TABLE_USES: Counter = Counter()
-
-
-def _has_tangent(t: torch.Tensor) -> bool:
-    from torch.autograd import forward_ad
-
-    return forward_ad.unpack_dual(t).tangent is not None
-
-
-def _table_keeps_the_bits(B: int, T: int, V: int, D: int, W: torch.Tensor) -> bool:
-    """Whether, for this shape, a row of the product gets the same bits from a table of V*T rows as
-    from the batch's B*T rows: computed both ways on random data (a fixed generator; the caller's RNG
-    is not touched) and compared."""
-    TABLE_USES["probe"] += 1
-    gen = torch.Generator().manual_seed(0)
-    inputs = torch.randn(V * T, D, generator=gen).to(device=W.device, dtype=W.dtype)
-    W_probe = torch.randn(W.shape, generator=gen).to(device=W.device, dtype=W.dtype)
-    rows = (torch.randint(0, V, (B, T), generator=gen) * T + torch.arange(T)).reshape(-1).to(W.device)
-    x = inputs.index_select(0, rows).view(B, T, D)
-    return same_bits(x @ W_probe, (inputs @ W_probe).index_select(0, rows).view(B, T, -1))
-
-
-class EmbeddedTokens:
-    """The tokens (B, T) a forward embedded, for Layer 1's attention: ``times(x, W)`` is ``x @ W``, read off
-    a table of every (token, position) row where ``x`` is exactly ``W_E[tokens] + W_pos[:T]`` and the
-    table gives the same bits for this shape (see above), computed directly otherwise."""
-
-    def __init__(self, tokens: torch.Tensor, W_E: torch.Tensor, W_pos: torch.Tensor):
-        self.tokens, self.W_E, self.W_pos = tokens, W_E, W_pos
-
-    def times(self, x: torch.Tensor, W: torch.Tensor) -> torch.Tensor:
-        B, T, D = x.shape
-        V = self.W_E.shape[0]
-        plain = (
-            self.tokens.shape == (B, T)
-            and x.dtype == W.dtype == self.W_E.dtype == self.W_pos.dtype
-            and x.is_contiguous()
-            and W.is_contiguous()
-            and not any(_has_tangent(t) for t in (x, W, self.W_E, self.W_pos))
-        )
-        if not plain:
-            TABLE_USES["direct: not plain"] += 1
-            return x @ W
-        key = (B, T, V, D, W.shape[1], W.dtype, str(W.device), torch.get_num_threads())
-        verdict = _TABLE_SAME_BITS.get(key)  # read once: another thread may write it meanwhile
-        if verdict is None:
-            verdict = _TABLE_SAME_BITS[key] = _table_keeps_the_bits(B, T, V, D, W)
-        if not verdict:
-            TABLE_USES["direct: shape differs"] += 1
-            return x @ W
-        inputs = (self.W_E[:, None, :] + self.W_pos[None, :T, :]).reshape(V * T, D)
-        rows = (self.tokens * T + torch.arange(T, device=self.tokens.device)).reshape(-1)
-        picked, flat = inputs.index_select(0, rows), x.reshape(B * T, D)
-        # the first sequence alone first: an edit of every sequence is found at once
-        if not (same_bits(picked[:T], flat[:T]) and same_bits(picked, flat)):
-            TABLE_USES["direct: not the embedding"] += 1
-            return x @ W
-        TABLE_USES["table"] += 1
-        return (inputs @ W).index_select(0, rows).view(B, T, -1)
-
-
-def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
-    """The same shape, dtype and bits (stricter than ``torch.equal``: -0.0 is not 0.0, a NaN equals only
-    its own bits); compared as 64-bit words where size and alignment allow, which is faster."""
-    if a.shape != b.shape or a.dtype != b.dtype:
-        return False
-    a, b = a.contiguous().reshape(-1), b.contiguous().reshape(-1)
-    size = a.element_size()
-    if all(t.numel() * size % 8 == 0 and t.storage_offset() * size % 8 == 0 for t in (a, b)):
-        return torch.equal(a.view(torch.int64), b.view(torch.int64))
-    as_int = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[size]
-    return torch.equal(a.view(as_int), b.view(as_int))
-
-
 class Attention(nn.Module):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
@@ -278,9 +183,7 @@ class Attention(nn.Module):
         self.hook_v_input = HookPoint()
         self.split_qkv_input = False
 
-    def forward(self, x, embedded: EmbeddedTokens | None = None):  # (B, T, D) -> (B, T, D)
-        """``embedded``: the tokens whose embedding Layer 1's input should be; the fused q/k/v product is
-        then read off a table where that holds (``EmbeddedTokens``), bit for bit."""
+    def forward(self, x):  # (B, T, D) -> (B, T, D)
         B, T, D = x.shape
         H, Dh = self.W_Q.shape[0], self.W_Q.shape[2]
         if self.split_qkv_input:  # each head reads its own copy of x, so one head's input can be edited
@@ -290,8 +193,7 @@ class Attention(nn.Module):
             v = self.hook_v(torch.einsum("bthd,hde->bthe", self.hook_v_input(x_h), self.W_V) + self.b_V)
         else:  # one (D, 3·H·Dh) matmul rather than three einsums: the same sums, markedly faster on CPU
             W_qkv = torch.cat([self.W_Q, self.W_K, self.W_V], 0).permute(1, 0, 2).reshape(D, 3 * H * Dh)
-            product = x @ W_qkv if embedded is None else embedded.times(x, W_qkv)
-            q, k, v = product.view(B, T, 3, H, Dh).unbind(2)  # each (B, T, H, Dh)
+            q, k, v = (x @ W_qkv).view(B, T, 3, H, Dh).unbind(2)  # each (B, T, H, Dh)
             q, k, v = self.hook_q(q + self.b_Q), self.hook_k(k + self.b_K), self.hook_v(v + self.b_V)
         # Scores and softmax in fp32 whatever the autocast dtype, as CUDA autocast does.
         scores = (q.transpose(1, 2) @ k.permute(0, 2, 3, 1)).float() / self.scale  # (B, H, T, T)
@@ -334,13 +236,9 @@ class Block(nn.Module):
         self.hook_mlp_out = HookPoint()
         self.hook_resid_post = HookPoint()
 
-    def forward(self, x, embedded: EmbeddedTokens | None = None):
+    def forward(self, x):  # (B, T, D) -> (B, T, D)
         x = self.hook_resid_pre(x)
-        # ``embedded`` (Layer 1 only) is offered to the class's own attention forward, not to one replaced
-        # on the instance (nnsight's wrapper, served attention), which takes the input alone.
-        offer = embedded is not None and "forward" not in vars(self.attn)
-        attn_out = self.attn(x, embedded=embedded) if offer else self.attn(x)
-        resid_mid = self.hook_resid_mid(x + self.hook_attn_out(attn_out))
+        resid_mid = self.hook_resid_mid(x + self.hook_attn_out(self.attn(x)))
         # A layer without MLP has zero weights and biases: its output is exactly zero.
         mlp_out = self.mlp(resid_mid) if self.has_mlp else torch.zeros_like(resid_mid)
         return self.hook_resid_post(resid_mid + self.hook_mlp_out(mlp_out))
@@ -465,9 +363,6 @@ class AssignAddTransformer(HookedRootModule):
         ``stop_at_layer=L`` (as TransformerLens) runs blocks 0..L-1 only and returns the residual
         stream (B, T, d_model): for measurements that read Layer 1 alone.
 
-        Without gradients, Layer 1's q/k/v product may be read off a table of (token, position) rows,
-        where that gives the same bits (checked on every call: ``EmbeddedTokens``).
-
         ``last_only=True``: the caller reads the last position only; returns (B, 1, d_vocab_out). Every
         TransformerLens hook fires as in the full forward, with the same shapes; what no hook and no
         output reads is skipped. With no hook in the last block (``HookPoint.has_hooks``, TransformerLens'
@@ -483,35 +378,15 @@ class AssignAddTransformer(HookedRootModule):
             tokens = tokens[None]
         tokens = self.hook_tokens(tokens)
         x = self.hook_embed(self.embed(tokens)) + self.hook_pos_embed(self.pos_embed(tokens))
-        embedded = self._embedded(tokens)
         if last_only and stop_at_layer is None:
-            for i, block in enumerate(self.blocks[:-1]):
-                x = block(x, embedded=embedded) if i == 0 and embedded is not None else block(x)
+            for block in self.blocks[:-1]:
+                x = block(x)
             return self._last_block(x)[:, None]
-        for i, block in enumerate(self.blocks[:stop_at_layer]):
-            x = block(x, embedded=embedded) if i == 0 and embedded is not None else block(x)
+        for block in self.blocks[:stop_at_layer]:
+            x = block(x)
         if stop_at_layer is not None:
             return x
         return self.unembed(x).float()
-
-    def _embedded(self, tokens: torch.Tensor) -> EmbeddedTokens | None:
-        """``EmbeddedTokens`` for Layer 1's attention (see ``EmbeddedTokens``); None where a table cannot
-        pay or must not be offered: up to twice as many sequences as the vocabulary has tokens,
-        gradients on (a table's backward sums in another order), autocast, TransformerLens' split-input
-        mode, and a Layer 1 that is not this package's own ``Block`` and ``Attention`` as they are (a
-        subclass, a wrapper, a ``forward`` replaced on the instance, as nnsight and served attention do:
-        those are never passed the tokens)."""
-        if not EMBEDDING_TABLE or torch.is_grad_enabled() or not len(self.blocks):
-            return None
-        if tokens.shape[0] <= 2 * self.cfg.d_vocab or torch.is_autocast_enabled(tokens.device.type):
-            return None
-        block = self.blocks[0]
-        attn = getattr(block, "attn", None)
-        if type(block).forward is not Block.forward or type(attn).forward is not Attention.forward:
-            return None
-        if "forward" in vars(block) or "forward" in vars(attn) or attn.split_qkv_input:
-            return None
-        return EmbeddedTokens(tokens, self.embed.W_E, self.pos_embed.W_pos)
 
     def _last_block(self, x: torch.Tensor) -> torch.Tensor:
         """The last block and the unembedding for the last position's logits (B, d_vocab_out), doing no

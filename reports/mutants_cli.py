@@ -18,7 +18,7 @@ import json
 import sys
 from pathlib import Path
 
-from ..cli_util import exit_bad_input, retain_freed_memory
+from ..cli_util import exit_bad_input
 from ..fileio import atomic_write
 
 
@@ -48,8 +48,6 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    if argv is None:  # run as the command: keep freed memory for reuse (cli_util.retain_freed_memory)
-        retain_freed_memory()
     try:
         args = _parser().parse_args(sys.argv[1:] if argv is None else list(argv))
         return _main(args)

@@ -17,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-from ..cli_util import exit_bad_input, retain_freed_memory
+from ..cli_util import exit_bad_input
 from ..fileio import atomic_write_files
 
 EPILOG = """examples:
@@ -57,8 +57,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    if argv is None:  # run as the command: keep freed memory for reuse (cli_util.retain_freed_memory)
-        retain_freed_memory()
     from .sweep_report import is_sweep_folder, main_for_sweep
 
     if is_sweep_folder(args.path):  # a folder made by assignadd-sweep (or holding an f and an r sweep)

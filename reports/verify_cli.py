@@ -19,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from ..cli_util import exit_bad_input, retain_freed_memory
+from ..cli_util import exit_bad_input
 
 DEFAULT_N = 2000
 REPORT_FILES = ("report.json", "report.md", "report.html", "junit.xml", "timings.json")
@@ -318,11 +318,8 @@ def _run(args, path, shown_path, only, ids, json_path, junit_path, out, staging_
 
 
 def main(argv: list[str] | None = None) -> int:
-    """The command (``argv`` None: ``sys.argv``, run as ``assignadd-verify``; the allocator is then told
-    to keep freed memory, ``cli_util.retain_freed_memory``, which an in-process caller's is not)."""
+    """The command (``argv`` None: ``sys.argv``, run as ``assignadd-verify``)."""
     args_list = sys.argv[1:] if argv is None else list(argv)
-    if argv is None:
-        retain_freed_memory()
     try:
         args = _parser().parse_args(args_list)
         return verify(args)

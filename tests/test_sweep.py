@@ -1,4 +1,4 @@
-"""Sweeps (SPEC §1.3, §4.5): the sweep folder, resumption, early stopping, the batched trainer, the
+"""Sweeps (SPEC §1.3, §4.5): the sweep folder, resumption, early stopping, the
 ``data_requirements`` claim and the sweep report.
 
 Training runs here are tiny (a few steps of batch 16, pools of 20): they test bookkeeping and equality
@@ -10,30 +10,20 @@ from __future__ import annotations
 
 import base64
 import json
+from dataclasses import replace
 
 import pytest
-import torch
 
 from assignadd.hypotheses import REGISTRY
 from assignadd.hypotheses import data_requirements as dr
-from assignadd.model import load_checkpoint
 from assignadd.reports import sweep_report
-from assignadd.training.batched import train_batched
 from assignadd.training.grid import EARLY_STOP_BAR, EarlyStop, SweepConfig, early_stop_metric
 from assignadd.training.sweep import open_sweep, run_sweep
 from assignadd.training.sweep_cli import main as sweep_main
 from assignadd.training.sweep_folder import GRID_FORMAT, point_status, points_dir
-from assignadd.training.train import TrainConfig, TrainError, train
+from assignadd.training.train import train
 
 TINY = dict(steps=4, batch_size=16, eval_size=20, eval_every=2, checkpoint_every=2)
-
-
-@pytest.fixture(scope="module", autouse=True)
-def precision_cache_in_tmp(tmp_path_factory):
-    """``--precision auto`` caches its measurement; here in a folder of the test's, not the user's."""
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("ASSIGNADD_CACHE_DIR", str(tmp_path_factory.mktemp("precision_cache")))
-        yield
 
 
 def tiny_config(**overrides) -> SweepConfig:
@@ -48,10 +38,6 @@ def run_cli(argv, capsys):
         code = e.code
     out, err = capsys.readouterr()
     return code, out, err
-
-
-def weights(path) -> dict:
-    return load_checkpoint(path).state_dict()
 
 
 # ----- grid parsing and bad flags --------------------------------------------------------------------
@@ -72,7 +58,6 @@ def test_grid_lists_every_value_and_seed_in_order():
         (["--param", "f", "--values", "0.5,0.5", "--out", "{out}"], "twice"),
         (["--param", "f", "--values", "1.5", "--out", "{out}"], "outside"),
         (["--param", "f", "--values", "0.5", "--f", "0.3", "--out", "{out}"], "swept parameter"),
-        (["--param", "f", "--values", "0.5", "--batched", "2", "--jobs", "2", "--out", "{out}"], "--batched"),
         (["--param", "f", "--values", "0.5", "--ray-address", "x:1", "--out", "{out}"], "--backend ray"),
         (["--param", "f", "--values", "0.5", "--steps", "0", "--out", "{out}"], "--steps"),
         (["--param", "f", "--values", "0.5", "--early-stop", "-1", "--out", "{out}"], "--early-stop"),
@@ -130,7 +115,8 @@ def tiny_sweep(tmp_path_factory):
     cfg = tiny_config()
     open_sweep(out, cfg)
     first = cfg.points()[0]
-    train(points_dir(out) / first.name, cfg.train_config(first), progress=False, stop_after=2)
+    decided = replace(cfg, precision=json.loads((out / "sweep.json").read_text())["precision"]["chosen"])
+    train(points_dir(out) / first.name, decided.train_config(first), progress=False, stop_after=2)
     partial = point_status(points_dir(out) / first.name)
     summary = run_sweep(out, cfg, progress=False)
     return out, cfg, partial, summary
@@ -221,42 +207,6 @@ def test_r_metric_scores_a_fixed_subsample_of_the_2var_union():
     a = dr.generalization_accuracy(model, task, "r", union_sample=300)
     b = dr.generalization_accuracy(model, task, "r", union_sample=300)
     assert a.n == 300 and a.extra["sample"] == 300 and a.low < a.value < a.high and a.to_dict() == b.to_dict()
-
-
-# ----- K models in one batched step ------------------------------------------------------------------
-def test_batched_k3_ends_with_the_same_weights_as_three_separate_runs(tmp_path):
-    """Three runs (two seeds, two values of f), one stopping early at step 2; the batched one is killed
-    after its first step and resumed."""
-    # One explicit precision: "auto" times the single and the batched step apart and records each.
-    common = dict(steps=3, batch_size=16, eval_size=20, eval_every=1, checkpoint_every=1, precision="fp32")
-    cfgs = [
-        TrainConfig(seed=0, f=0.7, **common),
-        TrainConfig(seed=1, f=0.5, **common),
-        TrainConfig(seed=2, f=0.7, r=0.5, **common),
-    ]
-    stops = [None, lambda step, a: step >= 2, None]
-    separate = [
-        train(tmp_path / f"sep{k}", c, progress=False, early_stop=s) for k, (c, s) in enumerate(zip(cfgs, stops))
-    ]
-    dirs = [tmp_path / f"bat{k}" for k in range(3)]
-    train_batched(dirs, cfgs, early_stops=stops, stop_after=1)
-    assert all((d / "resume.pt").exists() and not (d / "final.pt").exists() for d in dirs)
-    batched = train_batched(dirs, cfgs, early_stops=stops)
-    for k, (a, b) in enumerate(zip(separate, batched)):
-        wa, wb = weights(a), weights(b)
-        assert wa.keys() == wb.keys()
-        for name in wa:
-            assert torch.allclose(wa[name], wb[name], rtol=1e-5, atol=1e-6), (k, name)
-        ma = [json.loads(x)["step"] for x in (a.parent / "metrics.jsonl").read_text().splitlines()]
-        mb = [json.loads(x)["step"] for x in (b.parent / "metrics.jsonl").read_text().splitlines()]
-        assert ma == mb == ([0, 1, 2] if k == 1 else [0, 1, 2, 3])
-        assert (a.parent / "run.json").read_text() == (b.parent / "run.json").read_text()
-
-
-def test_batched_members_must_share_their_training_settings(tmp_path):
-    cfgs = [TrainConfig(seed=0, steps=3, batch_size=16), TrainConfig(seed=1, steps=3, batch_size=32)]
-    with pytest.raises(TrainError, match="batch_size"):
-        train_batched([tmp_path / "a", tmp_path / "b"], cfgs)
 
 
 # ----- the data_requirements claim --------------------------------------------------------------------

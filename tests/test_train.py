@@ -19,14 +19,6 @@ from assignadd.training.train_cli import main as train_main
 STEPS, EVERY = 30, 10
 
 
-@pytest.fixture(scope="module", autouse=True)
-def precision_cache_in_tmp(tmp_path_factory):
-    """``--precision auto`` caches its measurement; here in a folder of the test's, not the user's."""
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("ASSIGNADD_CACHE_DIR", str(tmp_path_factory.mktemp("precision_cache")))
-        yield
-
-
 def small_config(**overrides) -> TrainConfig:
     settings = dict(seed=3, steps=STEPS, batch_size=64, eval_size=50, checkpoint_every=EVERY, eval_every=EVERY)
     return TrainConfig(**{**settings, **overrides})

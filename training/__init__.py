@@ -1,12 +1,11 @@
 """Training the model of SPEC §2 (SPEC §3), and the data-requirement sweeps of SPEC §4.5.
 
     train.py        one run: ``TrainConfig``, ``train``, the run folder it writes and resumes
-    batched.py      K runs in one batched step (``train_batched``), the same math as K ``train`` runs
     precision.py    ``--precision auto``: fp32 or bf16 autocast, chosen by timing the step on this machine
     grid.py         a sweep's grid (``SweepConfig``, ``Point``) and its early-stopping rule (``EarlyStop``)
     sweep_folder.py a sweep folder on disk: ``sweep.json`` and one run folder per grid point, for the
                     trainer that writes it and the claim and report that read it
-    sweep.py        running a sweep's points: in this process, on worker processes, on Ray, or batched
+    sweep.py        running a sweep's points: in this process, on worker processes or on Ray
     train_cli.py    ``assignadd-train``
     sweep_cli.py    ``assignadd-sweep``
 

@@ -3,19 +3,18 @@
 Why measure: a training step under bf16 autocast is about twice as fast as fp32's on a CPU with
 native bf16 (AVX512-BF16, AMX) and on most GPUs, and 8 to 11 times slower on a CPU that emulates it
 (AVX2 without bf16: its matmuls run 40 times slower than fp32's; ``bench/RESULTS.md``). The machines
-that run this project differ from one session to the next, and so do users' laptops, so
-``--precision auto`` (the default of train, sweep and the batched trainer) decides on the machine that
+that run this project differ from one day to the next, and so do users' laptops, so
+``--precision auto`` (the default of train and sweep) decides on the machine that
 runs, not from the device's name.
 
-How (``choose_precision``), in about one second, cached per machine:
+How (``choose_precision``), in about one second, once per run (a resumed run keeps its choice):
 
 1. **Scout**: each candidate (fp32; bf16 autocast where the device has it) runs the real training step
    on a fresh model at a small batch. Its first step, from the same initial weights on the same batch
    for every candidate, is the **safety sample**: the candidate's loss and gradients must be finite and
    close to fp32's (``LOSS_RTOL``, ``GRAD_RTOL``). Its next steps are timed. A candidate more than
    ``SCOUT_SLOWDOWN`` times slower than fp32 here (an emulated path) is not timed further.
-2. **Workload**: the candidates left run the step at the run's own size (its batch; K stacked models
-   for the batched trainer), which is where a GPU's bf16 gain shows; timed within the rest of
+2. **Workload**: the candidates left run the step at the run's own size (its batch), which is where a GPU's bf16 gain shows; timed within the rest of
    ``BUDGET_S``. Skipped when the scout already is the workload, or when one fp32 step at full size
    would not fit in the budget (predicted from the scout, or found on its first step): then the
    scout's timings decide.
@@ -23,11 +22,6 @@ How (``choose_precision``), in about one second, cached per machine:
    steps/s; of those, the fastest. So a candidate slower than fp32 is never chosen, and a tie (within
    timing noise) keeps the exact arithmetic.
 
-The decision is stored in ``precision.json`` under the cache folder (``ASSIGNADD_CACHE_DIR``, else
-``$XDG_CACHE_HOME/assignadd``, else ``~/.cache/assignadd``), keyed by the machine (CPU model, torch
-version, device, torch threads; the CPU's bf16-relevant feature flags, since a VM may give two
-different CPUs one name) and the workload (step kind, batch size, models). Delete the file to measure
-again.
 
 The safety sample is one step at initialisation: it catches a path that overflows or is badly wrong
 (NaN, inf, a gradient off by more than 10%), not drift late in training. This module knows nothing of
@@ -36,9 +30,7 @@ the model: the trainer hands it a ``StepProbe`` that runs its own step function.
 
 from __future__ import annotations
 
-import json
 import math
-import os
 import platform
 import subprocess
 import time
@@ -48,11 +40,6 @@ from typing import Callable
 
 import torch
 
-from ..fileio import atomic_write
-
-CACHE_FORMAT = "assignadd.precision-cache/1"
-CACHE_ENV = "ASSIGNADD_CACHE_DIR"
-CACHE_FILE = "precision.json"
 PRECISIONS = ("fp32", "bf16")
 REFERENCE = "fp32"  # exact arithmetic: what every other candidate is compared with, and the fallback
 
@@ -83,7 +70,7 @@ class StepProbe:
     a function that runs one real training step on the next batch (the first call: the same batch for
     every precision) and returns ``(loss, gradients)``, the loss as a float (so a GPU has finished).
     ``size`` is ``"scout"`` or ``"workload"``; ``scout`` and ``workload`` describe each size
-    (``{"step": ..., "models": K, "batch_size": B}``); ``workload`` is also the cache key's workload.
+    (``{"step": ..., "models": K, "batch_size": B}``).
     """
 
     make: Callable[[str, str], StepFn]
@@ -113,14 +100,13 @@ class PrecisionChoice:
     requested: str  # auto, fp32 or bf16
     chosen: str  # fp32 or bf16
     reason: str
-    source: str  # "measured", "cache", "requested", or "run folder" (a resumed run keeps its arithmetic)
+    source: str  # "measured", "requested", or "run folder" (a resumed run keeps its arithmetic)
     steps_per_s: dict = field(default_factory=dict)  # {"scout": {candidate: steps/s}, "workload": {...}}
     sizes: dict = field(default_factory=dict)  # {"scout": {"batch_size": ...}, "workload": {...}}
     safety: dict = field(default_factory=dict)  # candidate -> its safety check, in words
     machine: dict = field(default_factory=dict)
     measured_on: str | None = None  # UTC time of the measurement
     measure_s: float | None = None  # the measurement's wall time (set-up before the first step excluded)
-    cache_file: str | None = None
 
     @property
     def use_bf16(self) -> bool:
@@ -141,9 +127,6 @@ class PrecisionChoice:
         """One line for the run's log: ``precision bf16 (auto, measured: ...; reason)``."""
         if self.source in ("requested", "run folder"):
             return f"precision {self.chosen} ({self.reason})"
-        where = (
-            "measured now" if self.source == "measured" else f"cached in {self.cache_file}, measured {self.measured_on}"
-        )
         timings = []
         for size in ("workload", "scout"):
             rates = self.steps_per_s.get(size) or {}
@@ -154,7 +137,7 @@ class PrecisionChoice:
                     f"{at}: "
                     + ", ".join(f"{p} {r:.2f}" if r is not None else f"{p} not timed" for p, r in rates.items())
                 )
-        return f"precision {self.chosen} (auto, {where}; steps/s at {'; at '.join(timings)}; {self.reason})"
+        return f"precision {self.chosen} (auto, measured now; steps/s at {'; at '.join(timings)}; {self.reason})"
 
 
 # ----- the decision ------------------------------------------------------------------------------------
@@ -296,51 +279,16 @@ def candidates_for(device: str) -> tuple[str, ...]:
     return PRECISIONS
 
 
-# ----- the machine and the cache -----------------------------------------------------------------------
-# CPU features that decide how fast bf16 (and fp32) run: native bf16 dot products (AVX512-BF16, AMX,
-# Arm's BF16) against emulation on AVX2/FMA. A VM may name two such CPUs alike ("AMD EPYC"), so the
-# cache key carries these flags and not the name alone.
-SPEED_FLAGS = (
-    "avx2",
-    "fma",
-    "avx512f",
-    "avx512_bf16",
-    "avx512_fp16",
-    "avx_vnni",
-    "amx_tile",
-    "amx_bf16",
-    "amx_fp16",
-    "asimd",
-    "sve",
-    "bf16",
-)
-# Environment settings that change which kernels torch and oneDNN use on the same CPU.
-KERNEL_ENV = ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA")
-
-
-def _cpuinfo() -> dict:
-    """The first processor's ``model name`` and feature flags from ``/proc/cpuinfo`` (Linux)."""
-    out = {}
+# ----- the machine -------------------------------------------------------------------------------------
+def cpu_name() -> str:
+    """The CPU's model name (``/proc/cpuinfo`` on Linux, ``sysctl`` on macOS), else the platform's."""
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             key, _, value = line.partition(":")
-            key = key.strip()
-            if key == "model name" and "name" not in out:
-                out["name"] = value.strip()
-            elif key in ("flags", "Features") and "flags" not in out:
-                out["flags"] = value.split()
-            if "name" in out and "flags" in out:
-                break
+            if key.strip() == "model name":
+                return value.strip()
     except OSError:
         pass
-    return out
-
-
-def cpu_name() -> str:
-    """The CPU's model name (``/proc/cpuinfo`` on Linux, ``sysctl`` on macOS), else the platform's."""
-    name = _cpuinfo().get("name")
-    if name:
-        return name
     if platform.system() == "Darwin":
         try:
             return (
@@ -355,53 +303,15 @@ def cpu_name() -> str:
 
 
 def machine_identity(device: str) -> dict:
-    """What a cached decision is valid for: CPU model and speed-relevant features, the kernels torch
-    picked for them, torch version, device, torch threads."""
+    """The machine a decision was measured on, for the run's record."""
     name = torch.cuda.get_device_name(torch.device(device)) if device.startswith("cuda") else "cpu"
-    flags = set(_cpuinfo().get("flags", ()))
-    ident = {
+    return {
         "cpu": cpu_name(),
-        "cpu_flags": [f for f in SPEED_FLAGS if f in flags],
         "cpu_capability": torch.backends.cpu.get_cpu_capability(),
         "torch": torch.__version__,
         "device": f"{device} ({name})" if name != "cpu" else "cpu",
         "threads": torch.get_num_threads(),
     }
-    env = {k: os.environ[k] for k in KERNEL_ENV if os.environ.get(k)}
-    if env:
-        ident["kernel_env"] = env
-    return ident
-
-
-def cache_dir() -> Path:
-    """``$ASSIGNADD_CACHE_DIR``, else ``$XDG_CACHE_HOME/assignadd``, else ``~/.cache/assignadd``."""
-    if os.environ.get(CACHE_ENV):
-        return Path(os.environ[CACHE_ENV])
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "assignadd"
-
-
-def _cache_key(machine: dict, workload: dict) -> str:
-    return json.dumps({"machine": machine, "workload": workload}, sort_keys=True)
-
-
-def _read_cache(path: Path) -> dict:
-    try:
-        doc = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError, UnicodeDecodeError):
-        return {}  # no cache, or one we cannot read: measure again (and rewrite it)
-    if not isinstance(doc, dict) or doc.get("format") != CACHE_FORMAT or not isinstance(doc.get("entries"), dict):
-        return {}
-    return doc["entries"]
-
-
-def _write_cache(path: Path, entries: dict) -> str | None:
-    """Write the cache atomically; returns why it could not be written, or None."""
-    try:
-        atomic_write(path, json.dumps({"format": CACHE_FORMAT, "entries": entries}, indent=2) + "\n")
-    except OSError as e:
-        return f"{path}: {e.strerror or e}"
-    return None
 
 
 def choose_precision(
@@ -409,21 +319,9 @@ def choose_precision(
     probe: StepProbe,
     *,
     candidates=None,
-    cache: Path | None = None,
-    machine: dict | None = None,
     clock: Callable[[], float] = time.perf_counter,
 ) -> PrecisionChoice:
-    """``--precision auto``: the cached decision for this machine and workload, or a new measurement
-    (``measure`` then ``decide``, about ``BUDGET_S``), stored in the cache."""
-    machine = machine if machine is not None else machine_identity(device)
-    path = (cache if cache is not None else cache_dir()) / CACHE_FILE
-    key = _cache_key(machine, probe.workload)
-    entries = _read_cache(path)
-    if key in entries:
-        try:
-            return PrecisionChoice.from_dict({**entries[key], "source": "cache", "cache_file": str(path)})
-        except TypeError:
-            pass  # an entry of another shape: measure again
+    """``--precision auto``: a new measurement (``measure`` then ``decide``, about ``BUDGET_S``)."""
     # A process's first model and optimizer pay one-time set-up (AdamW's first construction imports
     # torch._dynamo: about a second on a loaded 2-core machine), which the run pays anyway; built once
     # here, it stays out of the measurement and of its budget.
@@ -439,7 +337,7 @@ def choose_precision(
         }
         for size in ("scout", "workload")
     }
-    choice = PrecisionChoice(
+    return PrecisionChoice(
         requested="auto",
         chosen=chosen,
         reason=reason,
@@ -447,15 +345,7 @@ def choose_precision(
         steps_per_s=rates,
         sizes={"scout": probe.scout, "workload": probe.workload},
         safety={n: m.safety for n, m in measurements.items()},
-        machine=machine,
+        machine=machine_identity(device),
         measured_on=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         measure_s=round(clock() - t0, 3),
-        cache_file=str(path),
     )
-    entries = _read_cache(path)  # again: another process may have written meanwhile
-    entries[key] = {k: v for k, v in choice.to_dict().items() if k not in ("source", "cache_file")}
-    failed = _write_cache(path, entries)
-    if failed:
-        choice.cache_file = None
-        choice.reason += f" (not cached: {failed})"
-    return choice

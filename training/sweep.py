@@ -3,10 +3,10 @@ trained into one sweep folder (``training/sweep_folder.py``).
 
 Started again, a sweep skips the points that have a ``final.pt`` and resumes the others (``train``
 resumes exactly); an existing folder with another grid is refused. Points run on a local pool of
-single-thread processes, as Ray tasks, or K at a time in one batched step (``training.batched``, for a GPU).
+single-thread processes, or as Ray tasks.
 
 Precision: ``auto`` is decided once for the whole sweep (``resolve_sweep_precision``: measured on the
-step the points will run, single-thread workers or the batched stack; a restarted sweep keeps what
+step the points will run, on the workers' threads; a restarted sweep keeps what
 ``sweep.json`` records), and every point trains in it. With Ray the measurement is the driver's: on a
 cluster of other machines, give ``--precision`` explicitly.
 """
@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Callable
 
 from ..data import Task
-from .grid import EarlyStop, Point, SweepConfig, SweepError
+from .grid import EarlyStop, SweepConfig, SweepError
 from .precision import PrecisionChoice
 from .sweep_folder import (
     check_out_folder,
@@ -30,16 +30,15 @@ from .sweep_folder import (
     point_status,
     points_dir,
     read_grid_file,
-    resume_step,
     write_grid_file,
 )
 from .train import TrainConfig, log_stderr, train
 
 
-def resolve_sweep_precision(out, cfg: SweepConfig, *, batched: int = 1, threads: int | None = None) -> PrecisionChoice:
+def resolve_sweep_precision(out, cfg: SweepConfig, *, threads: int | None = None) -> PrecisionChoice:
     """One precision for every point: as given; for ``auto``, what an existing ``sweep.json`` records,
-    else measured on the step the points will run (``batched > 1``: the batched stack of that many
-    points; else one point's ``train`` step on ``threads`` torch threads, as its worker will run)."""
+    else measured on the step the points will run (one point's ``train`` step on ``threads`` torch
+    threads, as its worker will run)."""
     if cfg.precision != "auto":
         return PrecisionChoice.given(cfg.precision)
     if (Path(out) / "sweep.json").is_file():
@@ -55,22 +54,14 @@ def resolve_sweep_precision(out, cfg: SweepConfig, *, batched: int = 1, threads:
     import torch
 
     from .precision import choose_precision
+    from .train import step_probe
 
-    points = cfg.points()
+    first = cfg.points()[0]
     before = torch.get_num_threads()
     try:
         if threads:
             torch.set_num_threads(threads)
-        if batched > 1:
-            from .batched import step_probe as batched_probe
-
-            probe = batched_probe([cfg.train_config(p) for p in points[:batched]])
-        else:
-            from .train import step_probe
-
-            first = points[0]
-            probe = step_probe(cfg.train_config(first), Task(first.f, first.r, cfg.split_seed))
-        return choose_precision(cfg.device, probe)
+        return choose_precision(cfg.device, step_probe(cfg.train_config(first), Task(first.f, first.r, cfg.split_seed)))
     finally:
         torch.set_num_threads(before)
 
@@ -177,15 +168,13 @@ def run_sweep(
     *,
     backend: str = "local",
     jobs: int = 1,
-    batched: int = 1,
     ray_address: str | None = None,
     progress: bool = True,
     log: Callable[[str], None] | None = log_stderr,
 ) -> list[dict]:
     """Train every unfinished point of the grid into ``out``; returns one summary per point.
 
-    ``backend="local"``: ``jobs`` single-thread worker processes (``jobs=1``: in this process), or with
-    ``batched=K`` groups of K points in one batched step (``training.batched``; meant for a GPU).
+    ``backend="local"``: ``jobs`` single-thread worker processes (``jobs=1``: in this process).
     ``backend="ray"``: one Ray task per point (``num_cpus=1``), on a local instance of ``jobs`` CPUs or
     on the cluster at ``ray_address``. ``log`` gets one line saying which precision the sweep trains in
     and why (default: standard error; None: silent).
@@ -194,12 +183,6 @@ def run_sweep(
         raise SweepError(f"--backend must be local or ray, got {backend!r}")
     if jobs < 1:
         raise SweepError(f"--jobs must be at least 1, got {jobs}")
-    if batched < 1:
-        raise SweepError(f"--batched must be at least 1, got {batched}")
-    if batched > 1 and (backend != "local" or jobs != 1):
-        raise SweepError(
-            "--batched K trains K points on one device in this process: use it with --backend local --jobs 1"
-        )
     if ray_address and backend != "ray":
         raise SweepError("--ray-address needs --backend ray")
     if backend == "ray":
@@ -209,10 +192,10 @@ def run_sweep(
             ray = None
         if not hasattr(ray, "remote"):  # missing, or a stray 'ray' folder seen as a namespace package
             raise SweepError("--backend ray needs Ray: pip install 'assignadd[ray]'")
-    options = {"backend": backend, "jobs": jobs, "batched": batched, "ray_address": ray_address, "device": cfg.device}
+    options = {"backend": backend, "jobs": jobs, "ray_address": ray_address, "device": cfg.device}
     ray_started = _connect_ray(ray_address, jobs) if backend == "ray" else False  # before anything is written
     try:
-        return _run_grid(out, cfg, options, backend, jobs, batched, ray_address, progress, log)
+        return _run_grid(out, cfg, options, backend, jobs, ray_address, progress, log)
     finally:
         if ray_started:
             import ray
@@ -256,11 +239,11 @@ def _check_reachable(address: str | None, timeout: float = 5.0) -> None:
         raise SweepError(f"--ray-address {address}: no Ray cluster answers there ({e.strerror or e})") from None
 
 
-def _run_grid(out, cfg, options, backend, jobs, batched, ray_address, progress, log) -> list[dict]:
+def _run_grid(out, cfg, options, backend, jobs, ray_address, progress, log) -> list[dict]:
     threads = 1 if cfg.device == "cpu" and (jobs > 1 or backend == "ray") else None
     cfg.validate()  # a bad option or folder is an error before a second of timing
     check_out_folder(out)
-    choice = resolve_sweep_precision(out, cfg, batched=min(batched, len(cfg.points())), threads=threads)
+    choice = resolve_sweep_precision(out, cfg, threads=threads)
     cfg = replace(cfg, precision=choice.chosen)
     out = open_sweep(out, cfg, options, precision=choice)
     if log is not None:
@@ -275,8 +258,7 @@ def _run_grid(out, cfg, options, backend, jobs, batched, ray_address, progress, 
         else:
             todo.append(p)
     patience = cfg.early_stop
-    parallel = batched if batched > 1 else jobs
-    with GridProgress(out, cfg, parallel, enabled=progress) as bar:
+    with GridProgress(out, cfg, jobs, enabled=progress) as bar:
 
         def record(result: dict):
             reason = "early stop" if result["step"] < cfg.steps else "full length"
@@ -285,8 +267,6 @@ def _run_grid(out, cfg, options, backend, jobs, batched, ray_address, progress, 
 
         if not todo:
             pass
-        elif batched > 1:
-            _run_batched(out, cfg, todo, batched, record, PrecisionChoice.from_dict(precision))
         elif backend == "ray":
             _run_ray(out, cfg, todo, jobs, ray_address, threads, record, precision)
         elif jobs == 1:
@@ -356,22 +336,3 @@ def _run_ray(out, cfg, todo, jobs, address, threads, record, precision):
         for ref in refs:
             ray.cancel(ref, force=True)
         raise
-
-
-def _run_batched(out, cfg, todo, k, record, choice):
-    """Groups of up to K points that resume from the same step, each group in one batched run."""
-    from .batched import train_batched
-
-    by_start: dict[int, list[Point]] = {}
-    for p in todo:
-        by_start.setdefault(resume_step(points_dir(out) / p.name), []).append(p)
-    for start in sorted(by_start):
-        group_all = by_start[start]
-        for i in range(0, len(group_all), k):
-            group = group_all[i : i + k]
-            dirs = [points_dir(out) / p.name for p in group]
-            stops = [EarlyStop(cfg.param, cfg.early_stop, run_dir=d) if cfg.early_stop else None for d in dirs]
-            t0 = time.time()
-            train_batched(dirs, [cfg.train_config(p) for p in group], early_stops=stops, precision=choice, log=None)
-            for d in dirs:
-                record({"point": d.name, "step": last_logged_step(d), "seconds": round(time.time() - t0, 1)})

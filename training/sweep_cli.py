@@ -12,7 +12,6 @@ EPILOG = """examples:
   assignadd-sweep --param f --values 0.1,0.15,0.2,0.25,0.3,0.4,0.5,0.7 --steps 20000 --early-stop 3 \\
       --jobs 2 --out runs/sweep_f
   assignadd-sweep --param r --values 0.05,0.1,0.15,0.2,0.3,0.5,1.0 --steps 20000 --early-stop 3 --out runs/sweep_r
-  assignadd-sweep --param f --values ... --seeds 0,1,2 --device cuda --batched 16 --out runs/full_f
 Started again with the same options, a sweep skips finished points and resumes the others.
 Recipes and the early-stop rule: docs/sweeps.md."""
 
@@ -74,13 +73,6 @@ def build_parser() -> argparse.ArgumentParser:
         default=1,
         help="local: worker processes, one torch thread each; ray: CPUs of a local Ray instance (default %(default)s)",
     )
-    p.add_argument(
-        "--batched",
-        type=int,
-        default=1,
-        metavar="K",
-        help="local, one device: train K points in one batched step (for a GPU; default 1: off)",
-    )
     p.add_argument("--ray-address", default=None, help="an existing Ray cluster (default: start a local one)")
     p.add_argument("--f", type=float, default=None, help="f of every point when sweeping r (default 0.7)")
     p.add_argument("--r", type=float, default=None, help="r of every point when sweeping f (default 1.0)")
@@ -119,7 +111,6 @@ def main(argv=None) -> int:
             cfg,
             backend=args.backend,
             jobs=args.jobs,
-            batched=args.batched,
             ray_address=args.ray_address,
             progress=not args.quiet,
         )

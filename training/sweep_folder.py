@@ -126,16 +126,3 @@ def last_logged_step(point_dir) -> int:
         except (json.JSONDecodeError, KeyError, TypeError, ValueError):
             continue
     return last
-
-
-def resume_step(point_dir) -> int:
-    """The step a point resumes from (its resume.pt), 0 for a new one."""
-    import torch
-
-    resume = Path(point_dir) / "resume.pt"
-    if not resume.exists():
-        return 0
-    try:
-        return int(torch.load(resume, map_location="cpu", weights_only=True)["step"])
-    except Exception as e:  # a resume file we cannot read is the trainer's to report, with its reason
-        raise SweepError(f"{resume}: cannot read its step ({str(e).splitlines()[0][:200]})") from None

@@ -19,7 +19,6 @@ import contextlib
 import itertools
 import json
 import math
-import shutil
 import sys
 import time
 from dataclasses import asdict, dataclass, replace
@@ -44,10 +43,6 @@ class TrainError(ValueError):
     """A bad training option or an incompatible run folder."""
 
 
-class CompileFailed(TrainError):
-    """``--compile``: torch.compile could not build the step on this machine."""
-
-
 @dataclass
 class TrainConfig:
     seed: int = 42  # the run's seed: initialisation and batch order
@@ -65,7 +60,6 @@ class TrainConfig:
     eval_every: int = 100
     eval_size: int = 500
     threads: int | None = None
-    compile: bool = False  # the step through torch.compile (training/compiled.py): other arithmetic, so part of the run
 
     def validate(self) -> None:
         checks = [
@@ -86,7 +80,6 @@ class TrainConfig:
             (self.eval_every >= 1, f"--eval-every must be at least 1, got {self.eval_every}"),
             (self.eval_size >= 1, f"--eval-size must be at least 1, got {self.eval_size}"),
             (self.threads is None or self.threads >= 1, f"--threads must be at least 1, got {self.threads}"),
-            (not self.compile or self.device == "cpu", f"--compile runs on the CPU only, got --device {self.device}"),
         ]
         for ok, msg in checks:
             if not ok:
@@ -113,13 +106,11 @@ class TrainConfig:
         d["betas"] = list(self.betas)
         d["bf16"] = self.use_bf16
         d.pop("precision")
-        if not self.compile:  # recorded only when on, so that run folders from before the option still resume
-            d.pop("compile")
         return d
 
     def checkpoint_run(self) -> dict:
         """What each checkpoint of the run records of it (``run``): its seed and its arithmetic."""
-        return {"seed": self.seed, "bf16": self.use_bf16, **({"compiled": True} if self.compile else {})}
+        return {"seed": self.seed, "bf16": self.use_bf16}
 
 
 def checkpoint_name(step: int) -> str:
@@ -231,7 +222,7 @@ def resolve_precision(cfg: TrainConfig, task: Task, header: dict | None = None) 
 
 
 def log_stderr(line: str) -> None:
-    """The default ``log`` of ``train``, ``train_batched`` and ``run_sweep``: one line on standard error."""
+    """The default ``log`` of ``train`` and ``run_sweep``: one line on standard error."""
     print(line, file=sys.stderr, flush=True)
 
 
@@ -324,41 +315,14 @@ def train(
     """
     if cfg.threads:
         torch.set_num_threads(cfg.threads)  # before open_run: a measured precision is timed on these threads
-    if cfg.compile:
-        from .compiled import check_compiler
-
-        check_compiler()  # before open_run writes anything
-    fresh = not Path(run_dir).exists()
     run = open_run(run_dir, cfg, precision)
-    run_dir, cfg, model, opt = run.run_dir, run.cfg, run.model, run.opt
     if log is not None:
-        log(f"{run_dir}: {run.precision.log_line()}")
-    with contextlib.ExitStack() as stack:
-        step_fn = None
-        if cfg.compile:
-            from .compiled import compiled_training_step
-
-            step_fn = stack.enter_context(
-                compiled_training_step(
-                    model, opt, device=cfg.device, bf16=cfg.use_bf16, biases=not model.biases_are_zero()
-                )
-            )
-            if log is not None:
-                log(
-                    f"{run_dir}: the step is compiled (torch.compile, deterministic kernels); the first step "
-                    "compiles it, up to a minute the first time on a machine"
-                )
-        try:
-            return _train_loop(run, cfg, progress, stop_after, early_stop, step_fn)
-        except CompileFailed:
-            if fresh and run.start == 0:  # the folder this call made holds nothing trained: not left behind
-                shutil.rmtree(run.run_dir, ignore_errors=True)
-            raise
+        log(f"{run.run_dir}: {run.precision.log_line()}")
+    return _train_loop(run, run.cfg, progress, stop_after, early_stop)
 
 
-def _train_loop(run: "OpenRun", cfg: TrainConfig, progress, stop_after, early_stop, step_fn) -> Path:
-    """``train``'s steps, evaluations and files; ``step_fn(tokens, labels) -> loss`` replaces the eager
-    ``training_step`` when given (the compiled step)."""
+def _train_loop(run: "OpenRun", cfg: TrainConfig, progress, stop_after, early_stop) -> Path:
+    """``train``'s steps, evaluations and files."""
     run_dir, task, model, opt, start = run.run_dir, run.task, run.model, run.opt, run.start
     prepare_run_folder(run_dir, start)
     pools = eval_pools(task, cfg)
@@ -382,10 +346,7 @@ def _train_loop(run: "OpenRun", cfg: TrainConfig, progress, stop_after, early_st
         while step < cfg.steps:
             tokens, labels = task.training_batch(cfg.seed, step, cfg.batch_size)
             tokens, labels = tokens.to(cfg.device), labels.to(cfg.device)
-            if step_fn is not None:
-                loss = step_fn(tokens, labels)
-            else:
-                loss = training_step(model, opt, tokens, labels, device=cfg.device, bf16=cfg.use_bf16, biases=use_bias)
+            loss = training_step(model, opt, tokens, labels, device=cfg.device, bf16=cfg.use_bf16, biases=use_bias)
             step += 1
             done_in_call += 1
             running += loss.item()

@@ -44,13 +44,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--weight-decay", type=float, default=0.02, help="AdamW weight decay (default %(default)g)")
     add_run_options(p, checkpoint_every=100)
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
-    p.add_argument(
-        "--compile",
-        action="store_true",
-        help="compile the training step with torch.compile (CPU; needs a C++ compiler): fewer passes over "
-        "memory per step (bench/train_speed.py measures the gain here), after a first step that compiles "
-        "for up to a minute; other arithmetic than the eager step, so it is recorded in run.json",
-    )
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     return p
 
@@ -73,7 +66,6 @@ def main(argv=None) -> int:
         eval_every=args.eval_every,
         eval_size=args.eval_size,
         threads=args.threads,
-        compile=args.compile,
     )
     try:
         final = train(args.run_dir, cfg, progress=not args.quiet)
