@@ -380,6 +380,7 @@ def _item_change(a: dict, b: dict) -> dict | None:
         "name": b["name"],
         "kind": b["kind"],
         "required": b["required"],
+        "threshold": b.get("threshold"),
         "from": {k: a[k] for k in side},
         "to": {k: b[k] for k in side},
         "controls": controls,

@@ -197,7 +197,9 @@ LETTER = {"pass": "P", "fail": "F", "inconclusive": "I", "error": "E"}
 def _item_change_text(x: dict) -> str:
     """An item that moved between a flip's two checkpoints: ``name: value [interval] status → ...``."""
     side = lambda d: f"{fmt_measurement(d)} {d['status']}"  # noqa: E731
-    text = f"{x['name']}: {side(x['from'])} → {side(x['to'])}"
+    bar = x.get("threshold")
+    name = f"{x['name']} (bar {bar['direction']} {fmt(bar['value'])})" if bar else x["name"]
+    text = f"{name}: {side(x['from'])} → {side(x['to'])}"
     for name, c in x["controls"].items():
         a, b = c["from"] or {}, c["to"] or {}
         text += (

@@ -385,7 +385,8 @@ def test_series_json_carries_each_claims_timeline_and_the_page_flags_a_claim_tha
     page = render_html(doc)
     assert 'id="timeline-flagged"' in page and "⚑ flips 2 times" in page
     assert page.index("Accuracy by number of variables") < page.index('id="timeline"') < page.index("Progress measures")
-    assert "level: 0.9 pass → 0.1 fail" in page
+    assert moved["threshold"] == {"value": 0.5, "direction": ">="}
+    assert "level (bar &gt;= 0.5): 0.9 pass → 0.1 fail" in page
     # a claim that settles once is not flagged, and the page says none is
     monkeypatch.setattr(hypotheses, "REGISTRY", {"flipping": _flipping_claim([0.1, 0.1, 0.9, 0.9])})
     once = compute_series(tiny_run, n=N, claims=4, claims_n=N, progress=False)

@@ -208,6 +208,7 @@ def item_numbers(e) -> dict:
         "name": e.name,
         "kind": e.kind,
         "required": e.required,
+        "threshold": {"value": _round(e.threshold.value), "direction": e.threshold.direction},
         "status": e.status,
         "value": m["value"],
         "ci": m["ci"],
