@@ -62,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     if is_sweep_folder(args.path):  # a folder made by assignadd-sweep (or holding an f and an r sweep)
         return main_for_sweep(args.path, args.out, quiet=args.quiet)
     from .render import fmt_span
-    from .series import SeriesError, compute_series, first_hold_text, to_csv, to_json
+    from .series import SeriesError, compute_series, timeline_text, to_csv, to_json
     from .series_html import render_html
 
     out = Path(args.out) if args.out else Path("out") / f"report-{Path(args.path).resolve().name}"
@@ -105,8 +105,8 @@ def main(argv: list[str] | None = None) -> int:
         )
         for cid, r in doc["series_claims"].items():
             print(f"  {cid}: {r['verdict']} ({r['reason']})")
-        for cid, h in doc["claims_first_hold"].items():
-            print(f"  {cid}: {first_hold_text(h)}")
+        for cid, t in doc["verdict_timeline"].items():
+            print(f"  {cid}: {timeline_text(t)}")
     return 0 if all(r["verdict"] == "pass" for r in doc["series_claims"].values()) else 1
 
 

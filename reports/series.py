@@ -267,6 +267,7 @@ def compute_series(
     }
     doc["phases"] = detect_phases(checkpoints)
     doc["claims_first_hold"] = claims_first_hold(checkpoints)
+    doc["verdict_timeline"] = claims_timeline(checkpoints)
     doc["series_claims"] = {cid: cls().run_series(doc).to_dict() for cid, cls in SERIES_REGISTRY.items()}
     return doc
 
@@ -301,6 +302,126 @@ def claims_first_hold(checkpoints: list[dict]) -> dict:
             ],
         }
     return out
+
+
+DECIDED = ("pass", "fail")
+
+
+def verdict_timeline(steps: list[int], verdicts: list[str | None]) -> dict:
+    """A claim's verdicts along a series, read as a timeline: where it settles, and every flip.
+
+    A mechanism, once formed, should not come and go; the timeline says whether it did. Definitions
+    (docs/reports.md, "The verdict timeline"), over the checkpoints where the claim ran, in step order:
+
+    - a *flip* is a change between two consecutive *decided* verdicts (``pass`` or ``fail``): an
+      ``inconclusive``, an ``error`` or a missing verdict (``None``) between them neither makes nor hides
+      one (pass, inconclusive, fail is one flip, from the pass's step to the fail's; pass, inconclusive,
+      pass is none), and the steps it skipped are listed with the flip (``undecided_between``);
+    - the claim *settles at* the first step from which every verdict up to the last equals the last one
+      (the verdict settled somewhere in ``(settled_after, settles_at]``); None when the last verdict is
+      not ``pass`` or ``fail``: a series that ends undecided has not settled;
+    - it is *flagged* when it flips more than once (``multiple_flips``: it came and went) or when any
+      checkpoint gave an ``error`` (a claim that could not be measured there).
+
+    ``steps`` ascending and ``verdicts`` of the same length. Pure: the same lists give the same dict.
+    """
+    if len(steps) != len(verdicts):
+        raise ValueError(f"{len(steps)} steps but {len(verdicts)} verdicts")
+    if any(b <= a for a, b in zip(steps, steps[1:])):
+        raise ValueError("steps must be strictly increasing")
+    final = verdicts[-1] if verdicts else None
+    settles_at = settled_after = None
+    if final in DECIDED:
+        i = len(verdicts) - 1
+        while i > 0 and verdicts[i - 1] == final:
+            i -= 1
+        settles_at, settled_after = steps[i], (steps[i - 1] if i > 0 else None)
+    flips, last, skipped = [], None, []  # last: (step, verdict) of the latest decided checkpoint so far
+    for step, v in zip(steps, verdicts):
+        if v not in DECIDED:
+            if last is not None:
+                skipped.append(step)
+            continue
+        if last is not None and v != last[1]:
+            flips.append(
+                {"from_step": last[0], "to_step": step, "from": last[1], "to": v, "undecided_between": skipped}
+            )
+        last, skipped = (step, v), []
+    errors = [s for s, v in zip(steps, verdicts) if v == "error"]
+    reasons = ([f"flips {len(flips)} times"] if len(flips) > 1 else []) + (
+        [f"error at step{'s' if len(errors) > 1 else ''} {', '.join(map(str, errors))}"] if errors else []
+    )
+    return {
+        "steps": list(steps),
+        "verdicts": list(verdicts),
+        "final": final,
+        "settles_at": settles_at,
+        "settled_after": settled_after,
+        "flips": flips,
+        "multiple_flips": len(flips) > 1,
+        "errors": errors,
+        "flagged": bool(reasons),
+        "flag_reasons": reasons,
+    }
+
+
+def _item_change(a: dict, b: dict) -> dict | None:
+    """An evidence item at two checkpoints (``item_numbers`` records), when its status or a control's
+    status differs between them; None when nothing about its decision changed."""
+    controls = {
+        name: {"from": a["controls"].get(name), "to": b["controls"].get(name)}
+        for name in sorted(set(a["controls"]) | set(b["controls"]))
+        if (a["controls"].get(name) or {}).get("status") != (b["controls"].get(name) or {}).get("status")
+    }
+    if a["status"] == b["status"] and not controls:
+        return None
+    side = ("status", "value", "ci")
+    return {
+        "name": b["name"],
+        "kind": b["kind"],
+        "required": b["required"],
+        "threshold": b.get("threshold"),
+        "from": {k: a[k] for k in side},
+        "to": {k: b[k] for k in side},
+        "controls": controls,
+    }
+
+
+def claims_timeline(checkpoints: list[dict]) -> dict:
+    """Per claim, its ``verdict_timeline`` over the checkpoints where claims ran; each flip also names the
+    evidence items whose status (or a control's) differs between its two checkpoints, with their numbers
+    (``changed_items``; None where the checkpoints carry no item numbers)."""
+    evaluated = [c for c in checkpoints if "claims" in c]
+    ids = sorted({cid for c in evaluated for cid in c["claims"]})
+    out = {}
+    for cid in ids:
+        records = {c["step"]: c["claims"].get(cid) or {} for c in evaluated}
+        t = verdict_timeline([c["step"] for c in evaluated], [records[c["step"]].get("verdict") for c in evaluated])
+        for f in t["flips"]:
+            a, b = records[f["from_step"]].get("items"), records[f["to_step"]].get("items")
+            if a is None or b is None:
+                f["changed_items"] = None
+                continue
+            before = {x["name"]: x for x in a}
+            changes = [_item_change(before[x["name"]], x) for x in b if x["name"] in before]
+            f["changed_items"] = [x for x in changes if x is not None]
+        out[cid] = t
+    return out
+
+
+def timeline_text(t: dict) -> str:
+    """A claim's timeline in one line: its final verdict, where it settled, and every flip."""
+    if t["final"] in DECIDED:
+        where = (
+            f"{t['final']} at all {len(t['steps'])} evaluated checkpoints"
+            if t["settled_after"] is None
+            else f"settles {t['final']} between steps {t['settled_after']} and {t['settles_at']}"
+        )
+    else:
+        where = f"not settled: {t['final'] or 'no verdict'} at the last evaluated checkpoint"
+    flips = "; ".join(f"{f['from']} -> {f['to']} between steps {f['from_step']} and {f['to_step']}" for f in t["flips"])
+    flag = f" [FLAGGED: {'; '.join(t['flag_reasons'])}]" if t["flagged"] else ""
+    return where + (f"; flips: {flips}" if flips else "; no flip") + flag
 
 
 def first_hold_text(h: dict) -> str:

@@ -190,6 +190,115 @@ def _series_status(e: dict, m: dict) -> str:
     return interval_state(e["threshold"]["direction"], e["threshold"]["value"], lo, hi)
 
 
+# ----- the verdict timeline ---------------------------------------------------------------------------
+LETTER = {"pass": "P", "fail": "F", "inconclusive": "I", "error": "E"}
+
+
+def _item_change_text(x: dict) -> str:
+    """An item that moved between a flip's two checkpoints: ``name: value [interval] status → ...``."""
+    side = lambda d: f"{fmt_measurement(d)} {d['status']}"  # noqa: E731
+    bar = x.get("threshold")
+    name = f"{x['name']} (bar {bar['direction']} {fmt(bar['value'])})" if bar else x["name"]
+    text = f"{name}: {side(x['from'])} → {side(x['to'])}"
+    for name, c in x["controls"].items():
+        a, b = c["from"] or {}, c["to"] or {}
+        text += (
+            f"; control {name}: {fmt(a.get('value'))} {a.get('status', 'none')} → "
+            f"{fmt(b.get('value'))} {b.get('status', 'none')}"
+        )
+    return text
+
+
+def _flip_cell(t: dict) -> list:
+    if not t["flips"]:
+        return ["none"]
+    out = []
+    for f in t["flips"]:
+        skipped = f" (undecided at {', '.join(map(str, f['undecided_between']))})" if f["undecided_between"] else ""
+        items = f.get("changed_items")
+        moved = (
+            [H.tag("br"), H.tag("span", "; ".join(_item_change_text(x) for x in items), class_="meta")] if items else []
+        )
+        out.append(
+            H.tag(
+                "div",
+                H.verdict(f["from"]),
+                " → ",
+                H.verdict(f["to"]),
+                f" between {f['from_step']} and {f['to_step']}{skipped}",
+                moved,
+            )
+        )
+    return out
+
+
+def timeline_section(doc: dict) -> list:
+    """Per claim, its verdict at every checkpoint where claims ran (a strip of P, F, I, E), where it
+    settles and every flip with the items that moved; a claim that flips more than once, or that gave an
+    error, is flagged above the table and in its row."""
+    timelines = sorted((doc.get("verdict_timeline") or {}).items())
+    head = [H.tag("h2", "Verdict timeline: where each claim settles, and every flip", id="timeline")]
+    if not timelines:
+        return head + [H.tag("p", "No per-checkpoint claim was run (--claims 0).")]
+    steps = timelines[0][1]["steps"]
+    flagged = [(cid, t) for cid, t in timelines if t["flagged"]]
+    head.append(
+        H.tag(
+            "p",
+            "A flip is a change between consecutive decided verdicts (pass, fail) at the checkpoints where claims "
+            "ran; an inconclusive or error verdict in between neither makes nor hides one. A claim settles at the "
+            "first step from which its verdict stays at its last one. Flagged: more than one flip (the mechanism "
+            "came and went), or an error.",
+        )
+    )
+    head.append(
+        H.tag(
+            "p",
+            H.tag("b", "FLAGGED: ", class_="fail"),
+            H.join([[H.breakable(cid), f" ({'; '.join(t['flag_reasons'])})"] for cid, t in flagged], "; "),
+            class_="summary",
+            id="timeline-flagged",
+        )
+        if flagged
+        else H.tag("p", "No claim flips more than once, and none gave an error.", class_="summary")
+    )
+    rows = []
+    for cid, t in timelines:
+        settles = "not settled" if t["settles_at"] is None else str(t["settles_at"])
+        if t["settles_at"] is not None and t["settled_after"] is not None:
+            settles = f"({t['settled_after']}, {t['settles_at']}]"
+        name = [H.tag("a", H.breakable(cid), href=f"#timeline-{cid}")]
+        if t["flagged"]:
+            name += [H.tag("br"), H.tag("span", "⚑ " + "; ".join(t["flag_reasons"]), class_="fail")]
+        strip = [
+            H.tag("span", LETTER.get(v, "–"), class_=v if v in LETTER else "not-run", title=f"step {s}: {v}")
+            for s, v in zip(t["steps"], t["verdicts"])
+        ]
+        rows.append(
+            [
+                H.tag("span", name, id=f"timeline-{cid}"),
+                H.verdict(t["final"] or "not-run"),
+                H.tag("span", settles, class_="num"),
+                H.tag("span", strip, class_="num"),
+                _flip_cell(t),
+            ]
+        )
+    table = H.table(
+        ["claim", "last verdict", "settles at (interval)", f"verdict at steps {steps[0]}…{steps[-1]}", "flips"],
+        rows,
+        wide=True,
+        cell_classes=[None, "nowrap", "nowrap", "nowrap", "text"],
+    )
+    return head + [
+        table,
+        H.tag(
+            "p",
+            f"Evaluated steps: {', '.join(map(str, steps))}. P pass, F fail, I inconclusive, E error, – not run.",
+            class_="meta",
+        ),
+    ]
+
+
 # ----- the page --------------------------------------------------------------------------------------
 def _phase_section(doc) -> list:
     ph, rule = doc["phases"], doc["phases"]["rule"]
@@ -273,6 +382,19 @@ def _phase_section(doc) -> list:
     ]
 
 
+def _flagged_summary(doc: dict):
+    """The claims the verdict timeline flags, named at the top of the page (nothing when none is)."""
+    flagged = sorted(cid for cid, t in (doc.get("verdict_timeline") or {}).items() if t["flagged"])
+    if not flagged:
+        return ""
+    return H.tag(
+        "p",
+        H.tag("b", "Verdict timeline flags ", class_="fail"),
+        H.join([H.tag("a", H.breakable(cid), href=f"#timeline-{cid}") for cid in flagged], ", "),
+        " (more than one flip, or an error, along the series).",
+    )
+
+
 def render_html(doc: dict) -> str:
     """``series.html`` from an ``assignadd.series/1`` document (``reports/html.py``'s template)."""
     from .series import first_hold_text
@@ -302,6 +424,7 @@ def render_html(doc: dict) -> str:
             ),
             class_="summary",
         ),
+        _flagged_summary(doc),
         _phase_section(doc),
         [claim_section(r, _series_status) for _, r in claims],
         H.tag("h2", "Per-checkpoint claims: where each starts to hold", id="first-hold"),
@@ -341,4 +464,6 @@ def render_html(doc: dict) -> str:
         )
     for key, title, png, caption in figures:
         body += [H.tag("h2", title), H.figure(key, title, caption, png)]
+        if key == "accuracy":  # the verdicts over training beside the curves they are read against
+            body += timeline_section(doc)
     return H.page(f"assignadd series: {doc['source']}", *body)

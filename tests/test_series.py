@@ -33,11 +33,15 @@ from assignadd.reports.series import (
     SeriesError,
     claim_indices,
     claims_first_hold,
+    claims_timeline,
     compute_series,
     find_checkpoints,
     first_hold_text,
+    timeline_text,
     to_json,
+    verdict_timeline,
 )
+from assignadd.reports.series_html import render_html
 
 N = 40  # sequences per pool in these tests: enough to exercise every measure, small enough to be quick
 
@@ -241,6 +245,156 @@ def test_registered_claims_run_on_the_chosen_checkpoints(tiny_run, monkeypatch):
     hold = doc["claims_first_hold"]["stand_in"]
     assert hold["evaluated_steps"] == [0, 30]
     assert hold["verdicts"][-1] in ("pass", "fail")
+
+
+# ----- the verdict timeline -----------------------------------------------------------------------
+def test_a_claim_that_fails_then_passes_settles_once_with_one_flip():
+    t = verdict_timeline([0, 500, 1000, 1500], ["fail", "fail", "pass", "pass"])
+    assert t["final"] == "pass" and t["settles_at"] == 1000 and t["settled_after"] == 500
+    assert t["flips"] == [{"from_step": 500, "to_step": 1000, "from": "fail", "to": "pass", "undecided_between": []}]
+    assert not t["multiple_flips"] and not t["flagged"] and t["flag_reasons"] == []
+    assert "settles pass between steps 500 and 1000" in timeline_text(t) and "FLAGGED" not in timeline_text(t)
+
+
+def test_inconclusive_neither_makes_nor_hides_a_flip_and_delays_settling():
+    # pass, inconclusive, pass: no flip; the verdict settles only after the inconclusive checkpoint
+    t = verdict_timeline([0, 10, 20, 30], ["pass", "inconclusive", "pass", "pass"])
+    assert t["flips"] == [] and t["settles_at"] == 20 and t["settled_after"] == 10 and not t["flagged"]
+    # fail, inconclusive, pass: one flip, across the undecided checkpoint, which is listed with it
+    t = verdict_timeline([0, 10, 20], ["fail", "inconclusive", "pass"])
+    assert [(f["from_step"], f["to_step"], f["from"], f["to"]) for f in t["flips"]] == [(0, 20, "fail", "pass")]
+    assert t["flips"][0]["undecided_between"] == [10] and t["settles_at"] == 20
+    # a series that ends undecided has not settled
+    t = verdict_timeline([0, 10], ["pass", "inconclusive"])
+    assert t["settles_at"] is None and t["settled_after"] is None and t["final"] == "inconclusive"
+    assert "not settled" in timeline_text(t)
+    # a verdict held from the first checkpoint settles there, with nothing before it
+    t = verdict_timeline([0, 10], ["pass", "pass"])
+    assert t["settles_at"] == 0 and t["settled_after"] is None and "pass at all 2" in timeline_text(t)
+
+
+def test_an_error_is_shown_and_flagged_but_is_not_a_flip():
+    t = verdict_timeline([0, 10, 20], ["pass", "error", "pass"])
+    assert t["flips"] == [] and t["errors"] == [10] and t["flagged"] and not t["multiple_flips"]
+    assert t["flag_reasons"] == ["error at step 10"] and t["settles_at"] == 20
+
+
+def test_a_claim_that_flips_twice_is_flagged():
+    t = verdict_timeline([0, 10, 20, 30, 40], ["fail", "pass", "fail", "fail", "pass"])
+    assert [(f["from"], f["to"], f["to_step"]) for f in t["flips"]] == [
+        ("fail", "pass", 10),
+        ("pass", "fail", 20),
+        ("fail", "pass", 40),
+    ]
+    assert t["multiple_flips"] and t["flagged"] and t["flag_reasons"] == ["flips 3 times"]
+    assert t["settles_at"] == 40 and t["settled_after"] == 30
+    assert "FLAGGED: flips 3 times" in timeline_text(t)
+
+
+def test_a_timeline_needs_ordered_steps_and_one_verdict_each():
+    with pytest.raises(ValueError):
+        verdict_timeline([0, 10], ["pass"])
+    with pytest.raises(ValueError):
+        verdict_timeline([10, 10], ["pass", "fail"])
+    assert verdict_timeline([], [])["settles_at"] is None
+
+
+def test_a_flip_names_the_items_whose_status_moved_with_their_numbers():
+    def item(name, status, value, control_status="fail"):
+        return {
+            "name": name,
+            "kind": "causal",
+            "required": True,
+            "status": status,
+            "value": value,
+            "ci": [value - 0.01, value + 0.01],
+            "controls": {"shuffled": {"status": control_status, "value": 0.1}},
+        }
+
+    cps = [
+        {
+            "step": 0,
+            "values": {},
+            "claims": {"c": {"verdict": "pass", "items": [item("a", "pass", 0.9), item("b", "pass", 0.8)]}},
+        },
+        {"step": 5, "values": {}},  # claims not run here: not part of the timeline
+        {
+            "step": 10,
+            "values": {},
+            "claims": {"c": {"verdict": "fail", "items": [item("a", "pass", 0.91), item("b", "fail", 0.3)]}},
+        },
+        {
+            "step": 20,
+            "values": {},
+            "claims": {"c": {"verdict": "fail", "items": [item("a", "pass", 0.9, "pass"), item("b", "pass", 0.8)]}},
+        },
+    ]
+    t = claims_timeline(cps)["c"]
+    assert t["steps"] == [0, 10, 20] and len(t["flips"]) == 1
+    (moved,) = t["flips"][0]["changed_items"]  # a did not move: its status is pass at both
+    assert (
+        moved["name"] == "b"
+        and moved["from"]["value"] == 0.8
+        and moved["to"]
+        == {
+            "status": "fail",
+            "value": 0.3,
+            "ci": [0.29, 0.31],
+        }
+    )
+    assert moved["controls"] == {}
+    # without item numbers (a series written before they were kept) the flip still shows, its items unknown
+    bare = [
+        {"step": c["step"], "values": {}, "claims": {"c": {"verdict": c["claims"]["c"]["verdict"]}}}
+        for c in cps
+        if "claims" in c
+    ]
+    assert claims_timeline(bare)["c"]["flips"][0]["changed_items"] is None
+
+
+def _flipping_claim(values):
+    """A stand-in claim whose one item takes ``values`` in turn, one per checkpoint it runs on (in step
+    order with one process): 0.9 passes its bar of 0.5, 0.1 fails it."""
+    it = iter(values)
+
+    class Flipping(Hypothesis):
+        id, spec, statement = "flipping", "test", "a verdict that comes and goes"
+
+        def evidence(self, ctx):
+            v = next(it)
+            return [Evidence("level", "a fixed sequence", "causal", Threshold(0.5, ">=", "test"), Measurement.exact(v))]
+
+    return Flipping
+
+
+def test_series_json_carries_each_claims_timeline_and_the_page_flags_a_claim_that_flips_twice(
+    tiny_run, monkeypatch, tmp_path
+):
+    docs = []
+    for _ in range(2):
+        monkeypatch.setattr(hypotheses, "REGISTRY", {"flipping": _flipping_claim([0.9, 0.1, 0.9, 0.9])})
+        docs.append(compute_series(tiny_run, n=N, claims=4, claims_n=N, progress=False))
+    assert to_json(docs[0]) == to_json(docs[1])  # same inputs, same bytes
+    doc = json.loads(to_json(docs[0]))
+    t = doc["verdict_timeline"]["flipping"]
+    assert t["steps"] == [0, 10, 20, 30] and t["verdicts"] == ["pass", "fail", "pass", "pass"]
+    assert [(f["from_step"], f["to_step"]) for f in t["flips"]] == [(0, 10), (10, 20)]
+    assert t["multiple_flips"] and t["flagged"] and t["settles_at"] == 20 and t["settled_after"] == 10
+    moved = t["flips"][0]["changed_items"][0]
+    assert moved["name"] == "level" and (moved["from"]["value"], moved["to"]["value"]) == (0.9, 0.1)
+    page = render_html(doc)
+    assert 'id="timeline-flagged"' in page and "⚑ flips 2 times" in page
+    assert page.index("Accuracy by number of variables") < page.index('id="timeline"') < page.index("Progress measures")
+    assert moved["threshold"] == {"value": 0.5, "direction": ">="}
+    assert "level (bar &gt;= 0.5): 0.9 pass → 0.1 fail" in page
+    # a claim that settles once is not flagged, and the page says none is
+    monkeypatch.setattr(hypotheses, "REGISTRY", {"flipping": _flipping_claim([0.1, 0.1, 0.9, 0.9])})
+    once = compute_series(tiny_run, n=N, claims=4, claims_n=N, progress=False)
+    assert (
+        not once["verdict_timeline"]["flipping"]["flagged"] and len(once["verdict_timeline"]["flipping"]["flips"]) == 1
+    )
+    page = render_html(once)
+    assert 'id="timeline-flagged"' not in page and "No claim flips more than once" in page
 
 
 # ----- phase detection on planted curves ----------------------------------------------------------

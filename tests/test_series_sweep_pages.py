@@ -187,6 +187,8 @@ def test_nothing_overflows_an_800_px_window_and_tables_fit_their_box(which, seri
 # ----- the schemas ------------------------------------------------------------------------------------
 def test_series_json_from_the_command_matches_its_schema(series_doc):
     assert series_doc["checkpoints"][0]["claims"] and series_doc["claims_first_hold"]  # the optional parts are there
+    assert series_doc["verdict_timeline"]["stand_in"]["steps"] == [0, 30]
+    assert series_doc["checkpoints"][0]["claims"]["stand_in"]["items"][0]["name"] == "acc"
     assert schema.errors(series_doc, schema.load("series")) == []
     assert schema.errors(series_doc) == []  # the checker picks the schema the document names
 

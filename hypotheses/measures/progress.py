@@ -192,7 +192,28 @@ class SeriesMeasurer:
 
         # pools are per (name, size, seed): one cache shared by every checkpoint's context
         ctx = hypotheses.Context(model, self.task, n=self.claims_n, pools=self._claims_pools)
-        return {r.claim: {"verdict": r.verdict, "reason": r.reason} for r in hypotheses.run_all(ctx)}
+        return {
+            r.claim: {"verdict": r.verdict, "reason": r.reason, "items": [item_numbers(e) for e in r.evidence]}
+            for r in hypotheses.run_all(ctx)
+        }
+
+
+def item_numbers(e) -> dict:
+    """An evidence item's numbers as a series keeps them at each checkpoint: enough to say which item
+    moved a verdict between two checkpoints (status, value and interval, and each control's status and
+    value), without the definitions and reasons that every checkpoint would repeat."""
+    m = e.measurement.to_dict()
+    controls = {name: c.to_dict() for name, c in sorted(e.controls.items())}
+    return {
+        "name": e.name,
+        "kind": e.kind,
+        "required": e.required,
+        "threshold": {"value": _round(e.threshold.value), "direction": e.threshold.direction},
+        "status": e.status,
+        "value": m["value"],
+        "ci": m["ci"],
+        "controls": {name: {"status": e.control_status(name), "value": c["value"]} for name, c in controls.items()},
+    }
 
 
 def _forward_until_layer2_pattern(model, tokens: torch.Tensor) -> dict[str, torch.Tensor]:
