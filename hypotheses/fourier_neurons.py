@@ -107,7 +107,7 @@ class FourierNeurons(Hypothesis):
         def neurons(model):
             g = grid(model)
             r = fourier.neuron_fve(g[fourier.MLP2_PRE], fourier.mlp_input_scale(model, g[fourier.RESID_MID2]))
-            share = fourier.frequency_share(r["power"][:, r["live"]])
+            share = fourier.key_frequency_share(model, r)
             key = fourier.key_frequencies(model, grid=g)
             key_idx = torch.tensor(key, dtype=torch.long) - 1
             if len(r["fve"]) == 0:  # no neuron varies over the grid: none is a Fourier feature

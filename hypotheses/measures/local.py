@@ -289,19 +289,29 @@ def ov2_number_basis(model: AssignAddTransformer, head: int = 0) -> torch.Tensor
 
 def ov_transmission(model: AssignAddTransformer, layer: int, embeddings: torch.Tensor, head: int = 0) -> float:
     """How strongly a layer's OV circuit passes on a set of embeddings (rows), relative to an average
-    input direction:
+    direction of what the layer can read:
 
-        (||(E - mean) W_V W_O||_F^2 / ||E - mean||_F^2) / (||W_V W_O||_F^2 / d_model)
+        (||(E - mean) W_V W_O||_F^2 / ||E - mean||_F^2) / (||Q W_V W_O||_F^2 / r)
 
-    About 1 for a random OV, and for one whose input space was rotated away from the embeddings (a
-    random rotation gives them the average gain); well above 1 when the embeddings lie in the circuit's
-    strong input directions. This sees a break that comparisons made *through* the circuit cannot:
-    rotating W_V's input space keeps what it writes decodable, but no longer where its reader looks."""
+    Q (r, d_model) is an orthonormal basis of the span of every input the layer can receive
+    (``interventions.mutants.layer1_inputs`` / ``layer2_inputs``, from the weights). About 1 for a random
+    OV, and for one whose input space was rotated away from the embeddings (a random rotation gives them
+    the average gain); well above 1 when the embeddings lie in the circuit's strong input directions.
+    This sees a break that comparisons made *through* the circuit cannot: rotating W_V's input space
+    keeps what it writes decodable, but no longer where its reader looks.
+
+    The product W_V W_O is fixed by the function only on inputs the layer receives: W_V -> W_V B,
+    W_O -> B^-1 W_O changes neither, and a gain along directions no input has changes the function not
+    at all. Averaging over the readable span (re-registered 2026-12-04; it was ||W_V W_O||_F^2 / d_model,
+    every direction of the residual) makes the measure the same for every model with the same function."""
+    from ...interventions.mutants import layer1_inputs, layer2_inputs, span_basis
+
     E = embeddings.detach().double()
     E = E - E.mean(0)
     a = model.blocks[layer].attn
     W = (a.W_V[head] @ a.W_O[head]).detach().double()
-    average = W.pow(2).sum() / W.shape[0]
+    Q = span_basis(layer1_inputs(model) if layer == 0 else layer2_inputs(model))[0]  # (r, d_model)
+    average = (Q @ W).pow(2).sum() / Q.shape[0]
     return float((E @ W).pow(2).sum() / E.pow(2).sum() / average.clamp(min=1e-30))
 
 
