@@ -256,18 +256,18 @@ def _add_unseen(param: torch.Tensor, P: torch.Tensor, gen, gain: float) -> None:
 
 
 def _layer1_unseen_inputs(model, gen):
-    """W_Q, W_K and W_V of Layer 1 each gain 3x their norm along the input directions orthogonal to every
+    """W_Q, W_K and W_V of Layer 1 each gain 10x their norm along the input directions orthogonal to every
     W_E[t] + W_pos[p] (128 - 89 = 39 directions in the reference)."""
     P = _complement(layer1_inputs(model))
     a = _attn(model, 0)
     for name in ("W_Q", "W_K", "W_V"):
-        _add_unseen(getattr(a, name), P, gen, gain=3.0)
+        _add_unseen(getattr(a, name), P, gen, gain=10.0)
 
 
 def _layer2_query_unseen_at_eq(model, gen):
-    """Layer 2's W_Q gains 3x its norm along the input directions orthogonal to everything the residual
+    """Layer 2's W_Q gains 10x its norm along the input directions orthogonal to everything the residual
     at `=` can hold (``layer2_query_inputs_at_eq``)."""
-    _add_unseen(_attn(model, 1).W_Q, _complement(layer2_query_inputs_at_eq(model)), gen, gain=3.0)
+    _add_unseen(_attn(model, 1).W_Q, _complement(layer2_query_inputs_at_eq(model)), gen, gain=10.0)
 
 
 def _qk_gauge(layer):
@@ -340,7 +340,7 @@ SYMMETRY_MUTANTS = [
     Mutant(
         "layer1_unseen_inputs",
         "layer1_previous_token",
-        "Layer 1's W_Q, W_K, W_V each gain 3x their norm along input directions no W_E[t] + W_pos[p] has",
+        "Layer 1's W_Q, W_K, W_V each gain 10x their norm along input directions no W_E[t] + W_pos[p] has",
         _layer1_unseen_inputs,
         kind="symmetry",
     ),
@@ -375,7 +375,7 @@ SYMMETRY_MUTANTS = [
     Mutant(
         "layer2_query_unseen_at_eq",
         "layer2_identity_qk",
-        "Layer 2's W_Q gains 3x its norm along input directions the residual at `=` never has",
+        "Layer 2's W_Q gains 10x its norm along input directions the residual at `=` never has",
         _layer2_query_unseen_at_eq,
         kind="symmetry",
     ),

@@ -60,6 +60,18 @@ def test_each_mutant_changes_only_its_own_component(name):
     assert torch.equal(model.blocks[0].attn.W_Q, AssignAddTransformer(seed=3).blocks[0].attn.W_Q)  # original intact
 
 
+def test_mutants_import_nothing_from_the_claims():
+    """Imports point down: interventions/mutants.py names components, never claims or their measures."""
+    import ast
+
+    import assignadd.interventions.mutants as mutants_module
+
+    tree = ast.parse(Path(mutants_module.__file__).read_text())
+    imported = [n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
+    imported += [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
+    assert imported and not [m for m in imported if "hypotheses" in m], imported
+
+
 def test_mutants_are_deterministic_given_a_seed():
     model = AssignAddTransformer(seed=3)
     a, b = MUTANTS["layer2_keys_rotated"](model, 1), MUTANTS["layer2_keys_rotated"](model, 1)
