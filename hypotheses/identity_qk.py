@@ -18,12 +18,12 @@ Re-registration of the weights-only item (2026-12-04; bar unchanged, docs/reregi
   W_E[t] + W_pos[p]); W_Q of Layer 2 changed only along directions the residual at `=` never has (the
   same answers everywhere) moved M and failed the item.
 * It is supporting, no longer required. Why: it reads weights on a hypothetical input, while the
-  claim's causal items read what Layer 2 does with what Layer 1 writes. Along the shipped series the
+  claim's causal items read what Layer 2 does with what Layer 1 writes. In the paper's run the
   weights-only margin lags the behaviour: at steps 6,000 and 8,000 only 10 of 12 variables win by
   >= 1 nat (bar 11 of 12) while `=` follows an identity swap in 0.995 and 1.000 of sequences and the
-  paper's diagonal-argmax measure gives 11 of 12. A 1-nat margin on M~ says how sharp the weights are
+  paper's diagonal-argmax measure gives 11 of 12 (the shipped series at step 6,000: 9 of 12). A 1-nat margin on M~ says how sharp the weights are
   on the bare embeddings, not whether the lookup works; the required items decide that. The margin
-  is shown in units of the off-diagonal spread of M~ (``margin_in_spreads``) beside the nats.
+  is shown in units of the off-diagonal spread of M~ (``median_margin_in_spreads``) beside the nats.
 """
 
 from __future__ import annotations

@@ -82,7 +82,7 @@ class Cell:
     claim: str
     mutant: str
     verdict: str
-    expected: str  # "pass", "fail" or "not judged"
+    expected: str  # "pass", "fail", "not judged"; on a symmetry mutant the unbroken verdict, whatever it is
     reason: str
 
     @property

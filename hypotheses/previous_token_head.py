@@ -79,8 +79,8 @@ TRANSMITS = Threshold(
     "Re-registered 2026-12 (first as 0.40 of the largest gain, which failed step 10000 of "
     "the shipped series, where binding works: the largest gain serves other inputs). Re-registered "
     "2026-12-04 (bar unchanged): the average is over the directions Layer 1 can receive (the span of "
-    "W_E[t] + W_pos[p]), not all of d_model, since OV_1 elsewhere is not fixed by the function; "
-    "re-initialised 0.96-1.06",
+    "W_E[t] + W_pos[p]) other than the variables' own, not all of d_model, since OV_1 elsewhere is "
+    "not fixed by the function; nulls then: re-initialised 0.93-1.06, input space rotated 0.72",
 )
 DESTROYS = Threshold(
     0.50,
@@ -205,8 +205,8 @@ class PreviousTokenHead(Hypothesis):
             ),
             item(
                 "ov1_transmits_variables",
-                "(||(E_var - mean) OV_1||_F^2 / ||E_var - mean||_F^2) / (||Q OV_1||_F^2 / rank Q), OV_1 = W_V^1 W_O^1, "
-                "Q an orthonormal basis of the span of Layer 1's inputs W_E[t] + W_pos[p]",
+                "(||(E_var - mean) OV_1||_F^2 / ||E_var - mean||_F^2) / (||R OV_1||_F^2 / rank R), OV_1 = W_V^1 W_O^1, "
+                "R an orthonormal basis of the span of Layer 1's inputs W_E[t] + W_pos[p] minus the centred E_var's span",
                 "observational",
                 TRANSMITS,
                 lambda m: Measurement.exact(local.ov1_variable_transmission(m), n=m.cfg.n_vars),
