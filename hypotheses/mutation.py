@@ -98,7 +98,8 @@ class Cell:
 def mutation_matrix(
     model, task: Task | None = None, *, seed: int = 0, n: int = 1000, mutants=None, claims=None, progress=None
 ) -> dict:
-    """{"mutants": [...], "claims": [...], "cells": [Cell, ...], "changed": {mutant: [parameter names]}}.
+    """{"mutants": [...], "claims": [...], "cells": [Cell, ...], "changed": {mutant: [parameter names]},
+    "unbroken": {claim: verdict}, "results": {"(unbroken)" or mutant: [ClaimResult, ...]}}.
 
     ``mutants``: names from ``MUTANTS`` (default all); ``claims``: claim ids (default all registered
     per-checkpoint claims); ``progress``: optional callable(message) for long runs.

@@ -169,6 +169,41 @@ def test_every_deciding_value_is_unchanged_on_every_symmetry_mutant(symmetry_res
     assert not moved, "\n".join(moved)
 
 
+def _weight_readings(model) -> dict:
+    """What the component claims read off weights: the OV gains, the identity-QK interaction's rows and
+    margins, and the key frequencies."""
+    from assignadd.hypotheses.measures import fourier, local
+    from assignadd.hypotheses.measures.circuits import identity_qk_interaction
+
+    M = identity_qk_interaction(model).double()
+    return {
+        "ov1": local.ov1_variable_transmission(model),
+        "ov2": local.ov2_number_transmission(model),
+        "identity_rows": M.argmax(dim=1).tolist(),
+        "identity_diagonal": M.diagonal().tolist(),
+        "key_frequencies": fourier.key_frequencies(model),
+    }
+
+
+@pytest.mark.parametrize("step", [20000, 28000])
+def test_weight_readings_are_invariant_on_two_more_trained_checkpoints(step):
+    """Steps 20,000 and 28,000 of the shipped series (the same seed as the reference: no other seed's
+    checkpoint is in the repository): every weight reading of the claims is the same on each symmetry
+    mutant. (The claims' activation-level items on these checkpoints: docs/mutation_results/README.md.)"""
+    path = assignadd.reference_checkpoint().parent / "series" / f"step_{step:06d}.pt"
+    if not path.exists():
+        pytest.skip(f"{path.name} is missing")
+    model = load_checkpoint(path)
+    base = _weight_readings(model)
+    assert base["key_frequencies"] and base["ov1"] > 2 and base["ov2"] > 2  # a trained model: something to keep
+    for name in SYMMETRIES:
+        got = _weight_readings(build_mutant(name, model, seed=0))
+        assert got["identity_rows"] == base["identity_rows"] and got["key_frequencies"] == base["key_frequencies"], name
+        for k in ("ov1", "ov2"):
+            assert got[k] == pytest.approx(base[k], rel=1e-5), (name, k)
+        assert got["identity_diagonal"] == pytest.approx(base["identity_diagonal"], rel=1e-3, abs=1e-3), name
+
+
 # ----- the decision rule: controls must act, intervals that straddle are inconclusive ----------------
 from assignadd.hypotheses.base import Evidence, Measurement, Threshold, decide  # noqa: E402
 
