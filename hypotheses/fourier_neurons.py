@@ -33,6 +33,13 @@ the break is downstream of the MLP. The readout needs no W_U; on the trained che
 0-var answers at least as well as W_U (reference 0.995 against 0.993; seeds 0, 1, 8: 0.996-0.998 against
 0.993-0.995). What W_U makes of the same edited inputs stays in the evidence
 (``through_unembedding_*``).
+
+Re-registration of the key-frequency rule (2026-12-04; factor unchanged, docs/reregistrations/weights_in_a_fixed_basis_2026-12-04.md):
+each neuron's power counts in the units it reaches the residual with, power_k(u) x ||W_out[u]||²
+(``measures.fourier.key_frequency_share``), not in pre-activation units. Why: relu(c z)/c = relu(z)
+for c > 0, so a neuron's input scale is not fixed by the function; one neuron's input x10 and output
+/10 (the same model) collapsed the key set to one frequency. The reference's key set and steps 20,000
+and 28,000's are the same under both rules; re-initialised models still have none.
 """
 
 from __future__ import annotations
@@ -107,7 +114,7 @@ class FourierNeurons(Hypothesis):
         def neurons(model):
             g = grid(model)
             r = fourier.neuron_fve(g[fourier.MLP2_PRE], fourier.mlp_input_scale(model, g[fourier.RESID_MID2]))
-            share = fourier.frequency_share(r["power"][:, r["live"]])
+            share = fourier.key_frequency_share(model, r)
             key = fourier.key_frequencies(model, grid=g)
             key_idx = torch.tensor(key, dtype=torch.long) - 1
             if len(r["fve"]) == 0:  # no neuron varies over the grid: none is a Fourier feature

@@ -3,9 +3,14 @@
 A verdict is about one mechanism only if breaking *that* mechanism fails it and breaking anything
 downstream of it does not (SPEC §6). ``mutation_matrix`` runs the registered per-checkpoint claims on
 the model and on each mutant of ``interventions.mutants`` and marks each cell against the expected
-pattern: the broken component's claim fails, claims upstream of the break pass, behaviour claims
-fail, downstream claims are shown but not judged. A claim that does not pass on the unbroken
-checkpoint is shown but not judged on any mutant: a break cannot be seen in a claim already failing.
+pattern. For a *break* mutant: the broken component's claim fails, claims upstream of the break pass,
+behaviour claims fail, downstream claims are shown but not judged; a claim that does not pass on the
+unbroken checkpoint is shown but not judged on any break mutant (a break cannot be seen in a claim
+already failing). For a *symmetry* mutant (the same function, other weights): every claim's verdict
+is the unbroken checkpoint's, whatever it is, and every cell is judged.
+
+The claims know their components; the mutants do not: ``COMPONENT_OF_CLAIM`` and
+``BEHAVIOUR_CLAIMS`` live here, and ``build_mutant`` makes the measurements a mutant needs.
 """
 
 from __future__ import annotations
@@ -13,9 +18,61 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..data import Task
-from ..interventions.mutants import MUTANTS, changed_parameters, expected
+from ..interventions.mutants import COMPONENTS, MUTANTS, Mutant, changed_parameters
 from .base import Context, _r
 from . import run_all
+
+# The claim that owns each component of the circuit (SPEC §6). The unembedding owns no claim: a break
+# there must fail only the behaviour claims, every component claim being upstream of it.
+COMPONENT_OF_CLAIM = {
+    "previous_token_head": "layer1_previous_token",
+    "identity_qk": "layer2_identity_qk",
+    "shared_residual": "layer2_ov",
+    "fourier_neurons": "layer2_mlp",
+}
+# Claims about what the whole model does: any break of a component that the answers need must fail them.
+BEHAVIOUR_CLAIMS = ("heldout_generalization", "restricted_slot_generalization", "whole_algorithm")
+
+
+def expected(claim: str, mutant: Mutant, unbroken: str = "pass") -> str:
+    """What a claim's verdict should be on a mutant, given its verdict ``unbroken`` on the checkpoint.
+
+    Symmetry mutant: ``unbroken`` itself (the function is the same). Break mutant, for a claim that
+    passes unbroken: "fail" (the broken component's own claim, or a behaviour claim), "pass" (a
+    component upstream of the break), or "not judged" (downstream); "not judged" for a claim that does
+    not pass unbroken."""
+    if mutant.kind == "symmetry":
+        return unbroken
+    if unbroken != "pass":
+        return "not judged"
+    if claim in BEHAVIOUR_CLAIMS:
+        return "fail"
+    own = COMPONENT_OF_CLAIM.get(claim)
+    if own is None:
+        return "not judged"
+    i, j = COMPONENTS.index(own), COMPONENTS.index(mutant.component)
+    return "fail" if i == j else "pass" if i < j else "not judged"
+
+
+def mutant_inputs(name: str, model) -> dict:
+    """The measurements of ``model`` a mutant needs (``Mutant.needs``), by name."""
+    needs = MUTANTS[name].needs
+    given = {}
+    if "directions" in needs:  # the key-frequency directions of the Layer-2 MLP input
+        from .measures import fourier
+
+        grid = fourier.grids(model)
+        key = fourier.key_frequencies(model, grid=grid)
+        if not key:
+            raise ValueError(f"{name}: the model has no key frequencies, so there is nothing to remove")
+        given["directions"] = fourier.frequency_directions(grid[fourier.RESID_MID2], key)  # (k, D)
+    return given
+
+
+def build_mutant(name: str, model, seed: int = 0):
+    """``MUTANTS[name]`` applied to ``model`` with the measurements it needs."""
+    return MUTANTS[name](model, seed, **mutant_inputs(name, model))
+
 
 MATRIX_SCHEMA = "assignadd.mutants/1"
 
@@ -25,7 +82,7 @@ class Cell:
     claim: str
     mutant: str
     verdict: str
-    expected: str  # "pass", "fail" or "not judged"
+    expected: str  # "pass", "fail", "not judged"; on a symmetry mutant the unbroken verdict, whatever it is
     reason: str
 
     @property
@@ -41,7 +98,8 @@ class Cell:
 def mutation_matrix(
     model, task: Task | None = None, *, seed: int = 0, n: int = 1000, mutants=None, claims=None, progress=None
 ) -> dict:
-    """{"mutants": [...], "claims": [...], "cells": [Cell, ...], "changed": {mutant: [parameter names]}}.
+    """{"mutants": [...], "claims": [...], "cells": [Cell, ...], "changed": {mutant: [parameter names]},
+    "unbroken": {claim: verdict}, "results": {"(unbroken)" or mutant: [ClaimResult, ...]}}.
 
     ``mutants``: names from ``MUTANTS`` (default all); ``claims``: claim ids (default all registered
     per-checkpoint claims); ``progress``: optional callable(message) for long runs.
@@ -54,24 +112,20 @@ def mutation_matrix(
     # mutant would fail it too), so its cells are shown, not judged.
     if progress:
         progress("unbroken")
-    unbroken = {r.claim: r.verdict for r in run_all(Context(model, task, seed=seed, n=n), claims)}
-    cells, changed, claim_ids = [], {}, None
+    unbroken_results = run_all(Context(model, task, seed=seed, n=n), claims)
+    unbroken = {r.claim: r.verdict for r in unbroken_results}
+    cells, changed, claim_ids, results_of = [], {}, None, {"(unbroken)": unbroken_results}
     for name in names:
         if progress:
             progress(name)
         mutant = MUTANTS[name]
-        mutated = mutant(model, seed)
+        mutated = build_mutant(name, model, seed)
         changed[name] = changed_parameters(model, mutated)
         results = run_all(Context(mutated, task, seed=seed, n=n), claims)
+        results_of[name] = results
         claim_ids = [r.claim for r in results]
         cells += [
-            Cell(
-                r.claim,
-                name,
-                r.verdict,
-                expected(r.claim, mutant) if unbroken.get(r.claim) == "pass" else "not judged",
-                r.reason,
-            )
+            Cell(r.claim, name, r.verdict, expected(r.claim, mutant, unbroken.get(r.claim, "error")), r.reason)
             for r in results
         ]
     return {
@@ -80,6 +134,7 @@ def mutation_matrix(
         "cells": cells,
         "changed": changed,
         "unbroken": unbroken,
+        "results": results_of,  # the ClaimResults themselves (not in the JSON): deciding values, evidence
     }
 
 
@@ -104,6 +159,7 @@ def matrix_to_dict(matrix: dict) -> dict:
                 {
                     "name": m,
                     "component": MUTANTS[m].component,
+                    "kind": MUTANTS[m].kind,
                     "description": MUTANTS[m].description,
                     "changed_parameters": matrix["changed"][m],
                 }

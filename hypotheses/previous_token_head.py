@@ -77,7 +77,10 @@ TRANSMITS = Threshold(
     "Layer 1's OV must pass on the variables at least twice as strongly as an average "
     "input direction; nulls: re-initialised OV_1 0.96-1.07, input space rotated 0.89. "
     "Re-registered 2026-12 (first as 0.40 of the largest gain, which failed step 10000 of "
-    "the shipped series, where binding works: the largest gain serves other inputs)",
+    "the shipped series, where binding works: the largest gain serves other inputs). Re-registered "
+    "2026-12-04 (bar unchanged): the average is over the directions Layer 1 can receive (the span of "
+    "W_E[t] + W_pos[p]) other than the variables' own, not all of d_model, since OV_1 elsewhere is "
+    "not fixed by the function; nulls then: re-initialised 0.93-1.06, input space rotated 0.72",
 )
 DESTROYS = Threshold(
     0.50,
@@ -202,7 +205,8 @@ class PreviousTokenHead(Hypothesis):
             ),
             item(
                 "ov1_transmits_variables",
-                "(||(E_var - mean) OV_1||_F^2 / ||E_var - mean||_F^2) / (||OV_1||_F^2 / d_model), OV_1 = W_V^1 W_O^1",
+                "(||(E_var - mean) OV_1||_F^2 / ||E_var - mean||_F^2) / (||R OV_1||_F^2 / rank R), OV_1 = W_V^1 W_O^1, "
+                "R an orthonormal basis of the span of Layer 1's inputs W_E[t] + W_pos[p] minus the centred E_var's span",
                 "observational",
                 TRANSMITS,
                 lambda m: Measurement.exact(local.ov1_variable_transmission(m), n=m.cfg.n_vars),

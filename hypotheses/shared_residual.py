@@ -43,7 +43,9 @@ TRANSMITS = Threshold(
     ">=",
     "Layer 2's OV must pass on the numbers at least twice as strongly as an average input "
     "direction; nulls: re-initialised OV_2 0.98-1.03, input space rotated 0.94. Re-registered "
-    "2026-12 with previous_token_head's OV_1 item (first: 0.40 of the largest gain)",
+    "2026-12 with previous_token_head's OV_1 item (first: 0.40 of the largest gain); and "
+    "2026-12-04 (bar unchanged) to average over the directions Layer 2 can receive other than the "
+    "numbers' own; nulls then: re-initialised 0.97-1.04, input space rotated 1.05",
 )
 ROUTE = Threshold(
     0.70,
@@ -154,7 +156,9 @@ class SharedResidual(Hypothesis):
             ),
             item(
                 "ov2_transmits_numbers",
-                "(||(E_num - mean) OV_2||_F^2 / ||E_num - mean||_F^2) / (||OV_2||_F^2 / d_model), OV_2 = W_V^2 W_O^2",
+                "(||(E_num - mean) OV_2||_F^2 / ||E_num - mean||_F^2) / (||R OV_2||_F^2 / rank R), OV_2 = W_V^2 W_O^2, "
+                "R an orthonormal basis of the span of what Layer 2 can receive (Layer 1's inputs, their OV_1 images, "
+                "its bias) minus the centred E_num's span",
                 "observational",
                 TRANSMITS,
                 transmits,

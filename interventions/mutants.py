@@ -1,21 +1,50 @@
-"""Component mutants: copies of a trained model with one component of the paper's circuit broken.
+"""Component mutants: copies of a trained model with one component's weights changed.
 
 Mutation testing for interpretability claims. A mutant changes the weights of exactly one component
-(its input space rotated, its attention flattened, a direction projected out, its neurons shuffled)
-and keeps every other weight bit-identical. The circuit runs, upstream to downstream (SPEC §6):
+and keeps every other weight bit-identical. There are two kinds.
+
+*Break* mutants (``kind="break"``) break the component: its input space rotated, its attention
+flattened, a direction projected out, its neurons shuffled. The circuit runs, upstream to downstream
+(SPEC §6):
 
     Layer-1 previous-token head  ->  Layer-2 identity QK  ->  Layer-2 OV into the shared residual
     ->  Layer-2 MLP Fourier features  ->  answer
 
-so a mutant predicts a verdict pattern (for mutants that break a component's *input* side or its
-attention; a rotation of a writer's *output* space breaks the interface to its reader, which only
-the reader's claim can see, so such mutants are not in this list): the claim about the broken component fails; every claim
-about a component upstream of it passes (nothing it reads has changed); claims downstream are shown
-but not judged (they read a broken input); behaviour claims fail when the mutant breaks behaviour.
+so a break mutant predicts a verdict pattern (for mutants that break a component's *input* side or
+its attention; a rotation of a writer's *output* space breaks the interface to its reader, which
+only the reader's claim can see, so such mutants are not in this list): the claim about the broken
+component fails; every claim about a component upstream of it passes (nothing it reads has
+changed); claims downstream are shown but not judged (they read a broken input); behaviour claims
+fail when the mutant breaks behaviour.
+
+*Symmetry* mutants (``kind="symmetry"``) change the weights and not the function: the answers'
+log-probabilities at `=` are the same to float rounding, on every input of the task. A claim about
+what a component computes must come out the same on them, verdict and deciding values, so every
+item has to read a property of the function (attention patterns, what is read where, answers) or of
+weights in a basis the function fixes (OV and QK products on the inputs a layer can see, neuron
+statistics that ReLU's positive rescaling leaves alone). The symmetries used, each exact:
+
+    QK gauge       W_Q -> W_Q A, b_Q -> b_Q A, W_K -> W_K A^-T, b_K -> b_K A^-T: q k^T unchanged
+    OV gauge       W_V -> W_V B, b_V -> b_V B, W_O -> B^-1 W_O: v W_O unchanged
+    softmax shift  b_K -> b_K + δ: every score of query i moves by q_i·δ/sqrt(d_head), the same for
+                   every key, which softmax cannot see
+    unseen inputs  Layer 1 reads only W_E[t] + W_pos[p]: anything added to W_Q, W_K, W_V along the
+                   directions orthogonal to those rows is multiplied by zero
+    query at `=`   Layer 2's query matters for the answer only at `=`, whose residual lies in the span
+                   of W_E[=] + W_pos[15] + the OV_1 biases and the OV_1 images of W_E[t] + W_pos[p];
+                   W_Q of Layer 2 may gain anything orthogonal to it (other positions' attention
+                   changes; no answer reads it)
+    neuron scale   relu(c z) / c = relu(z) for c > 0: W_in[:, j], b_in[j] times c, W_out[j] over c
+    neuron order   W_in's columns, b_in and W_out's rows permuted together
+    class shift    the same vector added to every column of W_U (and a constant to b_U): every logit
+                   moves by the same amount, so the answer's log-probability is unchanged
 
 Every mutant is a pure function ``(model, seed) -> model``; random choices (rotations, permutations)
-come from the stream ``random_streams.torch_generator(seed, mutant name)``. ``MUTANTS`` lists them
-with the component each breaks, and ``COMPONENT_OF_CLAIM`` / ``UPSTREAM`` give the expected pattern.
+come from the stream ``random_streams.torch_generator(seed, mutant name)``. A mutant names the
+component whose weights it changes and nothing about the claims: which claim owns which component,
+and so the expected verdicts, is ``hypotheses.mutation``'s. A mutant that needs a measurement of the
+model (the key-frequency directions of the MLP input) takes it from the caller as a keyword
+(``Mutant.needs``; ``hypotheses.mutation.build_mutant`` supplies it).
 """
 
 from __future__ import annotations
@@ -26,20 +55,12 @@ from typing import Callable
 
 import torch
 
+from ..data.tokens import VOCAB
 from ..random_streams import torch_generator
 
-# The circuit's components in order, upstream first, and the claim that owns each (SPEC §6). The
-# unembedding owns no claim: a break there must fail only the behaviour claims, every component claim
-# being upstream of it.
+# The circuit's components in order, upstream first (SPEC §6).
 COMPONENTS = ("layer1_previous_token", "layer2_identity_qk", "layer2_ov", "layer2_mlp", "unembedding")
-COMPONENT_OF_CLAIM = {
-    "previous_token_head": "layer1_previous_token",
-    "identity_qk": "layer2_identity_qk",
-    "shared_residual": "layer2_ov",
-    "fourier_neurons": "layer2_mlp",
-}
-# Claims about what the whole model does: any break of a component that the answers need must fail them.
-BEHAVIOUR_CLAIMS = ("heldout_generalization", "restricted_slot_generalization", "whole_algorithm")
+KINDS = ("break", "symmetry")
 
 
 # A torch generator for one named purpose, ``(seed, label)``: the one derivation is
@@ -56,17 +77,26 @@ def random_rotation(d: int, gen: torch.Generator) -> torch.Tensor:
 
 @dataclass(frozen=True)
 class Mutant:
-    """One way to break one component. ``build(model, seed)`` returns a new model."""
+    """One change of one component. ``mutant(model, seed, **given)`` returns a new model; ``given``
+    holds what ``needs`` names (measurements of the model the caller makes)."""
 
     name: str
     component: str
     description: str
     build: Callable
+    kind: str = "break"  # "break": the component is broken; "symmetry": the function is unchanged
+    needs: tuple[str, ...] = ()
 
-    def __call__(self, model, seed: int = 0):
+    def __call__(self, model, seed: int = 0, **given):
+        missing = [k for k in self.needs if k not in given]
+        if missing:
+            raise ValueError(
+                f"{self.name} needs {', '.join(missing)} from the caller "
+                "(hypotheses.mutation.build_mutant measures and passes them)"
+            )
         mutated = copy.deepcopy(model)
         with torch.no_grad():
-            self.build(mutated, generator(seed, self.name))
+            self.build(mutated, generator(seed, self.name), **{k: given[k] for k in self.needs})
         mutated.mutant_name = self.name
         return mutated
 
@@ -150,19 +180,241 @@ def _permute_mlp_neurons(model, gen):
     mlp.b_in.copy_(mlp.b_in[perm])
 
 
-def _key_frequencies_out_of_mlp(model, gen):
+def _key_frequencies_out_of_mlp(model, gen, directions):
     """Project the directions the operand grid's key frequencies occupy at the MLP input out of W_in:
-    the MLP can no longer read the Fourier features it uses."""
-    from ..hypotheses.measures import fourier  # lazy: measures sit above interventions
-
-    grid = fourier.grids(model)
-    key = fourier.key_frequencies(model, grid=grid)
-    if not key:
+    the MLP can no longer read the Fourier features it uses. ``directions`` (k, d_model), orthonormal
+    rows, come from the caller (the key-frequency rule is a measurement, ``hypotheses.measures.fourier``)."""
+    if len(directions) == 0:
         raise ValueError("mlp_key_frequencies_removed: the model has no key frequencies, so there is nothing to remove")
-    directions = fourier.frequency_directions(grid[fourier.RESID_MID2], key)  # (k, D) orthonormal rows
+    directions = directions.double()
     P = (torch.eye(model.cfg.d_model, dtype=torch.float64) - directions.T @ directions).float()
     mlp = model.blocks[1].mlp
     mlp.W_in.copy_(P @ mlp.W_in)
+
+
+# ----- symmetry mutants: the weights change, the function does not ------------------------------------
+
+
+def random_invertible(d: int, gen: torch.Generator, spread: float = 4.0) -> torch.Tensor:
+    """A random well-conditioned invertible matrix (d, d), float64: R1 diag(s) R2 with R1, R2 Haar-random
+    rotations and s log-uniform in [1/sqrt(spread), sqrt(spread)] (condition number <= ``spread``), so
+    the change of basis is far from orthogonal yet float32 keeps the product to rounding."""
+    s = torch.exp((torch.rand(d, generator=gen, dtype=torch.float64) - 0.5) * torch.log(torch.tensor(spread)))
+    return random_rotation(d, gen).double() @ torch.diag(s) @ random_rotation(d, gen).double()
+
+
+def span_basis(rows: torch.Tensor, rel_tol: float = 1e-5) -> tuple[torch.Tensor, torch.Tensor]:
+    """(inside (r, d), outside (d - r, d)): orthonormal rows spanning the span of ``rows`` (k, d) and its
+    orthogonal complement, float64. Singular values below ``rel_tol`` x the largest are float32 rounding
+    of rows that are exact combinations of others (the reference's Layer-1 inputs: 0.23 then 2e-7)."""
+    U, S, Vh = torch.linalg.svd(rows.detach().double(), full_matrices=True)
+    rank = int((S > rel_tol * S.max()).sum())
+    return Vh[:rank], Vh[rank:]
+
+
+def _complement(rows: torch.Tensor) -> torch.Tensor:
+    """Projection (d, d) float64 onto the input directions none of ``rows`` (k, d) has any weight in."""
+    outside = span_basis(rows)[1]
+    return outside.T @ outside
+
+
+def layer1_inputs(model) -> torch.Tensor:
+    """Every vector Layer 1 can read: W_E[t] + W_pos[p] for every token t and position p
+    (d_vocab * n_ctx, d_model); there is nothing before Layer 1 to add anything else."""
+    return (model.embed.W_E[:, None, :] + model.pos_embed.W_pos[None, :, :]).reshape(-1, model.cfg.d_model)
+
+
+def _layer1_ov(model) -> tuple[torch.Tensor, torch.Tensor]:
+    """(OV_1 (d_model, d_model) summed over heads, the bias b_V^1 W_O^1 + b_O^1 (d_model,))."""
+    a = model.blocks[0].attn
+    return torch.einsum("hdk,hke->de", a.W_V, a.W_O), torch.einsum("hk,hke->e", a.b_V, a.W_O) + a.b_O
+
+
+def layer2_inputs(model) -> torch.Tensor:
+    """Rows spanning every residual Layer 2 can read, at any position: Layer 1's inputs, their OV_1
+    images (Layer 1 writes a convex combination of them) and Layer 1's bias. (1 + 2 d_vocab n_ctx, d_model)."""
+    ov, bias = _layer1_ov(model)
+    x = layer1_inputs(model)
+    return torch.cat([bias[None], x, x @ ov])
+
+
+def layer2_query_inputs_at_eq(model) -> torch.Tensor:
+    """Rows spanning every residual Layer 2's query can read at `=` (position n_ctx - 1): W_E[=] +
+    W_pos[15] + b_V^1 W_O^1 + b_O^1 plus a convex combination of the OV_1 images of Layer 1's inputs
+    (attention weights sum to 1). (1 + d_vocab * n_ctx, d_model); the span holds every such residual."""
+    ov, bias = _layer1_ov(model)
+    base = model.embed.W_E[VOCAB.eq] + model.pos_embed.W_pos[-1] + bias
+    return torch.cat([base[None], layer1_inputs(model) @ ov])
+
+
+def _add_unseen(param: torch.Tensor, P: torch.Tensor, gen, gain: float) -> None:
+    """param (H, d_model, d_head) += P G, G Gaussian with ``gain`` x param's Frobenius norm: a change of
+    the weight along input directions ``P`` projects onto, directions its input never has."""
+    G = torch.randn(param.shape, generator=gen, dtype=torch.float64)
+    add = torch.einsum("ij,hjk->hik", P, G)
+    param.add_((add * gain * param.double().norm() / add.norm()).float())
+
+
+def _layer1_unseen_inputs(model, gen):
+    """W_Q, W_K and W_V of Layer 1 each gain 10x their norm along the input directions orthogonal to every
+    W_E[t] + W_pos[p] (128 - 89 = 39 directions in the reference)."""
+    P = _complement(layer1_inputs(model))
+    a = _attn(model, 0)
+    for name in ("W_Q", "W_K", "W_V"):
+        _add_unseen(getattr(a, name), P, gen, gain=10.0)
+
+
+def _layer2_query_unseen_at_eq(model, gen):
+    """Layer 2's W_Q gains 10x its norm along the input directions orthogonal to everything the residual
+    at `=` can hold (``layer2_query_inputs_at_eq``)."""
+    _add_unseen(_attn(model, 1).W_Q, _complement(layer2_query_inputs_at_eq(model)), gen, gain=10.0)
+
+
+def _qk_gauge(layer):
+    def build(model, gen):
+        a = _attn(model, layer)
+        A = random_invertible(a.W_Q.shape[-1], gen)
+        A_inv_T = torch.linalg.inv(A).T
+        a.W_Q.copy_((a.W_Q.double() @ A).float())
+        a.b_Q.copy_((a.b_Q.double() @ A).float())
+        a.W_K.copy_((a.W_K.double() @ A_inv_T).float())
+        a.b_K.copy_((a.b_K.double() @ A_inv_T).float())
+
+    return build
+
+
+def _ov_gauge(layer):
+    def build(model, gen):
+        a = _attn(model, layer)
+        B = random_invertible(a.W_V.shape[-1], gen)
+        a.W_V.copy_((a.W_V.double() @ B).float())
+        a.b_V.copy_((a.b_V.double() @ B).float())
+        a.W_O.copy_((torch.linalg.inv(B) @ a.W_O.double()).float())
+
+    return build
+
+
+def _softmax_shift(layer):
+    def build(model, gen):
+        """b_K += δ with |δ| 3x the largest key-weight column norm: each query's scores all move by q·δ."""
+        a = _attn(model, layer)
+        delta = torch.randn(a.b_K.shape, generator=gen, dtype=torch.float64)
+        scale = 3.0 * float(a.W_K.double().norm(dim=-2).max())
+        a.b_K.add_((delta / delta.norm() * scale).float())
+
+    return build
+
+
+def _mlp_neurons_rescaled(model, gen):
+    """Every Layer-2 neuron j rescaled by c_j, log-uniform in [1/10, 10]; the neuron with the largest
+    ||W_in[:, j]|| ||W_out[j]|| by 10: W_in[:, j], b_in[j] times c_j, W_out[j] over c_j."""
+    mlp = model.blocks[1].mlp
+    d = mlp.W_in.shape[1]
+    c = torch.exp((torch.rand(d, generator=gen, dtype=torch.float64) * 2 - 1) * torch.log(torch.tensor(10.0)))
+    c[int((mlp.W_in.double().norm(dim=0) * mlp.W_out.double().norm(dim=1)).argmax())] = 10.0
+    mlp.W_in.copy_((mlp.W_in.double() * c).float())
+    mlp.b_in.copy_((mlp.b_in.double() * c).float())
+    mlp.W_out.copy_((mlp.W_out.double() / c[:, None]).float())
+
+
+def _mlp_neurons_reordered(model, gen):
+    """The Layer-2 neurons permuted: W_in's columns, b_in and W_out's rows together."""
+    mlp = model.blocks[1].mlp
+    perm = torch.randperm(mlp.W_in.shape[1], generator=gen)
+    mlp.W_in.copy_(mlp.W_in[:, perm])
+    mlp.b_in.copy_(mlp.b_in[perm])
+    mlp.W_out.copy_(mlp.W_out[perm])
+
+
+def _unembedding_class_shift(model, gen):
+    """The same vector u added to every column of W_U and a constant to b_U: each logit moves by x·u + b,
+    equally for all answers. |u| is the largest column norm of W_U."""
+    U = model.unembed.W_U
+    u = torch.randn(U.shape[0], generator=gen, dtype=torch.float64)
+    u = u / u.norm() * float(U.double().norm(dim=0).max())
+    U.add_(u.float()[:, None])
+    model.unembed.b_U.add_(float(torch.randn(1, generator=gen)))
+
+
+SYMMETRY_MUTANTS = [
+    Mutant(
+        "layer1_unseen_inputs",
+        "layer1_previous_token",
+        "Layer 1's W_Q, W_K, W_V each gain 10x their norm along input directions no W_E[t] + W_pos[p] has",
+        _layer1_unseen_inputs,
+        kind="symmetry",
+    ),
+    Mutant(
+        "layer1_qk_gauge",
+        "layer1_previous_token",
+        "Layer 1: W_Q -> W_Q A, W_K -> W_K A^-T (and the biases), A random invertible (condition <= 4)",
+        _qk_gauge(0),
+        kind="symmetry",
+    ),
+    Mutant(
+        "layer1_ov_gauge",
+        "layer1_previous_token",
+        "Layer 1: W_V -> W_V B, b_V -> b_V B, W_O -> B^-1 W_O, B random invertible (condition <= 4)",
+        _ov_gauge(0),
+        kind="symmetry",
+    ),
+    Mutant(
+        "layer1_softmax_shift",
+        "layer1_previous_token",
+        "Layer 1: b_K += δ, a constant added to every score of a query row",
+        _softmax_shift(0),
+        kind="symmetry",
+    ),
+    Mutant(
+        "layer2_qk_gauge",
+        "layer2_identity_qk",
+        "Layer 2: W_Q -> W_Q A, W_K -> W_K A^-T (and the biases), A random invertible (condition <= 4)",
+        _qk_gauge(1),
+        kind="symmetry",
+    ),
+    Mutant(
+        "layer2_query_unseen_at_eq",
+        "layer2_identity_qk",
+        "Layer 2's W_Q gains 10x its norm along input directions the residual at `=` never has",
+        _layer2_query_unseen_at_eq,
+        kind="symmetry",
+    ),
+    Mutant(
+        "layer2_softmax_shift",
+        "layer2_identity_qk",
+        "Layer 2: b_K += δ, a constant added to every score of a query row",
+        _softmax_shift(1),
+        kind="symmetry",
+    ),
+    Mutant(
+        "layer2_ov_gauge",
+        "layer2_ov",
+        "Layer 2: W_V -> W_V B, b_V -> b_V B, W_O -> B^-1 W_O, B random invertible (condition <= 4)",
+        _ov_gauge(1),
+        kind="symmetry",
+    ),
+    Mutant(
+        "mlp_neurons_rescaled",
+        "layer2_mlp",
+        "each Layer-2 neuron's input times c and output over c, c in [1/10, 10]; the largest neuron x10",
+        _mlp_neurons_rescaled,
+        kind="symmetry",
+    ),
+    Mutant(
+        "mlp_neurons_reordered",
+        "layer2_mlp",
+        "the Layer-2 neurons permuted, input and output weights together",
+        _mlp_neurons_reordered,
+        kind="symmetry",
+    ),
+    Mutant(
+        "unembedding_class_shift",
+        "unembedding",
+        "the same vector added to every column of W_U, a constant to b_U: every logit moves equally",
+        _unembedding_class_shift,
+        kind="symmetry",
+    ),
+]
 
 
 MUTANTS: dict[str, Mutant] = {
@@ -263,6 +515,7 @@ MUTANTS: dict[str, Mutant] = {
             "layer2_mlp",
             "the key-frequency directions of the MLP input projected out of W_in",
             _key_frequencies_out_of_mlp,
+            needs=("directions",),
         ),
         Mutant(
             "unembedding_input_rotated",
@@ -272,19 +525,8 @@ MUTANTS: dict[str, Mutant] = {
             _rotate_unembedding_input,
         ),
     ]
+    + SYMMETRY_MUTANTS
 }
-
-
-def expected(claim: str, mutant: Mutant) -> str:
-    """What a claim's verdict should be on a mutant: "fail" (the broken component's own claim, or a
-    behaviour claim), "pass" (a component upstream of the break), or "not judged" (downstream)."""
-    if claim in BEHAVIOUR_CLAIMS:
-        return "fail"
-    own = COMPONENT_OF_CLAIM.get(claim)
-    if own is None:
-        return "not judged"
-    i, j = COMPONENTS.index(own), COMPONENTS.index(mutant.component)
-    return "fail" if i == j else "pass" if i < j else "not judged"
 
 
 def changed_parameters(model, mutated) -> list[str]:

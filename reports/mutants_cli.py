@@ -3,10 +3,11 @@
     assignadd-mutants [CHECKPOINT] [--mutants NAME,...] [--only ID,...] [--seed N] [--n N]
                       [--json PATH] [--md PATH] [--html PATH] [--quiet]
 
-Builds each component mutant of the checkpoint (``interventions/mutants.py``: one component broken,
+Builds each component mutant of the checkpoint (``interventions/mutants.py``: one component changed,
 every other weight bit-identical), runs every claim on it and prints the claim x mutant matrix, each
-cell marked against the expected pattern (SPEC §6): the broken component's claim fails, claims
-upstream of the break pass, behaviour claims fail, downstream claims are shown but not judged.
+cell marked against the expected pattern (SPEC §6): on a break mutant the broken component's claim
+fails, claims upstream of the break pass, behaviour claims fail, downstream claims are shown but not
+judged; on a symmetry mutant (the same function, other weights) every claim keeps its verdict.
 
 Exit status: 0 every judged cell as expected; 1 a judged cell is not; 2 bad input or usage.
 """

@@ -64,6 +64,23 @@ def identity_qk_matrix(model: AssignAddTransformer, head: int = 0) -> torch.Tens
     return (X @ qk2 @ X.T).AB.detach() if isinstance(X @ qk2, FactoredMatrix) else (X @ qk2.AB @ X.T).detach()
 
 
+def identity_qk_interaction(model: AssignAddTransformer, head: int = 0) -> torch.Tensor:
+    """M~ = X~ QK_2 X~^T, X~ = (E_var - mean_v E_var) OV_1: ``identity_qk_matrix`` double-centred,
+    M~[i, j] = M[i, j] - mean_j M[i, j] - mean_i M[i, j] + mean M (the same matrix). The part of the
+    Layer-2 score that depends on *both* the query's variable and the key's: what identity matching is.
+    (n_vars, n_vars).
+
+    Unlike M, it is fixed by the function: the differences E_var[i] - E_var[j] are differences of inputs
+    Layer 1 receives (W_E[t] + W_pos[p]), and their OV_1 images are in what the residual at `=` can
+    hold, so weights changed only where no input reaches (``interventions.mutants``'s
+    ``layer1_unseen_inputs``, ``layer2_query_unseen_at_eq``) leave it alone; M reads E_var itself,
+    which is not such a combination, and moves."""
+    X = variable_ov1_embeddings(model, head).double()
+    X = X - X.mean(0)
+    a2 = _attn(model, LAYER2)
+    return (X @ a2.W_Q[head].detach().double() @ a2.W_K[head].detach().double().T @ X.T).float()
+
+
 def identity_qk_diagonal(model: AssignAddTransformer, head: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
     """Per row of M: (is the argmax the diagonal? bool (V,), margin = M_ii - max_{j != i} M_ij (V,))."""
     M = identity_qk_matrix(model, head)

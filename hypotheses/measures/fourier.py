@@ -174,6 +174,26 @@ def frequency_share(power: torch.Tensor) -> torch.Tensor:
 # frequency. A factor of 2 also caps the key set at ⌊N/2⌋/2 frequencies, leaving at least as many
 # non-key frequencies for the placebo.
 KEY_SHARE_FACTOR = 2.0
+# Re-registration (2026-12-04; factor unchanged): each neuron's power is counted in output units,
+# power_k(u) x ||W_out[u]||² (``output_weighted_power``), not in pre-activation units. Why: relu(c z)/c
+# = relu(z) for c > 0, so a neuron's pre-activation scale is not fixed by the function; scaling one
+# neuron's input x10 and its output /10 (the same model) gave it 100x the power and could collapse the
+# key set onto that neuron's one frequency. Pre-activation times output norm is what the neuron hands
+# on, and is the same under any positive rescaling.
+
+
+def output_weight_norms(model: AssignAddTransformer) -> torch.Tensor:
+    """||W_out[u]|| per Layer-2 neuron (d_mlp,) float64: the scale at which neuron u's activation reaches
+    the residual stream. power_k(u) x ||W_out[u]||² is unchanged when W_in[:, u], b_in[u] are multiplied
+    by c > 0 and W_out[u] divided by c (the same function, relu being positively homogeneous)."""
+    return model.blocks[1].mlp.W_out.detach().double().norm(dim=1)
+
+
+def key_frequency_share(model: AssignAddTransformer, r: dict) -> torch.Tensor:
+    """The spectrum the key-frequency rule reads (K,): ``frequency_share`` of the live neurons' power,
+    each neuron's column times ||W_out[u]||² (``neuron_fve``'s result ``r``)."""
+    weighted = r["power"] * output_weight_norms(model)[None, :] ** 2
+    return frequency_share(weighted[:, r["live"]])
 
 
 def key_frequencies(model: AssignAddTransformer, vocab: Vocab = VOCAB, grid: dict | None = None) -> list[int]:
@@ -182,7 +202,7 @@ def key_frequencies(model: AssignAddTransformer, vocab: Vocab = VOCAB, grid: dic
     grid = grids(model, vocab) if grid is None else grid
     pre = grid[MLP2_PRE]
     r = neuron_fve(pre, mlp_input_scale(model, grid[RESID_MID2]))
-    share = frequency_share(r["power"][:, r["live"]])
+    share = key_frequency_share(model, r)
     K = share.shape[0]
     return [int(k) + 1 for k in (share >= KEY_SHARE_FACTOR / K).nonzero().flatten().tolist()]
 
@@ -474,7 +494,7 @@ def key_frequency_spectrum(model: AssignAddTransformer, vocab: Vocab = VOCAB) ->
     frequency must reach)} for the live Layer-2 MLP neurons on the grid."""
     grid = grids(model, vocab)
     r = neuron_fve(grid[MLP2_PRE], mlp_input_scale(model, grid[RESID_MID2]))
-    share = frequency_share(r["power"][:, r["live"]])
+    share = key_frequency_share(model, r)
     K = share.shape[0]
     return {
         "k": list(range(1, K + 1)),

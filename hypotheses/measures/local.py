@@ -288,20 +288,35 @@ def ov2_number_basis(model: AssignAddTransformer, head: int = 0) -> torch.Tensor
 
 
 def ov_transmission(model: AssignAddTransformer, layer: int, embeddings: torch.Tensor, head: int = 0) -> float:
-    """How strongly a layer's OV circuit passes on a set of embeddings (rows), relative to an average
-    input direction:
+    """How strongly a layer's OV circuit passes on a set of embeddings (rows), relative to the other
+    directions the layer can read:
 
-        (||(E - mean) W_V W_O||_F^2 / ||E - mean||_F^2) / (||W_V W_O||_F^2 / d_model)
+        (||(E - mean) W_V W_O||_F^2 / ||E - mean||_F^2) / (||R W_V W_O||_F^2 / r)
 
-    About 1 for a random OV, and for one whose input space was rotated away from the embeddings (a
-    random rotation gives them the average gain); well above 1 when the embeddings lie in the circuit's
-    strong input directions. This sees a break that comparisons made *through* the circuit cannot:
-    rotating W_V's input space keeps what it writes decodable, but no longer where its reader looks."""
+    R (r, d_model) is an orthonormal basis of the directions the layer can receive (the span of
+    ``interventions.mutants.layer1_inputs`` / ``layer2_inputs``, from the weights) with the span of the
+    centred embeddings removed. About 1 for a random OV, and for one whose input space was rotated away
+    from the embeddings; well above 1 when the embeddings lie in the circuit's strong input directions
+    (a perfect selector, passing the embeddings and nothing else it can read, scores without bound).
+    This sees a break that comparisons made *through* the circuit cannot: rotating W_V's input space
+    keeps what it writes decodable, but no longer where its reader looks.
+
+    Re-registered 2026-12-04 (bar unchanged; docs/reregistrations/weights_in_a_fixed_basis_2026-12-04.md): the reference gain was
+    ||W_V W_O||_F^2 / d_model, every direction of the residual. The product W_V W_O is fixed by the
+    function only on inputs the layer receives (W_V -> W_V B, W_O -> B^-1 W_O changes neither; a gain
+    along directions no input has changes the function not at all), so the average is now over the
+    readable directions; and over those the embeddings do not occupy, so that a layer passing only the
+    embeddings is not scored down for how much of its readable space they fill."""
+    from ...interventions.mutants import layer1_inputs, layer2_inputs, span_basis
+
     E = embeddings.detach().double()
     E = E - E.mean(0)
     a = model.blocks[layer].attn
     W = (a.W_V[head] @ a.W_O[head]).detach().double()
-    average = W.pow(2).sum() / W.shape[0]
+    readable = span_basis(layer1_inputs(model) if layer == 0 else layer2_inputs(model))[0]  # (q, d_model)
+    inside = span_basis(E)[0]  # (k, d_model): the centred embeddings' span
+    R = span_basis(readable - (readable @ inside.T) @ inside)[0]  # (r, d_model), r = q - k
+    average = (R @ W).pow(2).sum() / max(R.shape[0], 1)
     return float((E @ W).pow(2).sum() / E.pow(2).sum() / average.clamp(min=1e-30))
 
 
