@@ -385,22 +385,29 @@ CLAIMED = "claimed"
 
 def item(
     name: str,
+    *,
     definition: str,
     kind: str,
     threshold: Threshold,
     measure: Callable[..., Measurement],
-    subject,
+    on,
     controls: dict | None = None,
     required: bool = True,
 ) -> Evidence:
-    """Build an evidence item: ``measure(subject)`` on the model under test and ``measure(c)`` on each
-    control (a dict name -> whatever ``measure`` takes: a model, or a flag for a wrong-site variant)."""
+    """Build an evidence item: ``measure(on)`` on the model under test and ``measure(c)`` on each control
+    (``controls``: name -> whatever ``measure`` takes: a model, an ``Arm``, a position).
+
+    Everything but the name is a keyword, so a claim's list of items reads without a key::
+
+        item("identity_moves_answer", definition="...", kind="causal", threshold=MOVES,
+             measure=moves, on=Arm(ctx.model), controls={"wrong_site": Arm(ctx.model, "wrong_site")})
+    """
     return Evidence(
         name,
         definition,
         kind,
         threshold,
-        measure(subject),
+        measure(on),
         {c: measure(s) for c, s in (controls or {}).items()},
         required,
     )

@@ -181,43 +181,43 @@ class FourierNeurons(Hypothesis):
         return [
             item(
                 "single_frequency_neurons",
-                "fraction of live Layer-2 neurons u with max_k FVE_k(u) >= 0.5 on the grid, FVE_k(u) = variance of "
+                definition="fraction of live Layer-2 neurons u with max_k FVE_k(u) >= 0.5 on the grid, FVE_k(u) = variance of "
                 "pre_u(n, m) explained by {cos ω_k n, sin ω_k n, cos ω_k m, sin ω_k m}",
-                "observational",
-                NEURONS,
-                neurons,
-                ctx.model,
-                {"reinitialised": reinit},
+                kind="observational",
+                threshold=NEURONS,
+                measure=neurons,
+                on=ctx.model,
+                controls={"reinitialised": reinit},
             ),
             item(
                 "key_frequencies_kept",
-                "mean_i 1[correct_i and correct_i | resid_mid_2[15] -> μ + β φ_K(n_i, m_i)] (only the key frequencies' "
+                definition="mean_i 1[correct_i and correct_i | resid_mid_2[15] -> μ + β φ_K(n_i, m_i)] (only the key frequencies' "
                 "part of the grid's resid_mid, at the sequence's operands, at the pool's scale β), 0-var pools; "
                 "correct: the answer read at the unembedding's input (resid_post_2[15]) as the nearest grid answer "
                 "centroid",
-                "causal",
-                KEPT,
-                kept,
-                Arm(ctx.model),
-                {"reinitialised": Arm(reinit), "placebo_frequencies": Arm(ctx.model, "placebo_frequencies")},
+                kind="causal",
+                threshold=KEPT,
+                measure=kept,
+                on=Arm(ctx.model),
+                controls={"reinitialised": Arm(reinit), "placebo_frequencies": Arm(ctx.model, "placebo_frequencies")},
             ),
             item(
                 "key_frequencies_excluded",
-                "mean_i (correct_i - correct_i | resid_mid_2[15] -> x - β φ_K(n_i, m_i)), 0-var pools; correct as above",
-                "causal",
-                EXCLUDED,
-                excluded,
-                Arm(ctx.model),
-                {"reinitialised": Arm(reinit), "placebo_directions": Arm(ctx.model, "placebo_directions")},
+                definition="mean_i (correct_i - correct_i | resid_mid_2[15] -> x - β φ_K(n_i, m_i)), 0-var pools; correct as above",
+                kind="causal",
+                threshold=EXCLUDED,
+                measure=excluded,
+                on=Arm(ctx.model),
+                controls={"reinitialised": Arm(reinit), "placebo_directions": Arm(ctx.model, "placebo_directions")},
             ),
             item(
                 "key_frequencies_vs_placebo",
-                "mean_i (correct_i | x - β φ_P, P = |K| random non-key frequencies) - (correct_i | x - β φ_K)",
-                "causal",
-                PLACEBO,
-                specificity,
-                ctx.model,
-                {"reinitialised": reinit},
+                definition="mean_i (correct_i | x - β φ_P, P = |K| random non-key frequencies) - (correct_i | x - β φ_K)",
+                kind="causal",
+                threshold=PLACEBO,
+                measure=specificity,
+                on=ctx.model,
+                controls={"reinitialised": reinit},
                 required=False,
             ),
         ]

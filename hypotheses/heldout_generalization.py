@@ -125,23 +125,23 @@ class HeldoutGeneralization(Hypothesis):
         items.append(
             item(
                 "accuracy[exhaustive_0var_heldout]",
-                "accuracy over every held-out pair once, as 0-var sequences",
-                "observational",
-                EXHAUSTIVE_BAR,
-                exhaustive,
-                ctx.model,
-                {"reinitialised": reinit},
+                definition="accuracy over every held-out pair once, as 0-var sequences",
+                kind="observational",
+                threshold=EXHAUSTIVE_BAR,
+                measure=exhaustive,
+                on=ctx.model,
+                controls={"reinitialised": reinit},
             )
         )
         items.append(
             item(
                 "accuracy[exhaustive_0var_heldout, doubled pairs (n, n)]",
-                "accuracy over every held-out doubled pair (n, n) once, as 0-var sequences",
-                "observational",
-                DOUBLED_BAR,
-                doubled_pairs,
-                ctx.model,
-                {"reinitialised": reinit},
+                definition="accuracy over every held-out doubled pair (n, n) once, as 0-var sequences",
+                kind="observational",
+                threshold=DOUBLED_BAR,
+                measure=doubled_pairs,
+                on=ctx.model,
+                controls={"reinitialised": reinit},
             )
         )
         tokens, labels = ctx.pool("2var_heldout_pair")

@@ -148,44 +148,44 @@ class IdentityQK(Hypothesis):
         return [
             item(
                 "identity_block_diagonal",
-                "fraction of rows i of M~ = X~ W_Q^2 W_K^2T X~^T / sqrt(d_head), X~ = (E_var - mean) OV_1, with "
+                definition="fraction of rows i of M~ = X~ W_Q^2 W_K^2T X~^T / sqrt(d_head), X~ = (E_var - mean) OV_1, with "
                 "argmax_j M~[i, j] = i by a margin >= 1",
-                "observational",
-                DIAGONAL,
-                diagonal,
-                ctx.model,
-                {"reinitialised": reinit},
+                kind="observational",
+                threshold=DIAGONAL,
+                measure=diagonal,
+                on=ctx.model,
+                controls={"reinitialised": reinit},
                 required=False,
             ),
             item(
                 "eq_attends_to_operand_values",
-                "mean_i 1[top2_k A2_i[15, k] = value positions of the two operands, and they hold >= 0.25], "
+                definition="mean_i 1[top2_k A2_i[15, k] = value positions of the two operands, and they hold >= 0.25], "
                 "1var_train + 2var_train",
-                "observational",
-                EQ_VALUES,
-                eq_values,
-                ctx.model,
-                {"reinitialised": reinit},
+                kind="observational",
+                threshold=EQ_VALUES,
+                measure=eq_values,
+                on=ctx.model,
+                controls={"reinitialised": reinit},
             ),
             item(
                 "attention_follows_identity_swap",
-                "mean_i 1[A2[15, d] > A2[15, p] and A2[15, d] >= 2/16 | attn_out_1[p] <-> attn_out_1[d]], p the "
+                definition="mean_i 1[A2[15, d] > A2[15, p] and A2[15, d] >= 2/16 | attn_out_1[p] <-> attn_out_1[d]], p the "
                 "operand's value token, d a distractor's",
-                "causal",
-                MOVES,
-                moves,
-                Arm(ctx.model),
-                {"reinitialised": Arm(reinit), "wrong_site": Arm(ctx.model, "wrong_site")},
+                kind="causal",
+                threshold=MOVES,
+                measure=moves,
+                on=Arm(ctx.model),
+                controls={"reinitialised": Arm(reinit), "wrong_site": Arm(ctx.model, "wrong_site")},
             ),
             item(
                 "answer_follows_identity_swap",
-                "mean_i 1[argmax logits(x_i | attn_out_1[p] <-> attn_out_1[d])[15] = (z_i + y_i) mod 59], z the "
+                definition="mean_i 1[argmax logits(x_i | attn_out_1[p] <-> attn_out_1[d])[15] = (z_i + y_i) mod 59], z the "
                 "distractor's value",
-                "causal",
-                FOLLOWS,
-                follows,
-                ctx.model,
-                {"reinitialised": reinit},
+                kind="causal",
+                threshold=FOLLOWS,
+                measure=follows,
+                on=ctx.model,
+                controls={"reinitialised": reinit},
                 required=False,
             ),
         ]

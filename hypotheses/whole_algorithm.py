@@ -387,13 +387,13 @@ class WholeAlgorithm(Hypothesis):
                 per_pool_items.append(
                     item(
                         f"{name}[{p}]",
-                        f"kept = (acc_scrubbed - 1/59) / (acc_model - 1/59) on the {share} {p} sequences alone, "
+                        definition=f"kept = (acc_scrubbed - 1/59) / (acc_model - 1/59) on the {share} {p} sequences alone, "
                         f"the scrub as in {name.replace('keeps', 'recovers')}",
-                        "causal",
-                        KEEPS,
-                        kept_in_pool(p, scrub),
-                        Arm(ctx.model),
-                        controls,
+                        kind="causal",
+                        threshold=KEEPS,
+                        measure=kept_in_pool(p, scrub),
+                        on=Arm(ctx.model),
+                        controls=controls,
                     )
                 )
 
@@ -597,15 +597,15 @@ class WholeAlgorithm(Hypothesis):
         minimality_items = [
             item(
                 f"minimality[{p}]",
-                f"cost = (acc_C - acc_C\\p) / (acc_C - 1/59): C = every part resampled from a cell that agrees "
+                definition=f"cost = (acc_C - acc_C\\p) / (acc_C - 1/59): C = every part resampled from a cell that agrees "
                 f"on what it carries (Layer 1 at 0-14 as the routing scrub, at `=` by operand variables; Layer 2's "
                 f"values at the operands by number, elsewhere by position); C\\p = the same with {p} ({PART_STATEMENT[p]}) "
                 f"resampled from cells that differ in it",
-                "causal",
-                MINIMAL,
-                minimality(p),
-                Arm(ctx.model),
-                {"reinitialised": Arm(reinit), "redrawn": Arm(ctx.model, "redrawn")},
+                kind="causal",
+                threshold=MINIMAL,
+                measure=minimality(p),
+                on=Arm(ctx.model),
+                controls={"reinitialised": Arm(reinit), "redrawn": Arm(ctx.model, "redrawn")},
                 required=p != "non_value_tokens",
             )
             for p in scrubbing.PARTS
@@ -613,68 +613,68 @@ class WholeAlgorithm(Hypothesis):
         return [
             item(
                 "model_solves_the_task",
-                f"accuracy over {', '.join(POOLS)} ({share} each)",
-                "observational",
-                SOLVES,
-                lambda m: rate(model_ok(m)),
-                ctx.model,
-                {"reinitialised": reinit},
+                definition=f"accuracy over {', '.join(POOLS)} ({share} each)",
+                kind="observational",
+                threshold=SOLVES,
+                measure=lambda m: rate(model_ok(m)),
+                on=ctx.model,
+                controls={"reinitialised": reinit},
             ),
             item(
                 "routing_scrub_recovers",
-                "recovered accuracy with attn_out_1 at positions 0-14 resampled from positions with the same "
+                definition="recovered accuracy with attn_out_1 at positions 0-14 resampled from positions with the same "
                 "position and (value token) variable before it / (elsewhere) token and variable at t-1 if any",
-                "causal",
-                RECOVERS,
-                routing,
-                Arm(ctx.model),
-                {"reinitialised": Arm(reinit), "position_only": Arm(ctx.model, "position_only")},
+                kind="causal",
+                threshold=RECOVERS,
+                measure=routing,
+                on=Arm(ctx.model),
+                controls={"reinitialised": Arm(reinit), "position_only": Arm(ctx.model, "position_only")},
             ),
             item(
                 "routing_scrub_recovers[paper]",
-                "as routing_scrub_recovers, with the paper's correspondence (version 1): every non-value position "
+                definition="as routing_scrub_recovers, with the paper's correspondence (version 1): every non-value position "
                 "keyed by (position, token) alone, i.e. Layer 1 writes identities onto value tokens only (shown, "
                 "not decided on)",
-                "causal",
-                RECOVERS,
-                lambda arm: routing(arm, "paper"),
-                Arm(ctx.model),
-                {"reinitialised": Arm(reinit), "position_only": Arm(ctx.model, "position_only")},
+                kind="causal",
+                threshold=RECOVERS,
+                measure=lambda arm: routing(arm, "paper"),
+                on=Arm(ctx.model),
+                controls={"reinitialised": Arm(reinit), "position_only": Arm(ctx.model, "position_only")},
                 required=False,
             ),
             item(
                 "addition_scrub_recovers",
-                "recovered accuracy with attn_out_2[15] patched from a fresh sequence with the same two operand "
+                definition="recovered accuracy with attn_out_2[15] patched from a fresh sequence with the same two operand "
                 "values in a random form (constants or variables, any prefix)",
-                "causal",
-                RECOVERS,
-                addition,
-                Arm(ctx.model),
-                {"reinitialised": Arm(reinit), "first_operand_only": Arm(ctx.model, "first_operand_only")},
+                kind="causal",
+                threshold=RECOVERS,
+                measure=addition,
+                on=Arm(ctx.model),
+                controls={"reinitialised": Arm(reinit), "first_operand_only": Arm(ctx.model, "first_operand_only")},
             ),
             *per_pool_items,
             *minimality_items,
             item(
                 "completeness",
-                "max over K in {{}, each part but non_value_tokens, value_token_identity + eq_operand_identity, "
+                definition="max over K in {{}, each part but non_value_tokens, value_token_identity + eq_operand_identity, "
                 "lhs_value_read + rhs_value_read} of |F(C\\K) - F(M\\K)| / (F(M) - 1/59): K's cells resampled "
                 "from cells that differ in what they carry, in the scrubbed circuit C and in the clean model M",
-                "causal",
-                COMPLETE,
-                completeness,
-                Arm(ctx.model),
-                {"circuit_without_identity": Arm(ctx.model, "circuit_without_identity")},
+                kind="causal",
+                threshold=COMPLETE,
+                measure=completeness,
+                on=Arm(ctx.model),
+                controls={"circuit_without_identity": Arm(ctx.model, "circuit_without_identity")},
             ),
             item(
                 "doubled_pair_errors_are_the_adders",
-                "P(still wrong with attn_out_2[15] <- the constant twin's | model wrong), over variable sequences "
+                definition="P(still wrong with attn_out_2[15] <- the constant twin's | model wrong), over variable sequences "
                 f"of every held-out doubled pair ({doubled_pairs.PER_PAIR_AND_FORM} per pair and form) and as many "
                 "of other held-out pairs",
-                "causal",
-                ADDER_ERRORS,
-                doubled,
-                Arm(ctx.model),
-                {"reinitialised": Arm(reinit), "routing_broken": Arm(ctx.model, "routing_broken")},
+                kind="causal",
+                threshold=ADDER_ERRORS,
+                measure=doubled,
+                on=Arm(ctx.model),
+                controls={"reinitialised": Arm(reinit), "routing_broken": Arm(ctx.model, "routing_broken")},
                 required=False,
             ),
         ]

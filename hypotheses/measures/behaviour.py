@@ -119,12 +119,12 @@ def pool_accuracy_items(ctx, bars: dict, controls: dict) -> list:
         items.append(
             item(
                 f"accuracy[{pool}]",
-                f"mean_i 1[argmax logits(x_i)[15] = (n1_i + n2_i) mod 59], x_i ~ {pool}",
-                "observational",
-                bar,
-                lambda m, t=tokens, y=labels: rate(last_position_correct(m, t, y)),
-                ctx.model,
-                controls,
+                definition=f"mean_i 1[argmax logits(x_i)[15] = (n1_i + n2_i) mod 59], x_i ~ {pool}",
+                kind="observational",
+                threshold=bar,
+                measure=lambda m, t=tokens, y=labels: rate(last_position_correct(m, t, y)),
+                on=ctx.model,
+                controls=controls,
             )
         )
     return items
@@ -151,10 +151,10 @@ def interchange_item(
 
     return item(
         "answer_follows_operand_value",
-        definition,
-        "causal",
-        bar,
-        interchange,
-        Arm(ctx.model),
-        {"reinitialised": Arm(reinit), "wrong_site": Arm(ctx.model, "wrong_site")},
+        definition=definition,
+        kind="causal",
+        threshold=bar,
+        measure=interchange,
+        on=Arm(ctx.model),
+        controls={"reinitialised": Arm(reinit), "wrong_site": Arm(ctx.model, "wrong_site")},
     )
