@@ -17,7 +17,7 @@ What is measured, per grid point, on the run's final weights (``final.pt``), eac
 Each value is cached in the point folder as ``generalization.json``, tied to final.pt by its SHA-256
 (when final.pt is absent, e.g. a sweep copied without weights, the cached value stands for it).
 
-The rule (version 2, re-registered openly after the referee's trials; docs/sweeps.md has both versions):
+The rule (version 2, re-registered openly after trials with synthetic sweeps; docs/sweeps.md has both versions):
 - A point *generalizes* when the lower bound of its accuracy is ``>= GENERALIZES`` (0.9), *does not*
   when the upper bound is below it, and is *uncertain* otherwise (a sampled r point can straddle 0.9).
 - Per seed, the grid brackets the true threshold T: T lies in (b, θ], where θ is the smallest grid value

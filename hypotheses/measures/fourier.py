@@ -350,7 +350,7 @@ def key_frequency_edits(
     Why the answer is read there and not through the unembedding W_U (re-registered 2026-12-01): a break
     in the unembedding (its input space rotated) must not decide a claim about the MLP; the centroid
     readout needs no W_U, and on the trained checkpoints it reads the clean answers at least as well as
-    W_U does (docs/hypotheses.md, "Fourier neurons"). What W_U makes of the same inputs is returned as
+    W_U does (docs/claims/fourier_neurons.md). What W_U makes of the same inputs is returned as
     ``through_unembedding`` {arm: accuracy}, as supporting evidence.
 
     Returns those six bool (B,) tensors and {"key", "placebo_frequencies", "scale", "norm_key",
