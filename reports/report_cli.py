@@ -89,8 +89,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {p['id']:<17} onset {where}  (monotone-fit R^2 {p['coherence_r2']}, step R^2 {p.get('step_r2')})")
         jump = ph["assignment_jump"]
         print(
-            f"  assignment jump: {fmt_span(jump['fraction_interval'], '-')} of its rise within "
-            f"{jump['width_steps']} steps after addition is learned ({jump['state']})"
+            f"  assignment spike: {fmt_span(jump['fraction_interval'], '-')} of its rise within "
+            f"{jump['width_steps']} steps after addition is learned, rising at least "
+            f"{ph['rule'].get('jump_contrast')}x as fast as the {ph['rule'].get('jump_flank_steps')} steps on "
+            f"either side ({jump['state']})"
         )
         for s in ph["separations"]:
             if s["gap_steps"] is not None:
