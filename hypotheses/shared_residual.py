@@ -12,8 +12,12 @@ Decided where the next component reads (SPEC §6): the MLP's input r, in the dir
 writes numbers into (the span of OV_2's number images), never through the MLP itself, so a break in
 the MLP cannot decide this claim. The causal item patches Layer 2's value vector at a variable's
 value token with the one the constant route gives the same number: r must barely move, compared
-with how far another number moves it. Answer-level evidence (the weights-only addition module, a
-constant-run difference moving the variable run's answer) is supporting.
+with how far another number moves it. What Layer 2 hands on must carry the two values, not only
+their strongest directions: a linear read-out of the operands' embeddings from Layer 2's attention
+output at `=`, fitted on half the sequences and scored on the other half, must explain most of their
+variance (a rank-r cut of OV_2 caps it; the read-out uses no MLP weight). Answer-level evidence (the
+weights-only addition module, a constant-run difference moving the variable run's answer) is
+supporting.
 
 Thresholds and their nulls (measured before the final checkpoints were looked at, unless said):
 re-initialised models, and checkpoints of seeds 0 and 42 at steps 100-2000.
@@ -53,6 +57,14 @@ ROUTE = Threshold(
     "the constant route's value vector must leave the MLP input within 30% of where it "
     "was, measured against another number's move; nulls (2026-12): re-initialised 0.30, "
     "OV_2 input rotated 0.25; the value from another constant must fail it",
+)
+READOUT = Threshold(
+    0.60,
+    ">=",
+    "Layer 2 must hand the MLP most of the two operand values as the model embeds them: the held-out "
+    "linear read-out of Ē[n1] + Ē[n2] from attn_out_2 at `=` must explain at least 60% of its variance. "
+    "A rank-r OV_2 caps it at the target's variance share in r directions; nulls (2026-12-04): "
+    "re-initialised 0.43-0.48. Registered 2026-12-04, after OV_2 cut to rank 4 or 8 passed this claim",
 )
 ADDITIVE = Threshold(
     0.70,
@@ -109,6 +121,17 @@ class SharedResidual(Hypothesis):
         def transmits(model):
             return Measurement.exact(local.ov2_number_transmission(model), n=model.cfg.d_vocab_out)
 
+        readout_tokens = torch.cat(
+            [
+                ctx.pool(name, max(ctx.n, residual.READOUT_POOL_MIN))[0]
+                for name in ("0var_train", "1var_train", "2var_train")
+            ]
+        )
+
+        def readout(model):
+            r = residual.operand_value_readout(model, readout_tokens, ctx.seed)
+            return mean(r["score"], seed=ctx.seed, label="shared_residual_readout", fit_size=r["fit_size"])
+
         def route(arm):
             model, other = arm.model, arm.variant == "other_number"
             r = local.value_route_patch(model, tokens, seed=ctx.seed, other_number=other)
@@ -162,6 +185,18 @@ class SharedResidual(Hypothesis):
                 kind="observational",
                 threshold=TRANSMITS,
                 measure=transmits,
+                on=ctx.model,
+                controls={"reinitialised": reinit},
+            ),
+            item(
+                "attn_out_2_carries_operand_values",
+                definition="held-out R² of a least-squares read-out of Ē[n1] + Ē[n2] (Ē = W_E[0:59] centred) from "
+                "attn_out_2[15], "
+                "fitted on a seeded half of 0var_train + 1var_train + 2var_train (at least 1,000 sequences each), "
+                "scored on the other half; the MLP's weights are not used",
+                kind="observational",
+                threshold=READOUT,
+                measure=readout,
                 on=ctx.model,
                 controls={"reinitialised": reinit},
             ),

@@ -163,6 +163,21 @@ def _numbers_out_of_v2(model, gen):
     _span_out_of_input(_attn(model, 1).W_V, model.embed.W_E[: model.cfg.d_vocab_out])
 
 
+def _ov2_rank_cut(rank):
+    def build(model, gen):
+        """Layer 2's OV product W_V W_O cut to its top ``rank`` singular directions: W_O -> W_O P, P the
+        projection (d_model, d_model) onto the top ``rank`` right singular vectors of W_V W_O. Then
+        W_V W_O P = U_r S_r V_r^T; the value bias b_V W_O P is cut the same way. Layer 2 still writes
+        its strongest directions, and only ``rank`` of them."""
+        a = _attn(model, 1)
+        for h in range(a.W_O.shape[0]):
+            _, _, Vh = torch.linalg.svd((a.W_V[h] @ a.W_O[h]).double(), full_matrices=False)
+            P = Vh[:rank].T @ Vh[:rank]
+            a.W_O[h].copy_((a.W_O[h].double() @ P).float())
+
+    return build
+
+
 def _rotate_unembedding_input(model, gen):
     _rotate_input(model.unembed.W_U, gen)
 
@@ -497,6 +512,18 @@ MUTANTS: dict[str, Mutant] = {
             "layer2_ov",
             "Layer 2's W_V input space rotated by a random orthogonal matrix",
             _rotate(1, "W_V"),
+        ),
+        Mutant(
+            "layer2_ov_rank4",
+            "layer2_ov",
+            "Layer 2's OV product W_V W_O cut to its top 4 singular directions (W_O projected)",
+            _ov2_rank_cut(4),
+        ),
+        Mutant(
+            "layer2_ov_rank8",
+            "layer2_ov",
+            "Layer 2's OV product W_V W_O cut to its top 8 singular directions (W_O projected)",
+            _ov2_rank_cut(8),
         ),
         Mutant(
             "mlp_input_rotated",

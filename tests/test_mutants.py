@@ -97,11 +97,50 @@ def test_expected_pattern_follows_the_circuit_order():
 
 
 @needs_reference
+@pytest.mark.parametrize("name", ["layer2_ov_rank4", "layer2_ov_rank8"])
+def test_an_ov2_rank_cut_fails_shared_residual_on_what_layer2_hands_on(name):
+    """OV_2 cut to rank 4 or 8 keeps its strongest number directions (``ov2_transmits_numbers`` rises),
+    but passes only r directions of the operands' embeddings: the read-out item fails it, the upstream
+    claims pass, and an MLP break leaves the read-out where the reference has it."""
+    from assignadd.hypotheses import Context, run_all
+    from assignadd.hypotheses.shared_residual import READOUT
+
+    model = load_checkpoint(assignadd.reference_checkpoint())
+    items = {}
+    for label, m in (("reference", model), ("mutant", build_mutant(name, model, seed=0))):
+        results = {
+            r.claim: r
+            for r in run_all(Context(m, Task(), n=200), only=["previous_token_head", "identity_qk", "shared_residual"])
+        }
+        items[label] = {e.name: e for e in results["shared_residual"].evidence}
+        if label == "mutant":
+            assert [results[c].verdict for c in ("previous_token_head", "identity_qk", "shared_residual")] == [
+                "pass",
+                "pass",
+                "fail",
+            ]
+    read = "attn_out_2_carries_operand_values"
+    assert items["mutant"][read].measurement.high < READOUT.value < items["reference"][read].measurement.low
+    assert (
+        items["mutant"]["ov2_transmits_numbers"].measurement.value
+        > items["reference"]["ov2_transmits_numbers"].measurement.value
+    )
+    [downstream] = [
+        r
+        for r in run_all(
+            Context(build_mutant("mlp_input_rotated", model, seed=0), Task(), n=200), only=["shared_residual"]
+        )
+    ]
+    got = {e.name: e.measurement.value for e in downstream.evidence}[read]
+    assert got == pytest.approx(items["reference"][read].measurement.value, abs=1e-9)
+
+
+@needs_reference
 def test_every_judged_cell_of_the_mutant_matrix_is_right_on_the_reference():
     model = load_checkpoint(assignadd.reference_checkpoint())
     doc = matrix_to_dict(mutation_matrix(model, Task(), seed=0, n=500, mutants=BREAKS))
     assert doc["summary"]["wrong"] == [], render_matrix(doc)
-    assert doc["summary"]["judged"] == 90  # 17 break mutants; every claim passes the unbroken reference
+    assert doc["summary"]["judged"] == 102  # 19 break mutants; every claim passes the unbroken reference
     # the matrix is not trivially "everything fails": upstream claims pass on downstream breaks
     passes = [c for c in doc["cells"] if c["expected"] == "pass"]
     assert len(passes) >= 12 and all(c["verdict"] == "pass" for c in passes)

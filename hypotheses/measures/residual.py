@@ -174,3 +174,49 @@ def constant_difference_interchange(
     out = run(model, tokens, [Replace(Site(RESID_MID2, positions=position), add_delta)], last_only=True)
     pred = out.last_logits.argmax(-1)
     return {"moved": pred == other_sum, "kept": pred == (vals[:, 0] + vals[:, 1]) % N}
+
+
+# The read-out's data: this many sequences of each of 0var_train, 1var_train and 2var_train at least
+# (more when the context's n is larger). A linear map from d_model = 128 dimensions to 59 targets is
+# fitted on half of them; a few hundred examples would let it fit noise, so the size does not follow
+# a small n down.
+READOUT_POOL_MIN = 1000
+
+
+def operand_value_readout(model: AssignAddTransformer, tokens: torch.Tensor, seed: int, ridge: float = 1e-6) -> dict:
+    """How much of the two operands' values, as the model embeds them, can be read linearly from what
+    Layer 2's attention hands the MLP at `=`?
+
+    Layer 2's OV is the component that copies the operands' values into the MLP input; a reader that
+    is a linear map of that output can use at most what a linear read-out recovers. The target is
+    what OV_2 receives about the numbers, the model's own number embeddings, so a model that embeds
+    the numbers in a few Fourier directions only needs to pass those. The read-out does not use the
+    MLP's weights, and attn_out_2 is computed before the MLP, so a broken MLP (downstream) cannot move
+    it. A rank-r cut of OV_2 caps the score at the share of the target's variance in its top r
+    principal directions.
+
+    Target y_i = Ē[n1_i] + Ē[n2_i] (d_model,), Ē = W_E[0:N] centred over the numbers: symmetric in the
+    operands, since Layer 2 adds the two values' images and nothing in a sum says which came first;
+    n1, n2 read through the assignments (``operand_values``). Features a_i = attn_out_2(x_i)[15]
+    (d_model,). A seeded half of the sequences fits W, b by least squares with a ridge ``ridge`` x the
+    mean squared centred feature (closed form, float64); on the other half, per sequence,
+
+        score_i = 1 - ||y_i - (a_i W + b)||² / s²,   s² = mean over the held-out half of ||y_j - ȳ_fit||²
+
+    so the mean of score_i over the held-out half is the held-out R² (the share of the values'
+    embedded variance the read-out explains). Returns {"score": (B_test,), "fit_size": int}."""
+    N = model.cfg.d_vocab_out
+    vals = operand_values(tokens)
+    E = model.embed.W_E[:N].detach().double()
+    E = E - E.mean(0)
+    y = E[vals[:, 0]] + E[vals[:, 1]]  # (B, d_model)
+    a = activations_at(model, tokens, [ATTN_OUT2])[ATTN_OUT2]  # (B, d_model) float64
+    perm = torch.from_numpy(numpy_rng(seed, "operand value read-out split").permutation(len(tokens)))
+    fit, held = perm[: len(tokens) // 2], perm[len(tokens) // 2 :]
+    a_mean, y_mean = a[fit].mean(0), y[fit].mean(0)
+    ac, yc = a[fit] - a_mean, y[fit] - y_mean
+    lam = ridge * float(ac.pow(2).sum(-1).mean())  # scale-free: the same fit for a rescaled residual
+    W = torch.linalg.solve(ac.T @ ac + lam * torch.eye(a.shape[1], dtype=torch.float64), ac.T @ yc)  # (d, d)
+    err = (y[held] - ((a[held] - a_mean) @ W + y_mean)).pow(2).sum(-1)
+    spread = (y[held] - y_mean).pow(2).sum(-1).mean()
+    return {"score": 1 - err / spread, "fit_size": int(len(fit))}
