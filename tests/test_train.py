@@ -13,7 +13,7 @@ import torch
 from assignadd import load_checkpoint
 from assignadd.data import POOL_NAMES
 from assignadd.model import load_checkpoint_full
-from assignadd.training.train import TrainConfig, TrainError, train
+from assignadd.training.train import TrainConfig, TrainError, recorded_precision, train
 from assignadd.training.train_cli import main as train_main
 
 STEPS, EVERY = 30, 10
@@ -83,14 +83,21 @@ def test_training_leaves_biases_and_layer1_mlp_at_zero(full_run):
 
 
 # ----- resumption ------------------------------------------------------------------------------------
+def full_run_precision(full_dir) -> str:
+    """The precision the uninterrupted run decided (``auto`` is measured per run, and two runs on a busy
+    machine may decide differently; a run compared with it bit for bit must train in the same one)."""
+    return recorded_precision(json.loads((full_dir / "run.json").read_text()))
+
+
 def test_interrupted_then_resumed_run_ends_bit_identical(tmp_path, full_run):
     full_dir, full_final = full_run
     run_dir = tmp_path / "run"
-    partial = train(run_dir, small_config(), progress=False, stop_after=15)  # killed between checkpoints
+    same = full_run_precision(full_dir)
+    partial = train(run_dir, small_config(precision=same), progress=False, stop_after=15)  # killed between checkpoints
     assert partial == run_dir / "resume.pt"
     assert not (run_dir / "final.pt").exists()
     assert torch.load(partial, weights_only=True)["step"] == 10
-    final = train(run_dir, small_config(), progress=False)
+    final = train(run_dir, small_config(precision=same), progress=False)
     assert bit_identical(state(final), state(full_final))
     assert metric_lines(run_dir) == metric_lines(full_dir)  # the log, too, as if never interrupted
     names = sorted(p.name for p in (run_dir / "checkpoints").glob("*.pt"))
@@ -99,8 +106,9 @@ def test_interrupted_then_resumed_run_ends_bit_identical(tmp_path, full_run):
 
 def test_resumed_run_can_be_extended(tmp_path, full_run):
     run_dir = tmp_path / "run"
-    train(run_dir, small_config(steps=20), progress=False)
-    final = train(run_dir, small_config(steps=STEPS), progress=False)  # steps may grow on resume
+    same = full_run_precision(full_run[0])
+    train(run_dir, small_config(steps=20, precision=same), progress=False)
+    final = train(run_dir, small_config(steps=STEPS, precision=same), progress=False)  # steps may grow on resume
     assert bit_identical(state(final), state(full_run[1]))
 
 
