@@ -315,11 +315,17 @@ class Hypothesis:
     spec: str = ""
     statement: str = ""
     controls: dict[str, str] = {}
+    skip_note: str = ""  # a claim about a series or a sweep: what it needs, the reason ``run`` skips it
 
     def evidence(self, ctx: Context) -> list[Evidence]:
         raise NotImplementedError
 
     def run(self, ctx: Context) -> ClaimResult:
+        if self.skip_note:  # one checkpoint cannot decide it: skipped, with the note saying what it needs
+            return ClaimResult(
+                self.id, self.spec, self.statement, "skipped", self.skip_note, [], dict(self.controls), ctx.seed
+            )
+
         def compute():
             with torch.no_grad():
                 items = self.evidence(ctx)

@@ -10,20 +10,9 @@ value token Layer 2's OV copies. Causal test: swap Layer 1's output between an o
 token and a distractor's; `=` must now attend to the distractor. Nothing here depends on Layer 2's
 OV or MLP, so a break there cannot decide this claim; the answer following the swap is supporting.
 
-Re-registration of the weights-only item (2026-12-04; bar unchanged, docs/reregistrations/weights_in_a_fixed_basis_2026-12-04.md):
-
-* It reads M~ = X~ QK_2 X~^T with X~ = (E_var - mean) OV_1 (``measures.circuits.identity_qk_interaction``),
-  the double-centred form of the paper's M: the part of the score that depends on both variables.
-  Why: M reads E_var OV_1 for each bare variable embedding, an input no layer receives (Layer 1 reads
-  W_E[t] + W_pos[p]); W_Q of Layer 2 changed only along directions the residual at `=` never has (the
-  same answers everywhere) moved M and failed the item.
-* It is supporting, no longer required. Why: it reads weights on a hypothetical input, while the
-  claim's causal items read what Layer 2 does with what Layer 1 writes. In the paper's run the
-  weights-only margin lags the behaviour: at steps 6,000 and 8,000 only 10 of 12 variables win by
-  >= 1 nat (bar 11 of 12) while `=` follows an identity swap in 0.995 and 1.000 of sequences and the
-  paper's diagonal-argmax measure gives 11 of 12 (the shipped series at step 6,000: 9 of 12). A 1-nat margin on M~ says how sharp the weights are
-  on the bare embeddings, not whether the lookup works; the required items decide that. The margin
-  is shown in units of the off-diagonal spread of M~ (``median_margin_in_spreads``) beside the nats.
+The weights-only item reads the double-centred M~ (``measures.circuits.identity_qk_interaction``), shown
+as supporting, in nats and in units of its off-diagonal spread (``median_margin_in_spreads``). Why:
+docs/claims/identity_qk.md, "Re-registrations".
 """
 
 from __future__ import annotations

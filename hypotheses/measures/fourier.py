@@ -138,25 +138,12 @@ def neuron_fve(grid: torch.Tensor, scale: torch.Tensor | None = None) -> dict:
     power, total = frequency_power(grid)
     live = live_units(total, grid.shape[0] * grid.shape[1], scale)
     fve_all = power[:, live] / total[live]  # (K, L)
+    out = {"power": power, "total": total, "live": live}
     if fve_all.shape[1] == 0:
         empty = torch.zeros(0, dtype=torch.float64)
-        return {
-            "best_k": empty.long(),
-            "fve": empty,
-            "units": empty.long(),
-            "power": power,
-            "total": total,
-            "live": live,
-        }
+        return {"best_k": empty.long(), "fve": empty, "units": empty.long(), **out}
     fve, best = fve_all.max(dim=0)
-    return {
-        "best_k": best + 1,
-        "fve": fve,
-        "units": live.nonzero().flatten(),
-        "power": power,
-        "total": total,
-        "live": live,
-    }
+    return {"best_k": best + 1, "fve": fve, "units": live.nonzero().flatten(), **out}
 
 
 def frequency_share(power: torch.Tensor) -> torch.Tensor:
@@ -174,12 +161,8 @@ def frequency_share(power: torch.Tensor) -> torch.Tensor:
 # frequency. A factor of 2 also caps the key set at ⌊N/2⌋/2 frequencies, leaving at least as many
 # non-key frequencies for the placebo.
 KEY_SHARE_FACTOR = 2.0
-# Re-registration (2026-12-04; factor unchanged): each neuron's power is counted in output units,
-# power_k(u) x ||W_out[u]||² (``output_weighted_power``), not in pre-activation units. Why: relu(c z)/c
-# = relu(z) for c > 0, so a neuron's pre-activation scale is not fixed by the function; scaling one
-# neuron's input x10 and its output /10 (the same model) gave it 100x the power and could collapse the
-# key set onto that neuron's one frequency. Pre-activation times output norm is what the neuron hands
-# on, and is the same under any positive rescaling.
+# Each neuron's power counts in output units, power_k(u) x ||W_out[u]||² (``key_frequency_share``), so a
+# positive rescaling of a ReLU neuron cannot move the key set (re-registered: docs/claims/fourier_neurons.md).
 
 
 def output_weight_norms(model: AssignAddTransformer) -> torch.Tensor:
@@ -277,12 +260,9 @@ def operand_content_scale(deviation: torch.Tensor, phi_all: torch.Tensor) -> flo
     at the same operands (B, d). 1.0 when the grid carries no operand content.
 
     Why (re-registered 2026-12-01; before, β = 1): the grid puts the operands after twelve PADs, the pools
-    after assignments, and `=`'s attention to the operands is diluted differently by that context. Along
-    the shipped series β is 0.80-1.07; where it is 0.80 (steps 2,500 and 10,000), x - φ_K over-subtracts
-    and leaves (β - 1) φ_K, an operand-dependent signal from which about a fifth of the answers are still
-    read (0.23 and 0.20 right; 0.23-0.25 even with all 29 frequencies "removed"); with β fitted, removing
-    the key frequencies leaves 0.08 and 0.07. β is fitted on clean activations only, over all
-    frequencies (never on an edit's outcome or on K)."""
+    after assignments, and `=`'s attention to the operands is diluted differently there; with β = 1 the
+    edits left (β - 1) φ_K in place (docs/claims/fourier_neurons.md). β is fitted on clean activations
+    only, over all frequencies (never on an edit's outcome or on K)."""
     den = float((phi_all * phi_all).sum())
     return float((deviation * phi_all).sum()) / den if den > 0 else 1.0
 
@@ -347,10 +327,8 @@ def key_frequency_edits(
         placebo_kept : x' = μ + β φ_P(n, m)   (only those non-key frequencies kept)
         random_removed : x' = x - (x - μ) Q^T Q  (Q: as many random directions as the key frequencies
                                                   span; ``norm_random``: the size of what it removed)
-    Why the answer is read there and not through the unembedding W_U (re-registered 2026-12-01): a break
-    in the unembedding (its input space rotated) must not decide a claim about the MLP; the centroid
-    readout needs no W_U, and on the trained checkpoints it reads the clean answers at least as well as
-    W_U does (docs/claims/fourier_neurons.md). What W_U makes of the same inputs is returned as
+    The answer is read there, not through W_U, so that a break in the unembedding cannot decide a claim about
+    the MLP (docs/claims/fourier_neurons.md); what W_U makes of the same inputs is returned as
     ``through_unembedding`` {arm: accuracy}, as supporting evidence.
 
     Returns those six bool (B,) tensors and {"key", "placebo_frequencies", "scale", "norm_key",
@@ -486,19 +464,4 @@ def fitted_cos_form(grid_one: torch.Tensor, k: int) -> dict:
         "phase_m": phase_m,
         "fitted": fitted,
         "fve": fve,
-    }
-
-
-def key_frequency_spectrum(model: AssignAddTransformer, vocab: Vocab = VOCAB) -> dict:
-    """What a spectrum figure needs: {"k" 1..K, "share" (K,), "key" [..], "threshold" (the share a key
-    frequency must reach)} for the live Layer-2 MLP neurons on the grid."""
-    grid = grids(model, vocab)
-    r = neuron_fve(grid[MLP2_PRE], mlp_input_scale(model, grid[RESID_MID2]))
-    share = key_frequency_share(model, r)
-    K = share.shape[0]
-    return {
-        "k": list(range(1, K + 1)),
-        "share": share,
-        "key": key_frequencies(model, vocab, grid),
-        "threshold": KEY_SHARE_FACTOR / K,
     }

@@ -299,14 +299,9 @@ def ov_transmission(model: AssignAddTransformer, layer: int, embeddings: torch.T
     from the embeddings; well above 1 when the embeddings lie in the circuit's strong input directions
     (a perfect selector, passing the embeddings and nothing else it can read, scores without bound).
     This sees a break that comparisons made *through* the circuit cannot: rotating W_V's input space
-    keeps what it writes decodable, but no longer where its reader looks.
-
-    Re-registered 2026-12-04 (bar unchanged; docs/reregistrations/weights_in_a_fixed_basis_2026-12-04.md): the reference gain was
-    ||W_V W_O||_F^2 / d_model, every direction of the residual. The product W_V W_O is fixed by the
-    function only on inputs the layer receives (W_V -> W_V B, W_O -> B^-1 W_O changes neither; a gain
-    along directions no input has changes the function not at all), so the average is now over the
-    readable directions; and over those the embeddings do not occupy, so that a layer passing only the
-    embeddings is not scored down for how much of its readable space they fill."""
+    keeps what it writes decodable, but no longer where its reader looks. Averaged over the readable
+    directions only, since W_V W_O is fixed by the function only on inputs the layer receives
+    (docs/reregistrations/weights_in_a_fixed_basis_2026-12-04.md)."""
     from ...interventions.mutants import layer1_inputs, layer2_inputs, span_basis
 
     E = embeddings.detach().double()
