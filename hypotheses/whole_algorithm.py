@@ -42,7 +42,7 @@ from .measures import doubled as doubled_pairs
 from .measures import scrubbing
 from .measures.circuits import last_position_correct
 
-POOLS = ("0var_heldout_pair", "1var_heldout_pair", "2var_heldout_pair", "1var_restricted_slot", "2var_restricted_1")
+POOLS = scrubbing.POOLS
 NOTHING_TO_EXPLAIN = 0.1  # model accuracy within this of the floor: recovered is 0, not a ratio of noise
 PART_ROWS_PER_POOL = 100  # sequences per pool for the part-by-part items (minimality, completeness)
 

@@ -20,10 +20,7 @@ from ...interventions import Patch, Replace, Site, run, run_in_pieces
 from ...model import AssignAddTransformer
 from ...model.hooks import ATTN_OUT_1, PATTERN_1, PATTERN_2, RESID_MID_2, VALUES_2
 from ...random_streams import numpy_rng, torch_generator
-
-
-def _first_var(model) -> int:
-    return model.cfg.first_var
+from .residual import ov2_number_images
 
 
 # ----- Layer 1: the variable identity written at value tokens ------------------------------------------
@@ -92,7 +89,7 @@ def identity_edits(model: AssignAddTransformer, tokens: torch.Tensor, *, seed: i
     B, T = tokens.shape
     vals = value_positions(tokens)
     b, t = vals.nonzero(as_tuple=True)
-    var_id = (tokens[b, t - 1] - _first_var(model)).numpy()
+    var_id = (tokens[b, t - 1] - model.cfg.first_var).numpy()
     attn_out, pattern = _layer1_out(model, tokens)
     in_train = numpy_rng(seed, "identity probe split").random(B) < 0.5
     train = in_train[b.numpy()]
@@ -117,7 +114,7 @@ def identity_edits(model: AssignAddTransformer, tokens: torch.Tensor, *, seed: i
     has_other = top.values[:, 1] > 0
     rb = has_other.nonzero().squeeze(1)
     t0, d = top.indices[rb, 0], top.indices[rb, 1]
-    w = tokens[rb, d - 1] - _first_var(model)
+    w = tokens[rb, d - 1] - model.cfg.first_var
     r_mask = torch.zeros(B, T, dtype=torch.bool)
     r_mask[rb, t0] = True
     target_var = torch.full((B, T), -1, dtype=torch.long)
@@ -183,7 +180,7 @@ def identity_swap_attention(
     B = len(tokens)
     g = torch_generator(seed, "identity_swap")
     src = operand_sources(tokens)
-    is_var = tokens[:, [POS_LHS, POS_RHS]] >= _first_var(model)
+    is_var = tokens[:, [POS_LHS, POS_RHS]] >= model.cfg.first_var
     pick = torch.randint(0, 2, (B,), generator=g)
     pick = torch.where(is_var[torch.arange(B), pick], pick, 1 - pick)
     rows = torch.arange(B)
@@ -241,7 +238,7 @@ def value_route_patch(
     g = torch_generator(seed, "value_route_patch")
     src = operand_sources(tokens)
     slots = torch.tensor([POS_LHS, POS_RHS])
-    is_var = tokens[:, slots] >= _first_var(model)
+    is_var = tokens[:, slots] >= model.cfg.first_var
     rows = torch.arange(B)
     pick = torch.randint(0, 2, (B,), generator=g)
     pick = torch.where(is_var[rows, pick], pick, 1 - pick)
@@ -280,9 +277,7 @@ def value_route_patch(
 def ov2_number_basis(model: AssignAddTransformer, head: int = 0) -> torch.Tensor:
     """Orthonormal rows (r, d_model) spanning Layer 2's OV images of the numbers, centred: the
     directions in which Layer 2 writes operand values into the MLP input (what the claim is about)."""
-    N = model.cfg.d_vocab_out
-    a = model.blocks[1].attn
-    images = (model.embed.W_E[:N] @ a.W_V[head] @ a.W_O[head]).detach().double()
+    images = ov2_number_images(model, head)
     U, S, Vh = torch.linalg.svd(images - images.mean(0), full_matrices=False)
     return Vh[S > 1e-6 * max(float(S.max()), 1e-30)]
 
@@ -322,5 +317,5 @@ def ov2_number_transmission(model: AssignAddTransformer, head: int = 0) -> float
 
 def ov1_variable_transmission(model: AssignAddTransformer, head: int = 0) -> float:
     """``ov_transmission`` of Layer 1's OV for the variable embeddings (what it must copy to value tokens)."""
-    first = _first_var(model)
+    first = model.cfg.first_var
     return ov_transmission(model, 0, model.embed.W_E[first : first + model.cfg.n_vars], head)

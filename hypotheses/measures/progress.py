@@ -17,6 +17,8 @@ from ...data import POOL_NAMES, POS_LHS, POS_RHS, SEQ_LEN, Task, value_positions
 from ...model import hooks
 from ...random_streams import numpy_rng
 from . import circuits
+from .scrubbing import POOLS as SCRUB_POOLS  # whole_algorithm's pools
+from .scrubbing import addition_scrub, routing_scrub
 
 ROUND = 6  # decimals of a stored value
 DEFAULT_N = 1000  # sequences per pool
@@ -25,13 +27,6 @@ ROUTING_POOL = "2var_train"  # activation measures read 2-var sequences: both op
 RESTRICTED_ROUTING_POOL = "2var_restricted_1"
 RESTRICTED_CELLS_POOL = "1var_restricted_slot"
 
-SCRUB_POOLS = (
-    "0var_heldout_pair",
-    "1var_heldout_pair",
-    "2var_heldout_pair",
-    "1var_restricted_slot",
-    "2var_restricted_1",
-)  # whole_algorithm's pools
 SCRUB_PER_POOL = 200
 
 MEASURES = {
@@ -166,8 +161,6 @@ class SeriesMeasurer:
             circuits.layer2_eq_to_operand_values(model, restricted, p2[k:]).double().mean()
         )
         # when does the paper's algorithm explain the model? the whole_algorithm claim's two scrubs
-        from .scrubbing import addition_scrub, routing_scrub
-
         tokens, labels = self._scrub
         v["scrub_model_accuracy"] = float(
             circuits.last_position_correct(model, tokens, labels, batch=1024).double().mean()
