@@ -22,7 +22,7 @@ import torch
 from ..data import operand_sources
 from .base import Arm, Context, Evidence, Hypothesis, Measurement, REINITIALISED, Threshold, item, rate, register
 from .measures import local
-from .measures.circuits import attention_patterns, identity_qk_interaction, identity_qk_matrix
+from .measures.circuits import attention_patterns, diagonal_margin, identity_qk_diagonal, identity_qk_interaction
 
 # A diagonal entry "wins" when it beats every other entry of its row by at least one nat of attention
 # score (M / sqrt(d_head)): e^1 ≈ 2.7x the weight. A re-initialised model's margins are ~0.003 nats
@@ -81,21 +81,18 @@ class IdentityQK(Hypothesis):
 
         def diagonal(model):
             M = identity_qk_interaction(model) / model.cfg.d_head**0.5  # in attention-score units
-            V = M.shape[0]
-            eye = torch.eye(V, dtype=torch.bool)
-            off = M.masked_fill(eye, -torch.inf).max(dim=1).values
-            margin = M.diagonal() - off
-            wins = (M.argmax(dim=1) == torch.arange(V)) & (margin >= MIN_MARGIN_NATS)
-            spread = float(M[~eye].std())  # the scale of the scores a variable gives the others
-            paper = identity_qk_matrix(model)  # the paper's M, uncentred: its argmax-diagonal fraction
+            on_diagonal, margin = diagonal_margin(M)
+            wins = on_diagonal & (margin >= MIN_MARGIN_NATS)
+            spread = float(M[~torch.eye(len(M), dtype=torch.bool)].std())  # the scores a variable gives the others
+            paper = identity_qk_diagonal(model)[0]  # the paper's M, uncentred: its argmax-diagonal fraction
             return Measurement.exact(
                 float(wins.double().mean()),
-                n=V,
+                n=len(M),
                 median_margin_nats=float(margin.median()),
                 rows_on_diagonal=int(wins.sum()),
                 off_diagonal_spread_nats=spread,
                 median_margin_in_spreads=float(margin.median()) / max(spread, 1e-30),
-                paper_argmax_diagonal=float((paper.argmax(dim=1) == torch.arange(V)).double().mean()),
+                paper_argmax_diagonal=float(paper.double().mean()),
             )
 
         def eq_values(model):

@@ -355,6 +355,12 @@ def _finite(x: float | None) -> float | None:
     return None if x is None or math.isinf(x) else round(float(x), 6)
 
 
+def _shares(w: dict, total: float) -> list[float]:
+    """A window's certain and possible rise (``window_rise``, ``spike_window``) as shares of ``total``, at most
+    1 (a monotone fit's window never rises more than its whole rise), rounded for JSON."""
+    return [round(min(w["low"] / total, 1.0), 6), round(min(w["high"] / total, 1.0), 6)]
+
+
 def _onset_interval(steps, i: int | None) -> tuple[int | None, int | None]:
     """(the last checkpoint before the onset, the onset): the true onset lies in between."""
     if i is None:
@@ -428,16 +434,13 @@ def detect_phases(records: list[dict]) -> dict:
             )
             steepest = window_rise(steps, fit, JUMP_WIDTH, onsets["addition"])
             jump.update(
-                fraction=round(w["low"] / total, 6),
-                fraction_interval=[round(w["low"] / total, 6), round(min(w["high"] / total, 1.0), 6)],
+                fraction=_shares(w, total)[0],
+                fraction_interval=_shares(w, total),
                 window=w["low_window"],
                 possible_span=w["high_span"],
                 window_contrast=_finite(w["low_contrast"]),
                 possible_contrast=_finite(w["high_contrast"]),
-                steepest_fraction_interval=[
-                    round(steepest["low"] / total, 6),
-                    round(min(steepest["high"] / total, 1.0), 6),
-                ],
+                steepest_fraction_interval=_shares(steepest, total),
             )
 
     # Restricted slots' refinement: of what the restricted curve still has to gain at the assignment
@@ -457,8 +460,8 @@ def detect_phases(records: list[dict]) -> dict:
         if remaining > 1e-9:
             w = window_rise(steps, fit, REFINEMENT_WIDTH, ib)
             refinement.update(
-                fraction=round(min(w["low"] / remaining, 1.0), 6),
-                fraction_interval=[round(min(w["low"] / remaining, 1.0), 6), round(min(w["high"] / remaining, 1.0), 6)],
+                fraction=_shares(w, remaining)[0],
+                fraction_interval=_shares(w, remaining),
                 window=w["low_window"],
                 possible_span=w["high_span"],
             )

@@ -239,8 +239,7 @@ class PreviousTokenHead(Hypothesis):
             ),
         ]
 
-        var_tokens = torch.cat([ctx.pool("1var_train")[0], ctx.pool("2var_train")[0]])
-        var_labels = torch.cat([ctx.pool("1var_train")[1], ctx.pool("2var_train")[1]])
+        var_labels = torch.cat([ctx.pool("1var_train")[1], ctx.pool("2var_train")[1]])  # mixed's answers
         const_tokens, const_labels = ctx.pool("0var_train")
 
         def ablated_correct(model, tokens, labels):
@@ -249,8 +248,8 @@ class PreviousTokenHead(Hypothesis):
             return out.last_logits.argmax(-1) == labels
 
         def drop(model):
-            clean = last_position_correct(model, var_tokens, var_labels)
-            ablated = ablated_correct(model, var_tokens, var_labels)
+            clean = last_position_correct(model, mixed, var_labels)
+            ablated = ablated_correct(model, mixed, var_labels)
             return mean(
                 clean.double() - ablated.double(),
                 seed=ctx.seed,

@@ -106,6 +106,7 @@ ADDER_ERRORS = Threshold(
     "(registered 2026-12-01)",
 )
 PAIRS_OF_PARTS = (("value_token_identity", "eq_operand_identity"), ("lhs_value_read", "rhs_value_read"))
+VARIABLE_PARTS = PAIRS_OF_PARTS[0]  # parts only a sequence with a variable operand uses
 PART_STATEMENT = {
     "non_value_tokens": "Layer 1's output elsewhere in the prefix (variables, PADs, `+`, operand slots) carries the "
     "token there and the variable at t-1, if any",
@@ -393,9 +394,7 @@ class WholeAlgorithm(Hypothesis):
 
         uses_variable = (t_sub[:, POS_LHS] >= first_var) | (t_sub[:, POS_RHS] >= first_var)
         rows_of_part = {
-            p: uses_variable
-            if p in ("value_token_identity", "eq_operand_identity")
-            else torch.ones(len(t_sub), dtype=torch.bool)
+            p: uses_variable if p in VARIABLE_PARTS else torch.ones(len(t_sub), dtype=torch.bool)
             for p in scrubbing.PARTS
         }
         chance = 1 / ctx.model.cfg.d_vocab_out
@@ -423,9 +422,7 @@ class WholeAlgorithm(Hypothesis):
                     {
                         "part": PART_STATEMENT[part],
                         "model_accuracy": float(model_ok_sub(arm.model)[used].double().mean()),
-                        "sequences": "with a variable operand"
-                        if part in ("value_token_identity", "eq_operand_identity")
-                        else "all",
+                        "sequences": "with a variable operand" if part in VARIABLE_PARTS else "all",
                         "accuracy_elsewhere_scrubbed": (
                             float(r["C"]["correct"][~used].double().mean()) if (~used).any() else None
                         ),
@@ -433,22 +430,16 @@ class WholeAlgorithm(Hypothesis):
                             float(other["correct"][~used].double().mean()) if (~used).any() else None
                         ),
                         "cells_given_a_differing_donor": r["plans"]["removed_share"][part],
-                        "change_of_the_activation": (r["C'"] if arm.variant == "redrawn" else r[("C", part)])["acted"][
-                            part
-                        ],
+                        "change_of_the_activation": other["acted"][part],
                     }
                 )
                 if arm.variant == "claimed":
-                    m.extra["scrubbed_accuracy_by_pool"] = {
-                        p: float(r["C"]["correct"][mask & used].double().mean())
-                        for p, mask in pool_sub.items()
-                        if (mask & used).any()
-                    }
-                    m.extra["part_removed_accuracy_by_pool"] = {
-                        p: float(other["correct"][mask & used].double().mean())
-                        for p, mask in pool_sub.items()
-                        if (mask & used).any()
-                    }
+                    for key, run in (("scrubbed_accuracy_by_pool", r["C"]), ("part_removed_accuracy_by_pool", other)):
+                        m.extra[key] = {
+                            p: float(run["correct"][mask & used].double().mean())
+                            for p, mask in pool_sub.items()
+                            if (mask & used).any()
+                        }
                 return m
 
             return measure
@@ -467,14 +458,16 @@ class WholeAlgorithm(Hypothesis):
             r = parts(arm.model)
             m_ok = model_ok_sub(arm.model).double()
             clean = {"correct": model_ok_sub(arm.model)}
+            acted = None
             if arm.variant == "circuit_without_identity":
-                p1, p2 = PAIRS_OF_PARTS[0]
+                p1, p2 = pair = PAIRS_OF_PARTS[0]
                 subsets = {
                     "{}": (r[("C", p1)], clean),
                     p1: (r[("C", p1)], r[("M", p1)]),
-                    p2: (r[("C", PAIRS_OF_PARTS[0])], r[("M", p2)]),
-                    f"{p1} + {p2}": (r[("C", PAIRS_OF_PARTS[0])], r[("M", PAIRS_OF_PARTS[0])]),
+                    p2: (r[("C", pair)], r[("M", p2)]),
+                    f"{p1} + {p2}": (r[("C", pair)], r[("M", pair)]),
                 }
+                acted = r[("C", p1)]["acted"][p1]
             else:
                 subsets = {"{}": (r["C"], clean)}
                 subsets.update({p: (r[("C", p)], r[("M", p)]) for p in scrubbing.PARTS[1:]})
@@ -491,11 +484,6 @@ class WholeAlgorithm(Hypothesis):
                 lambda idx: gaps(idx).max(-1).values, len(t_sub), seed=ctx.seed, label=f"completeness.{arm.variant}"
             )
             g = gaps(torch.arange(len(t_sub))[None])[0]
-            acted = (
-                r[("C", PAIRS_OF_PARTS[0][0])]["acted"][PAIRS_OF_PARTS[0][0]]
-                if arm.variant == "circuit_without_identity"
-                else None
-            )
             return Measurement(
                 v,
                 lo,

@@ -12,8 +12,8 @@ norm N²/2. So, for a unit's centred activation a = A − mean(A):
     share_k        = Σ_units power_k / Σ_k Σ_units power_k           (the spectrum over units)
 
 A neuron of the grokked-addition form cos(ω_k n + α) + cos(ω_k m + β) has FVE_k = 1 for its k.
-Everything here is a plain function of a model (no verdicts); the functions a report's figure needs
-(one neuron's grid, its fitted form, the spectrum) are at the end.
+Everything here is a plain function of a model (no verdicts); the one a report's figure needs
+(a neuron's fitted form) is at the end.
 """
 
 from __future__ import annotations
@@ -61,11 +61,6 @@ def activations_at(
     return {h: a.double() for h, a in capture(model, tokens, hooks, pos=pos).items()}
 
 
-def activation_at(model: AssignAddTransformer, tokens: torch.Tensor, hook: str, pos: int = POS_EQ) -> torch.Tensor:
-    """The activation of one hook at ``pos``: (B, d) float64."""
-    return activations_at(model, tokens, (hook,), pos)[hook]
-
-
 def grids(model: AssignAddTransformer, vocab: Vocab = VOCAB) -> dict[str, torch.Tensor]:
     """Both grids a Fourier analysis needs, from one forward: {MLP2_PRE: (N, N, d_mlp), RESID_MID2:
     (N, N, d_model)}, A(n, m) at `=`, float64."""
@@ -73,13 +68,6 @@ def grids(model: AssignAddTransformer, vocab: Vocab = VOCAB) -> dict[str, torch.
     N = vocab.modulus
     acts = activations_at(model, tokens, (RESID_MID2, MLP2_PRE))
     return {h: a.reshape(N, N, -1) for h, a in acts.items()}
-
-
-def grid_activations(model: AssignAddTransformer, hook: str = MLP2_PRE, vocab: Vocab = VOCAB) -> torch.Tensor:
-    """A(n, m) at `=` on the grid for one hook: (N, N, d), float64. Default: Layer-2 MLP pre-activations."""
-    tokens, _ = grid_tokens(vocab)
-    N = vocab.modulus
-    return activation_at(model, tokens, hook).reshape(N, N, -1)
 
 
 def single_frequency_basis(modulus: int) -> torch.Tensor:
@@ -212,28 +200,6 @@ def non_key_frequencies(key: list[int], count: int, modulus: int, seed: int) -> 
         raise ValueError(f"cannot draw {count} non-key frequencies: only {len(pool)} are not key")
     rng = numpy_rng(seed, "placebo frequencies")
     return sorted(int(k) for k in rng.choice(pool, size=count, replace=False))
-
-
-def centred_projection(basis: torch.Tensor, mean: torch.Tensor, mode: str):
-    """An edit of activations x (..., d) in a subspace with orthonormal rows Q (r, d), about a
-    reference mean μ (d,):
-
-        keep:    x -> μ + (x - μ) Q^T Q        (everything outside the subspace mean-ablated)
-        remove:  x -> x - (x - μ) Q^T Q        (the subspace mean-ablated)
-
-    Projecting about the mean rather than the origin keeps the constant part of the input (the `=`
-    embedding, the position), which carries no operand information but sets every neuron's offset:
-    the analogue of grokking's restricted / excluded loss for an MLP input."""
-    if mode not in ("keep", "remove"):
-        raise ValueError(f"mode must be 'keep' or 'remove', got {mode!r}")
-
-    def edit(x):
-        Q = basis.to(device=x.device, dtype=x.dtype)
-        mu = mean.to(device=x.device, dtype=x.dtype)
-        inside = ((x - mu) @ Q.T) @ Q
-        return mu + inside if mode == "keep" else x - inside
-
-    return edit
 
 
 def frequency_component(grid: torch.Tensor, freqs: list[int], n: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
@@ -395,15 +361,24 @@ def key_frequency_edits(
 def key_frequencies_removed(
     model: AssignAddTransformer, reference_tokens: torch.Tensor, vocab: Vocab = VOCAB, grid: dict | None = None
 ):
-    """A control model: a copy of ``model`` with its key-frequency directions permanently removed from the
-    Layer-2 MLP input at `=` (about the mean over ``reference_tokens``), via the engine's ``knockout``."""
+    """A control model: a copy of ``model`` with its key-frequency directions Q (orthonormal rows)
+    permanently mean-ablated from the Layer-2 MLP input at `=`, via the engine's ``knockout``:
+
+        x -> x - (x - μ) Q^T Q,     μ the mean over ``reference_tokens``
+
+    About the mean rather than the origin, so that the constant part of the input (the `=` embedding, the
+    position), which carries no operand information but sets every neuron's offset, is kept."""
     from ...interventions import Replace, Site, knockout
 
     grid = grids(model, vocab) if grid is None else grid
     Q = frequency_directions(grid[RESID_MID2], key_frequencies(model, vocab, grid))
-    mu = activation_at(model, reference_tokens, RESID_MID2).mean(0)
-    edit = centred_projection(Q, mu, "remove")
-    return knockout(model, [Replace(Site(RESID_MID2, positions=POS_EQ), lambda act, hook: edit(act))])
+    mu = activations_at(model, reference_tokens, (RESID_MID2,))[RESID_MID2].mean(0)
+
+    def remove(act, hook):
+        Q_, mu_ = Q.to(device=act.device, dtype=act.dtype), mu.to(device=act.device, dtype=act.dtype)
+        return act - ((act - mu_) @ Q_.T) @ Q_
+
+    return knockout(model, [Replace(Site(RESID_MID2, positions=POS_EQ), remove)])
 
 
 def embedding_spectrum(model: AssignAddTransformer, vocab: Vocab = VOCAB) -> torch.Tensor:
@@ -417,14 +392,10 @@ def embedding_spectrum(model: AssignAddTransformer, vocab: Vocab = VOCAB) -> tor
     return p / p.sum()
 
 
-def logit_weights(model: AssignAddTransformer) -> torch.Tensor:
-    """W_logit = W_out W_U of Layer 2: what each neuron writes to each answer logit. (d_mlp, N)."""
-    return (model.blocks[1].mlp.W_out @ model.unembed.W_U).detach().double()
-
-
 def logit_spectrum(model: AssignAddTransformer) -> torch.Tensor:
-    """Fourier spectrum of W_logit over the answer axis: share of its variance per frequency (K,)."""
-    W = logit_weights(model)
+    """Fourier spectrum of W_logit = W_out W_U of Layer 2 (what each neuron writes to each answer logit,
+    (d_mlp, N)) over the answer axis: share of its variance per frequency (K,)."""
+    W = (model.blocks[1].mlp.W_out @ model.unembed.W_U).detach().double()
     W = W - W.mean(1, keepdim=True)
     N = W.shape[1]
     F = torch.fft.rfft(W, dim=1)[:, 1 : n_frequencies(N) + 1]
@@ -433,11 +404,6 @@ def logit_spectrum(model: AssignAddTransformer) -> torch.Tensor:
 
 
 # ----- for figures -------------------------------------------------------------------------------
-
-
-def neuron_grid(model: AssignAddTransformer, neuron: int, vocab: Vocab = VOCAB) -> torch.Tensor:
-    """One Layer-2 MLP neuron's pre-activation on the grid: (N, N), [n, m]."""
-    return grid_activations(model, MLP2_PRE, vocab)[:, :, neuron]
 
 
 def fitted_cos_form(grid_one: torch.Tensor, k: int) -> dict:

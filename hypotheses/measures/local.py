@@ -20,6 +20,7 @@ from ...interventions import Patch, Replace, Site, run, run_in_pieces
 from ...model import AssignAddTransformer
 from ...model.hooks import ATTN_OUT_1, PATTERN_1, PATTERN_2, RESID_MID_2, VALUES_2
 from ...random_streams import numpy_rng, torch_generator
+from .knockouts import uniform_rows
 from .residual import ov2_number_images
 
 
@@ -38,8 +39,7 @@ def _rows_to(pattern: torch.Tensor, keys: torch.Tensor, mask: torch.Tensor, mode
     B, H, T, _ = pattern.shape
     onehot = torch.nn.functional.one_hot(keys.clamp(min=0), T).to(pattern.dtype)[:, None]  # (B, 1, T, T)
     if mode == "dilute":  # half the row's weight spread uniformly over its causal keys
-        causal = torch.tril(torch.ones(T, T, dtype=pattern.dtype, device=pattern.device))
-        new = 0.5 * pattern + 0.5 * causal / causal.sum(-1, keepdim=True)
+        new = 0.5 * pattern + 0.5 * uniform_rows(pattern)
     elif mode == "onehot":
         new = onehot.expand_as(pattern)
     else:
