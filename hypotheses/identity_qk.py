@@ -22,7 +22,13 @@ import torch
 from ..data import operand_sources
 from .base import Arm, Context, Evidence, Hypothesis, Measurement, REINITIALISED, Threshold, item, rate, register
 from .measures import local
-from .measures.circuits import attention_patterns, diagonal_margin, identity_qk_diagonal, identity_qk_interaction
+from .measures.circuits import (
+    attention_patterns,
+    diagonal_margin,
+    eq_top2_is,
+    identity_qk_diagonal,
+    identity_qk_interaction,
+)
 
 # A diagonal entry "wins" when it beats every other entry of its row by at least one nat of attention
 # score (M / sqrt(d_head)): e^1 ≈ 2.7x the weight. A re-initialised model's margins are ~0.003 nats
@@ -96,13 +102,11 @@ class IdentityQK(Hypothesis):
             )
 
         def eq_values(model):
-            p = attention_patterns(model, mixed)[1][:, -1]  # (B, T): the `=` row of Layer 2
-            src = operand_sources(mixed)
-            rows = torch.arange(len(mixed))
-            top2 = p.topk(2, dim=-1).indices.sort(dim=-1).values
-            w1, w2 = p[rows, src[:, 0].clamp(min=0)], p[rows, src[:, 1].clamp(min=0)]
+            pattern = attention_patterns(model, mixed)[1]
+            src, rows = operand_sources(mixed), torch.arange(len(mixed))
+            w1, w2 = (pattern[rows, -1, src[:, k].clamp(min=0)] for k in (0, 1))  # the `=` row's operand weights
             share = w1 + w2
-            ok = (top2 == src.sort(dim=-1).values).all(-1) & (share >= CLEAR_SHARE) & (src >= 0).all(1)
+            ok = eq_top2_is(pattern, src) & (share >= CLEAR_SHARE) & (src >= 0).all(1)
             both = ok & (torch.minimum(w1, w2) >= EACH_SHARE)
             return rate(
                 both,

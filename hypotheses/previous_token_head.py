@@ -34,6 +34,7 @@ from .base import (
 from .measures import local
 from .measures.circuits import (
     layer1_activations,
+    layer1_eq_to_operand_slots,
     last_position_correct,
     positional_prev_token_rows,
 )
@@ -131,10 +132,9 @@ class PreviousTokenHead(Hypothesis):
             return rate((rows.argmax(-1) == t - 1) & (on_prev >= MAJORITY), mean_weight_on_prev=float(on_prev.mean()))
 
         def eq_rows(m):
-            p = layer1(m)["pattern"][:, -1]  # (B, T): the `=` row
-            top2 = p.topk(2, dim=-1).indices.sort(dim=-1).values
-            on_slots = p[:, POS_LHS] + p[:, POS_RHS]
-            ok = (top2 == torch.tensor([POS_LHS, POS_RHS])).all(-1) & (on_slots >= PAIR_SHARE)
+            pattern = layer1(m)["pattern"]
+            on_slots = pattern[:, -1, POS_LHS] + pattern[:, -1, POS_RHS]  # the `=` row's weight on the slots
+            ok = layer1_eq_to_operand_slots(m, mixed, pattern) & (on_slots >= PAIR_SHARE)
             return rate(ok, mean_weight_on_slots=float(on_slots.mean()))
 
         def identity(m):

@@ -160,6 +160,16 @@ def identity_edits(model: AssignAddTransformer, tokens: torch.Tensor, *, seed: i
     }
 
 
+def _variable_operand(tokens: torch.Tensor, first_var: int, g: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """A random operand of each sequence (0: LHS, 1: RHS), the variable one where only one is:
+    (pick (B,), whether the picked operand is a variable (B,))."""
+    is_var = tokens[:, [POS_LHS, POS_RHS]] >= first_var
+    rows = torch.arange(len(tokens))
+    pick = torch.randint(0, 2, (len(tokens),), generator=g)
+    pick = torch.where(is_var[rows, pick], pick, 1 - pick)
+    return pick, is_var[rows, pick]
+
+
 # ----- Layer 2 QK: where `=` attends after an identity swap ----------------------------------------------
 def identity_swap_attention(
     model: AssignAddTransformer, tokens: torch.Tensor, *, seed: int, wrong_site: bool = False
@@ -170,9 +180,9 @@ def identity_swap_attention(
     The claim: `=` finds its operand by the identity Layer 1 wrote, so after the swap it attends to d
     more than to p (``moved``: pattern_2[15, d] > pattern_2[15, p]); before it, to p more than to d
     (``clean``); "more" means also at least twice a uniform pattern's weight on one key (2/16), so a
-    flattened attention cannot pass on rounding-size differences. ``wrong_site`` swaps at the two variable tokens (p - 1, d - 1) instead: an edit that
-    acts (it exchanges two different activations) where the claim says `=` does not look, so the
-    attention must not move. Sequences with no variable operand or no distractor are dropped.
+    flattened attention cannot pass on rounding-size differences. ``wrong_site`` swaps at the two
+    variable tokens (p - 1, d - 1) instead: an edit that acts (it exchanges two different activations)
+    where the claim says `=` does not look, so the attention must not move. Sequences with no variable operand or no distractor are dropped.
     Returns per-sequence ``moved``, ``clean``, the answer after the swap (``answer_moved``: the
     distractor's value z plus the other operand), ``acted`` and ``dropped``.
     """
@@ -180,16 +190,14 @@ def identity_swap_attention(
     B = len(tokens)
     g = torch_generator(seed, "identity_swap")
     src = operand_sources(tokens)
-    is_var = tokens[:, [POS_LHS, POS_RHS]] >= model.cfg.first_var
-    pick = torch.randint(0, 2, (B,), generator=g)
-    pick = torch.where(is_var[torch.arange(B), pick], pick, 1 - pick)
+    pick, picked_var = _variable_operand(tokens, model.cfg.first_var, g)
     rows = torch.arange(B)
     p, other = src[rows, pick], src[rows, 1 - pick]
     vals = value_positions(tokens)
     vals[rows[:, None], src.clamp(min=0)] = False  # distractor values only
     d = (torch.rand(vals.shape, generator=g) * vals).argmax(dim=1)
     z, x, y = tokens[rows, d], tokens[rows, p], tokens[rows, other]
-    keep = (vals.any(dim=1) & is_var[rows, pick] & (z != x)).nonzero().squeeze(1)
+    keep = (vals.any(dim=1) & picked_var & (z != x)).nonzero().squeeze(1)
     tokens, p, d, z, y = tokens[keep], p[keep], d[keep], z[keep], y[keep]
     k = torch.arange(len(keep))
     at = torch.stack([p, d], 1) - (1 if wrong_site else 0)
@@ -238,11 +246,9 @@ def value_route_patch(
     g = torch_generator(seed, "value_route_patch")
     src = operand_sources(tokens)
     slots = torch.tensor([POS_LHS, POS_RHS])
-    is_var = tokens[:, slots] >= model.cfg.first_var
+    pick, picked_var = _variable_operand(tokens, model.cfg.first_var, g)
     rows = torch.arange(B)
-    pick = torch.randint(0, 2, (B,), generator=g)
-    pick = torch.where(is_var[rows, pick], pick, 1 - pick)
-    keep = is_var[rows, pick] & (src >= 0).all(1) & (tokens[rows, src[:, 0]] != tokens[rows, src[:, 1]])
+    keep = picked_var & (src >= 0).all(1) & (tokens[rows, src[:, 0]] != tokens[rows, src[:, 1]])
     keep = keep.nonzero().squeeze(1)
     tokens, pick, src = tokens[keep], pick[keep], src[keep]
     k = torch.arange(len(keep))
