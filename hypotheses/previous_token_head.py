@@ -37,6 +37,7 @@ from .measures.circuits import (
     layer1_eq_to_operand_slots,
     last_position_correct,
     positional_prev_token_rows,
+    prev_token_attention,
 )
 
 from ..model.hooks import ATTN_OUT_1
@@ -125,11 +126,8 @@ class PreviousTokenHead(Hypothesis):
             )
 
         def value_rows(m):
-            p = layer1(m)["pattern"]
-            b, t = value_positions(mixed).nonzero(as_tuple=True)
-            rows = p[b, t]
-            on_prev = rows[torch.arange(len(t)), t - 1]
-            return rate((rows.argmax(-1) == t - 1) & (on_prev >= MAJORITY), mean_weight_on_prev=float(on_prev.mean()))
+            is_prev, on_prev = prev_token_attention(m, mixed, pattern1=layer1(m)["pattern"])
+            return rate(is_prev & (on_prev >= MAJORITY), mean_weight_on_prev=float(on_prev.mean()))
 
         def eq_rows(m):
             pattern = layer1(m)["pattern"]
@@ -162,7 +160,33 @@ class PreviousTokenHead(Hypothesis):
                 to_value_token=float(e["redirect_value"].double().mean()) if len(e["redirect_value"]) else None,
             )
 
-        items = [
+        var_labels = torch.cat([ctx.pool("1var_train")[1], ctx.pool("2var_train")[1]])  # mixed's answers
+        const_tokens, const_labels = ctx.pool("0var_train")
+
+        def ablated_correct(model, tokens, labels):
+            ablation = Mean(Site(ATTN_OUT_1, positions=value_positions(tokens)), tokens)
+            out = run(model, tokens, [ablation], last_only=True)
+            return out.last_logits.argmax(-1) == labels
+
+        def drop(model):
+            clean = last_position_correct(model, mixed, var_labels)
+            ablated = ablated_correct(model, mixed, var_labels)
+            return mean(
+                clean.double() - ablated.double(),
+                seed=ctx.seed,
+                label="ptk_drop",
+                bounds=(-1, 1),
+                clean_accuracy=float(clean.double().mean()),
+                ablated_accuracy=float(ablated.double().mean()),
+            )
+
+        def spares(model):
+            ok = ablated_correct(model, const_tokens, const_labels)
+            return rate(
+                ok, clean_accuracy=float(last_position_correct(model, const_tokens, const_labels).double().mean())
+            )
+
+        return [
             item(
                 "value_attends_to_variable",
                 definition="mean over prefix value tokens t of 1[argmax_k A1[t, k] = t - 1 and A1[t, t-1] >= 0.5]",
@@ -237,35 +261,6 @@ class PreviousTokenHead(Hypothesis):
                 on=ctx.model,
                 required=False,
             ),
-        ]
-
-        var_labels = torch.cat([ctx.pool("1var_train")[1], ctx.pool("2var_train")[1]])  # mixed's answers
-        const_tokens, const_labels = ctx.pool("0var_train")
-
-        def ablated_correct(model, tokens, labels):
-            ablation = Mean(Site(ATTN_OUT_1, positions=value_positions(tokens)), tokens)
-            out = run(model, tokens, [ablation], last_only=True)
-            return out.last_logits.argmax(-1) == labels
-
-        def drop(model):
-            clean = last_position_correct(model, mixed, var_labels)
-            ablated = ablated_correct(model, mixed, var_labels)
-            return mean(
-                clean.double() - ablated.double(),
-                seed=ctx.seed,
-                label="ptk_drop",
-                bounds=(-1, 1),
-                clean_accuracy=float(clean.double().mean()),
-                ablated_accuracy=float(ablated.double().mean()),
-            )
-
-        def spares(model):
-            ok = ablated_correct(model, const_tokens, const_labels)
-            return rate(
-                ok, clean_accuracy=float(last_position_correct(model, const_tokens, const_labels).double().mean())
-            )
-
-        items += [
             item(
                 "ablation_destroys_variable_answers",
                 definition="mean_i (c_i - c~_i) over 1var_train + 2var_train, c = correct, c~ = correct with attn_out_1 at value "
@@ -287,4 +282,3 @@ class PreviousTokenHead(Hypothesis):
                 required=False,
             ),
         ]
-        return items
