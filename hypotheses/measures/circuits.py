@@ -61,7 +61,7 @@ def identity_qk_matrix(model: AssignAddTransformer, head: int = 0) -> torch.Tens
     X = variable_ov1_embeddings(model, head)
     a2 = _attn(model, LAYER2)
     qk2 = FactoredMatrix(a2.W_Q[head], a2.W_K[head].T)
-    return (X @ qk2 @ X.T).AB.detach() if isinstance(X @ qk2, FactoredMatrix) else (X @ qk2.AB @ X.T).detach()
+    return (X @ qk2 @ X.T).AB.detach()
 
 
 def identity_qk_interaction(model: AssignAddTransformer, head: int = 0) -> torch.Tensor:

@@ -71,14 +71,20 @@ def _donors(keys: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
     return out
 
 
+def _value_tokens(tokens: torch.Tensor, first_var: int) -> torch.Tensor:
+    """(B, T) bool: the prefix positions right after a variable that hold no variable (value tokens)."""
+    is_var = tokens >= first_var
+    value_tok = torch.zeros_like(is_var)
+    value_tok[:, 1:] = is_var[:, :-1] & ~is_var[:, 1:] & (torch.arange(1, tokens.shape[1]) < POS_PLUS)
+    return value_tok
+
+
 def routing_keys(tokens: torch.Tensor, cfg, features: str) -> torch.Tensor:
     """(B, T) integer keys: two cells may stand in for each other under ``features`` exactly when their
     keys are equal (``ROUTING_FEATURES``). Meaningful at positions 0-14."""
     B, T = tokens.shape
     first_var, vocab = cfg.first_var, cfg.d_vocab
-    is_var = tokens >= first_var
-    value_tok = torch.zeros_like(is_var)
-    value_tok[:, 1:] = is_var[:, :-1] & ~is_var[:, 1:] & (torch.arange(1, T) < POS_PLUS)
+    value_tok = _value_tokens(tokens, first_var)
     pos = torch.arange(T).expand(B, T)
     prev = torch.cat([torch.zeros(B, 1, dtype=torch.long), tokens[:, :-1]], 1)
     prev_var = torch.where(prev >= first_var, prev - first_var + 1, 0)  # 0: no variable at t-1
@@ -258,8 +264,7 @@ def _cells(tokens: torch.Tensor, first_var: int, modulus: int) -> dict:
     """Per-batch cell sets (flat indices b * T + t) and their features."""
     B, T = tokens.shape
     is_var = tokens >= first_var
-    value_tok = torch.zeros_like(is_var)
-    value_tok[:, 1:] = is_var[:, :-1] & ~is_var[:, 1:] & (torch.arange(1, T) < POS_PLUS)
+    value_tok = _value_tokens(tokens, first_var)
     pos = torch.arange(T).expand(B, T)
     prev = torch.cat([torch.full((B, 1), -1, dtype=torch.long), tokens[:, :-1]], 1)
     flat = torch.arange(B * T).reshape(B, T)
