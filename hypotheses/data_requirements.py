@@ -7,8 +7,9 @@ A claim about a *sweep* of training runs (``assignadd-sweep``), not one model: i
 
 Per grid point, on its final weights and its own task: sweeping f, the exhaustive 0-var held-out
 accuracy (exact); sweeping r, the 2-var union accuracy on a fixed subsample of ``UNION_SAMPLE`` sequences
-(rows from ``numpy_rng(0, "2-var union sample rows")``), with a Clopper-Pearson interval. Each value is
-cached in the point folder as ``generalization.json``, tied to final.pt by its SHA-256.
+(rows from ``numpy_rng(0, "2-var union sample rows")``; ``union_sample=None``: all), with a Clopper-Pearson
+interval. Each value is cached in the point folder as ``generalization.json``, tied to final.pt by its
+SHA-256 (without final.pt, e.g. a sweep copied without weights, the cached value stands for it).
 
 The rule (version 2): a point generalizes when its lower bound is ``>= GENERALIZES``; per seed the grid
 brackets the threshold T in (b, θ]; the lowest and highest seed's brackets are compared with ``BAND``
