@@ -254,7 +254,7 @@ class Context:
 
     Pools are drawn once per (name, size) and shared across hypotheses. ``n`` is the default pool
     size (SPEC §1.4: 2000). ``pools``: a dict to keep the pools in, shared with other contexts of the
-    same task and seed.
+    same task and seed (e.g. every checkpoint of a series).
     """
 
     def __init__(
@@ -277,9 +277,7 @@ class Context:
         self.seed = seed
         self.n = n
         self.device = device
-        # ``pools``: a cache to share with other contexts on the same task and seed (e.g. every
-        # checkpoint of a series); pools are keyed by (name, size) and drawn from the seed alone
-        self._pools: dict = {} if pools is None else pools
+        self._pools: dict = {} if pools is None else pools  # keyed by (name, size), drawn from the seed alone
         self._memo: dict = {}
 
     def pool(self, name: str, size: int | None = None):
@@ -315,11 +313,17 @@ class Hypothesis:
     spec: str = ""
     statement: str = ""
     controls: dict[str, str] = {}
+    skip_note: str = ""  # a claim about a series or a sweep: what it needs, the reason ``run`` skips it
 
     def evidence(self, ctx: Context) -> list[Evidence]:
         raise NotImplementedError
 
     def run(self, ctx: Context) -> ClaimResult:
+        if self.skip_note:  # one checkpoint cannot decide it: skipped, with the note saying what it needs
+            return ClaimResult(
+                self.id, self.spec, self.statement, "skipped", self.skip_note, [], dict(self.controls), ctx.seed
+            )
+
         def compute():
             with torch.no_grad():
                 items = self.evidence(ctx)

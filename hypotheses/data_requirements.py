@@ -1,44 +1,23 @@
 """Data requirements (SPEC §4.5): generalization to unseen pairs needs f ≳ 0.25; to 2-var sequences
 needs r ≳ 0.2.
 
-This claim is about a *sweep* of training runs (``assignadd-sweep``), not one model, so it is not in the
-per-checkpoint ``REGISTRY``; it lives in ``SWEEP_REGISTRY`` and runs through
-``DataRequirements().run_sweep(folders)``. Called on one checkpoint it answers ``skipped``.
+A claim about a *sweep* of training runs (``assignadd-sweep``), not one model: it lives in
+``SWEEP_REGISTRY`` (not the per-checkpoint ``REGISTRY``) and runs through
+``DataRequirements().run_sweep(folders)``; on one checkpoint it answers ``skipped``.
 
-What is measured, per grid point, on the run's final weights (``final.pt``), each on the point's own task
-(its f, r and split):
-- sweeping f: exhaustive 0-var held-out accuracy, every held-out pair once
-  (``Task.exhaustive_0var_heldout``; exact, 1045 sequences at f = 0.7, more at smaller f);
-- sweeping r: 2-var union accuracy (``Task.exhaustive_2var_union``: held-out pairs x valid variable
-  pairs plus training pairs x restricted variable pairs, 193,580 sequences at f = 0.7). That costs
-  minutes per point on a CPU, so a deterministic subsample of ``UNION_SAMPLE`` of its sequences is
-  scored (rows drawn by ``random_streams.numpy_rng(0, "2-var union sample rows")``, without replacement), with a Clopper-Pearson
-  interval; ``union_sample=None`` scores them all.
-Each value is cached in the point folder as ``generalization.json``, tied to final.pt by its SHA-256
-(when final.pt is absent, e.g. a sweep copied without weights, the cached value stands for it).
+Per grid point, on its final weights and its own task: sweeping f, the exhaustive 0-var held-out
+accuracy (exact); sweeping r, the 2-var union accuracy on a fixed subsample of ``UNION_SAMPLE`` sequences
+(rows from ``numpy_rng(0, "2-var union sample rows")``; ``union_sample=None``: all), with a Clopper-Pearson
+interval. Each value is cached in the point folder as ``generalization.json``, tied to final.pt by its
+SHA-256 (without final.pt, e.g. a sweep copied without weights, the cached value stands for it).
 
-The rule (version 2, re-registered openly after trials with synthetic sweeps; docs/sweeps.md has both versions):
-- A point *generalizes* when the lower bound of its accuracy is ``>= GENERALIZES`` (0.9), *does not*
-  when the upper bound is below it, and is *uncertain* otherwise (a sampled r point can straddle 0.9).
-- Per seed, the grid brackets the true threshold T: T lies in (b, θ], where θ is the smallest grid value
-  from which every larger value generalizes and b the largest value below θ that does not (a seed whose
-  largest value does not generalize has no θ: T > b; a seed with nothing failing below θ: T in (0, θ]).
-- ``{p}_threshold_not_below_band`` / ``{p}_threshold_not_above_band``: the lowest and highest seed's T
-  against ``BAND``, the paper's value ± ``BAND_HALF_WIDTH`` (symmetric). Each *passes* when the whole
-  bracket lies on the right side of the band's edge, *fails* when the whole bracket lies beyond it, and is
-  *inconclusive* when the bracket straddles the edge: the grid is too coarse there to decide.
-- ``{p}_generalization_is_monotone``: no value that generalizes lies below one that does not (same
-  seed); otherwise the sweep shows no threshold at all, and the claim fails.
-- Verdict: ``fail`` when an item fails; else ``error`` when one half (the f or the r sweep) is missing
-  ("half a claim is not a pass"; the reason gives the command that runs it); else ``inconclusive`` when
-  an item is inconclusive; else ``pass``.
-
-Decision. The shared ``decide`` rule demands a causal item about the model's internals; this claim is
-about training data, and the sweep *is* the intervention: the swept parameter is set by design, with
-seed, initialisation, batch rule and step budget held fixed, so "generalizes at f and not below" is an
-interventional statement by construction. The control arm is the grid's own failing values below θ
-(without one, the bracket reaches down to 0 and cannot pass). ``decide_sweep`` therefore needs at least
-one required item and decides on the items' states; it leaves ``decide`` unchanged for every other claim.
+The rule (version 2): a point generalizes when its lower bound is ``>= GENERALIZES``; per seed the grid
+brackets the threshold T in (b, θ]; the lowest and highest seed's brackets are compared with ``BAND``
+(``bracket_state``: pass, fail, or inconclusive when a bracket straddles the band's edge), and no value
+that generalizes may lie below one that does not. The sweep *is* the intervention (the swept parameter
+set by design, all else fixed), so ``decide_sweep`` replaces the causal requirement of ``decide``; a
+missing half is ``error``. Every item, bar and version 1 with why it was replaced:
+docs/claims/data_requirements.md (recipes: docs/sweeps.md).
 """
 
 from __future__ import annotations
@@ -57,7 +36,7 @@ from .measures.circuits import last_position_correct
 from ..model import load_checkpoint
 from ..training.grid import SweepError
 from ..training.sweep_folder import config_from_grid_file, points_dir, read_grid_file
-from .base import ClaimResult, Context, Evidence, Hypothesis, Measurement, Threshold
+from .base import ClaimResult, Evidence, Hypothesis, Measurement, Threshold
 
 RULE_VERSION = 2
 GENERALIZES = 0.9  # as learning_phases' LEARNED: far above chance (1/59), clearly short of the paper's 99.4%
@@ -277,22 +256,19 @@ def bracket_state(direction: str, value: float, low: float | None, high: float |
     return "inconclusive"
 
 
-class SweepEvidence(Evidence):
-    """An evidence item on a sweep: its ``status`` (and the JSON's) is ``bracket_state``, so a bracket with
-    no upper end (no grid value generalizes) is judged by its lower end rather than having "no data"."""
-
-    @property
-    def status(self) -> str:
-        m = self.measurement
-        return bracket_state(
-            self.threshold.direction, self.threshold.value, m.low, m.high, bool(m.extra.get("open_low"))
-        )
-
-
 def item_state(e: Evidence) -> str:
     """``bracket_state`` of an evidence item (from its measurement; ``extra["open_low"]`` marks a bracket)."""
     m, t = e.measurement, e.threshold
     return bracket_state(t.direction, t.value, m.low, m.high, bool(m.extra.get("open_low")))
+
+
+class SweepEvidence(Evidence):
+    """An evidence item on a sweep: its ``status`` (and the JSON's) is ``item_state``, so a bracket with no
+    upper end (no grid value generalizes) is judged by its lower end rather than having "no data"."""
+
+    @property
+    def status(self) -> str:
+        return item_state(self)
 
 
 def decide_sweep(evidence: list[Evidence]) -> tuple[str, str]:
@@ -413,14 +389,7 @@ class DataRequirements(Hypothesis):
         "2-variable sequences needs a 2-var keep-probability r ≳ 0.2."
     )
     controls = {}
-    needs_sweep = True
-
-    def evidence(self, ctx: Context) -> list[Evidence]:
-        raise TypeError(SKIP_NOTE)
-
-    def run(self, ctx: Context) -> ClaimResult:
-        """On one checkpoint: skipped, with the note saying what it needs."""
-        return ClaimResult(self.id, self.spec, self.statement, "skipped", SKIP_NOTE, [], {}, ctx.seed)
+    skip_note = SKIP_NOTE
 
     def run_results(self, results_by_param: dict[str, list[PointResult]]) -> ClaimResult:
         """Decide on already-scored points (``{"f": [...], "r": [...]}``). Both halves are needed for a

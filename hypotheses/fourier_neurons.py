@@ -2,44 +2,20 @@
 
 On the operand grid (``PAD×12 + n m =``), each Layer-2 MLP neuron's pre-activation at `=` has the form
 cos(ω_k n + α) + cos(ω_k m + β), ω_k = 2πk/59, for one of a few *key frequencies* k, as in grokked
-modular addition. Causal test: keeping only the key-frequency directions of the MLP input keeps the
-answer; removing them destroys it; removing as many non-key frequencies does not.
+modular addition. Causal test: keeping only the key frequencies' content of the MLP input (at the pool's
+operand scale β) keeps the answer; removing it destroys it; removing as many non-key frequencies does
+not. The answer is read where the unembedding reads the MLP (``measures.fourier.key_frequency_edits``),
+so a break downstream of the MLP cannot decide this claim.
 
 How the thresholds were fixed (before the final checkpoints were looked at; grokking's "85% of
 neurons" is not used): per-neuron fractions of variance explained (FVE) by the best frequency were
 measured on null models, three re-initialised models and the step-100 and step-200 checkpoints of
 seeds 0 and 42 (before any addition is learned): 3,584 neurons, FVE median 0.13, 99th percentile
 0.25, maximum 0.34. A neuron is counted as single-frequency at FVE >= 0.5 (the frequency explains
-most of its variance; no null neuron gets there). The key-frequency rule (``measures/fourier.py``:
-share of single-frequency power >= 2x even) finds no key frequency in any null model. Measured on
-0-var pools so that routing errors (SPEC §4.1-4.3) do not count against the addition module.
-
-Re-registration of the edits (2026-12-01; no threshold moved): the key frequencies' content φ_K(n, m)
-is read off the grid, where the operands follow twelve PADs; the pools put assignments before them, and
-there the operand content at `=` has a different scale β (0.80-1.07 along the shipped series). The
-edits were x - φ_K (β taken as 1); they are now x - β φ_K and μ + β φ_K, β the least-squares scale of
-the pool's clean activations on φ over all frequencies (``measures.fourier.operand_content_scale``).
-Why: at steps 2,500 and 10,000 (β = 0.80) the old "excluded" left (β - 1) φ_K in place and a fifth of
-the answers were read from it, even with every frequency removed; the claim flipped to fail there for
-that reason alone. Placebos get the same β.
-
-Re-registration of where the answer is read (2026-12-01; no threshold moved, edits unchanged): "correct"
-was the model's logits (through the unembedding W_U); it is now the answer read where the unembedding
-reads the MLP, resid_post_2[15] = x' + MLP(x') for the edited MLP input x', as the nearest of the model's
-own answer centroids (the mean resid_post_2[15] of the grid's 59 cells with each sum;
-``measures.fourier.answer_centroids``). Why: with the unembedding's input space rotated, every weight of
-the MLP bit-identical, the claim failed (no answer survives W_U, so no edit can take one away), although
-the break is downstream of the MLP. The readout needs no W_U; on the trained checkpoints it reads the clean
-0-var answers at least as well as W_U (reference 0.995 against 0.993; seeds 0, 1, 8: 0.996-0.998 against
-0.993-0.995). What W_U makes of the same edited inputs stays in the evidence
-(``through_unembedding_*``).
-
-Re-registration of the key-frequency rule (2026-12-04; factor unchanged, docs/reregistrations/weights_in_a_fixed_basis_2026-12-04.md):
-each neuron's power counts in the units it reaches the residual with, power_k(u) x ||W_out[u]||²
-(``measures.fourier.key_frequency_share``), not in pre-activation units. Why: relu(c z)/c = relu(z)
-for c > 0, so a neuron's input scale is not fixed by the function; one neuron's input x10 and output
-/10 (the same model) collapsed the key set to one frequency. The reference's key set and steps 20,000
-and 28,000's are the same under both rules; re-initialised models still have none.
+most of its variance; no null neuron gets there). The key-frequency rule (``measures/fourier.py``)
+finds no key frequency in any null model. Measured on 0-var pools so that routing errors (SPEC
+§4.1-4.3) do not count against the addition module. The edits' scale β, where the answer is read and
+the key-frequency rule's output weighting were re-registered: docs/claims/fourier_neurons.md.
 """
 
 from __future__ import annotations

@@ -10,20 +10,9 @@ value token Layer 2's OV copies. Causal test: swap Layer 1's output between an o
 token and a distractor's; `=` must now attend to the distractor. Nothing here depends on Layer 2's
 OV or MLP, so a break there cannot decide this claim; the answer following the swap is supporting.
 
-Re-registration of the weights-only item (2026-12-04; bar unchanged, docs/reregistrations/weights_in_a_fixed_basis_2026-12-04.md):
-
-* It reads M~ = X~ QK_2 X~^T with X~ = (E_var - mean) OV_1 (``measures.circuits.identity_qk_interaction``),
-  the double-centred form of the paper's M: the part of the score that depends on both variables.
-  Why: M reads E_var OV_1 for each bare variable embedding, an input no layer receives (Layer 1 reads
-  W_E[t] + W_pos[p]); W_Q of Layer 2 changed only along directions the residual at `=` never has (the
-  same answers everywhere) moved M and failed the item.
-* It is supporting, no longer required. Why: it reads weights on a hypothetical input, while the
-  claim's causal items read what Layer 2 does with what Layer 1 writes. In the paper's run the
-  weights-only margin lags the behaviour: at steps 6,000 and 8,000 only 10 of 12 variables win by
-  >= 1 nat (bar 11 of 12) while `=` follows an identity swap in 0.995 and 1.000 of sequences and the
-  paper's diagonal-argmax measure gives 11 of 12 (the shipped series at step 6,000: 9 of 12). A 1-nat margin on M~ says how sharp the weights are
-  on the bare embeddings, not whether the lookup works; the required items decide that. The margin
-  is shown in units of the off-diagonal spread of M~ (``median_margin_in_spreads``) beside the nats.
+The weights-only item reads the double-centred M~ (``measures.circuits.identity_qk_interaction``), shown
+as supporting, in nats and in units of its off-diagonal spread (``median_margin_in_spreads``). Why:
+docs/claims/identity_qk.md, "Re-registrations".
 """
 
 from __future__ import annotations
@@ -33,7 +22,13 @@ import torch
 from ..data import operand_sources
 from .base import Arm, Context, Evidence, Hypothesis, Measurement, REINITIALISED, Threshold, item, rate, register
 from .measures import local
-from .measures.circuits import attention_patterns, identity_qk_interaction, identity_qk_matrix
+from .measures.circuits import (
+    attention_patterns,
+    diagonal_margin,
+    eq_top2_is,
+    identity_qk_diagonal,
+    identity_qk_interaction,
+)
 
 # A diagonal entry "wins" when it beats every other entry of its row by at least one nat of attention
 # score (M / sqrt(d_head)): e^1 ≈ 2.7x the weight. A re-initialised model's margins are ~0.003 nats
@@ -92,31 +87,26 @@ class IdentityQK(Hypothesis):
 
         def diagonal(model):
             M = identity_qk_interaction(model) / model.cfg.d_head**0.5  # in attention-score units
-            V = M.shape[0]
-            eye = torch.eye(V, dtype=torch.bool)
-            off = M.masked_fill(eye, -torch.inf).max(dim=1).values
-            margin = M.diagonal() - off
-            wins = (M.argmax(dim=1) == torch.arange(V)) & (margin >= MIN_MARGIN_NATS)
-            spread = float(M[~eye].std())  # the scale of the scores a variable gives the others
-            paper = identity_qk_matrix(model)  # the paper's M, uncentred: its argmax-diagonal fraction
+            on_diagonal, margin = diagonal_margin(M)
+            wins = on_diagonal & (margin >= MIN_MARGIN_NATS)
+            spread = float(M[~torch.eye(len(M), dtype=torch.bool)].std())  # the scores a variable gives the others
+            paper = identity_qk_diagonal(model)[0]  # the paper's M, uncentred: its argmax-diagonal fraction
             return Measurement.exact(
                 float(wins.double().mean()),
-                n=V,
+                n=len(M),
                 median_margin_nats=float(margin.median()),
                 rows_on_diagonal=int(wins.sum()),
                 off_diagonal_spread_nats=spread,
                 median_margin_in_spreads=float(margin.median()) / max(spread, 1e-30),
-                paper_argmax_diagonal=float((paper.argmax(dim=1) == torch.arange(V)).double().mean()),
+                paper_argmax_diagonal=float(paper.double().mean()),
             )
 
         def eq_values(model):
-            p = attention_patterns(model, mixed)[1][:, -1]  # (B, T): the `=` row of Layer 2
-            src = operand_sources(mixed)
-            rows = torch.arange(len(mixed))
-            top2 = p.topk(2, dim=-1).indices.sort(dim=-1).values
-            w1, w2 = p[rows, src[:, 0].clamp(min=0)], p[rows, src[:, 1].clamp(min=0)]
+            pattern = attention_patterns(model, mixed)[1]
+            src, rows = operand_sources(mixed), torch.arange(len(mixed))
+            w1, w2 = (pattern[rows, -1, src[:, k].clamp(min=0)] for k in (0, 1))  # the `=` row's operand weights
             share = w1 + w2
-            ok = (top2 == src.sort(dim=-1).values).all(-1) & (share >= CLEAR_SHARE) & (src >= 0).all(1)
+            ok = eq_top2_is(pattern, src) & (share >= CLEAR_SHARE) & (src >= 0).all(1)
             both = ok & (torch.minimum(w1, w2) >= EACH_SHARE)
             return rate(
                 both,

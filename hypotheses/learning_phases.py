@@ -2,59 +2,18 @@
 variable assignment is learned, with a spike (paper: steps 5,300 -> 5,400); (3) thousands of steps later,
 in a refinement of its own, restricted-slot sequences generalize (paper: steps 14,500-16,000).
 
-On the paper's own run the assignment curve rises in two stages: 1-var training accuracy climbs slowly to
-about 0.76 by step 5,300 while right-hand-side lookups already work, then jumps to 0.99 by 5,400. The
-spike holds about a third of the whole rise, not most of it; what makes it a spike is that it is far
-steeper than the curve around it.
+A claim about a *series* of checkpoints, not one model: it lives in ``SERIES_REGISTRY`` (``run_all`` and
+``assignadd-verify`` never see it) and runs through ``run_series(series)``, ``series`` the
+``assignadd.series/1`` document ``assignadd-report`` writes (only ``checkpoints[*].step`` and
+``checkpoints[*].values`` are read). On one checkpoint it answers ``skipped`` with a note.
 
-This claim is about a *series* of checkpoints, not one model, so it is not in the per-checkpoint
-``REGISTRY`` (``run_all`` and ``assignadd-verify`` on one checkpoint never see it); it lives in
-``SERIES_REGISTRY`` below and runs through ``run_series(series)``, where ``series`` is the
-``assignadd.series/1`` document that ``assignadd-report`` writes (only its ``checkpoints[*].step`` and
-``checkpoints[*].values`` are read). Called on one checkpoint it answers ``skipped`` with a note.
-
-The phase rule (version 4; docs/dynamics.md has every version and why each was replaced). Everything is
-measured in *training steps*, never in checkpoint counts, so a thinner series gives the same verdict
-or ``inconclusive``, never the opposite one:
-- A phase's curve is the *minimum* accuracy over its pools (all of them must be solved); its *fit* is the
-  best non-decreasing fit of that curve (isotonic regression on the checkpoint order).
-- A curve is *learned* at ``LEARNED`` = 0.9. Its onset is the first checkpoint from which its
-  median-of-3 smoothed curve stays at or above ``LEARNED`` to the end (then moved to the first raw value
-  at or above it). The true onset lies between that checkpoint and the one before it: the *onset
-  interval*, as wide as the series' spacing there.
-- *Coherent*: an onset with a checkpoint before it, and a fit that explains R^2 >= ``COHERENCE_R2`` of
-  the curve's variance (a learning curve rises; the same values shuffled or reversed do not).
-- *Assignment spikes after addition*: a window of ``JUMP_WIDTH`` steps, starting once addition is
-  learned, that rises at least ``JUMP_CONTRAST`` times as fast as the curve does in the ``JUMP_FLANK``
-  steps on either side of it (a spike, not the steepest stretch of a smooth rise), holds at least
-  ``JUMP_FRACTION`` of the assignment curve's whole rise (fit, first to last checkpoint).
-- *Restricted slots come thousands of steps later*: restricted onset - assignment onset >=
-  ``RESTRICTED_GAP`` steps.
-- *Restricted slots generalize in a refinement of their own*: at least ``REFINEMENT_FRACTION`` of the rise
-  the restricted curve still has to make once assignment is learned happens within ``REFINEMENT_WIDTH``
-  steps (a transition, not a slow drift that crosses 0.9 late).
-Items that need a phase compare only coherent phases; otherwise they are not measured, and fail.
-
-What it can see: the order of the three phases, a spike in the assignment curve against its own
-neighbourhood, and a late transition of the restricted slots, each only as finely as the checkpoints
-place it. What it cannot see: which mechanism moved (the routing measures' onsets are reported beside
-the phases, not decided on); a spike in one pool that the minimum over the pools hides (the assignment
-curve is min(1-var, 2-var)); a restricted-slot phase that comes one (variable, slot) cell at a time
-rather than at once (docs/dynamics.md); and anything between checkpoints further apart than the window
-(such a series is ``inconclusive``, by design).
-
-Resolution. A window rise or a gap is known only as well as the checkpoints place it, so each is an
-interval (``Measurement.low``/``high``: the least and the most the checkpoints allow; *not* a sampling
-interval: evaluation noise is handled by the median smoothing and the monotone fit). An item passes when
-its conservative bound clears the threshold, fails when even its optimistic bound does not, and is
-*inconclusive* otherwise; a claim with an inconclusive item and no failing one is ``inconclusive``, with the
-steps where denser checkpoints are needed (SPEC §6).
-
-Decision. The shared ``decide`` rule demands a causal item; a claim about the *order* of events in
-training has none (one cannot intervene on history with a finished run). This claim therefore uses
-``decide_series``: every required item must pass on the series and fail on each of its controls, and
-the controls are interventions on the *time axis*: the same checkpoints with their steps permuted
-(seeded) and reversed. That keeps ``decide`` unchanged for every other claim.
+The phase rule (version 4), measured in training steps, never in checkpoint counts: each phase's curve is
+the minimum over its pools, learned at ``LEARNED``; its onset is an interval between two checkpoints;
+window rises and gaps are intervals of what the checkpoints allow (``Measurement.low``/``high``), so an
+item passes, fails or is ``inconclusive`` (``interval_state``). A claim about the order of events has no
+causal item, so ``decide_series`` replaces it by controls on the time axis (steps permuted, reversed).
+The rule in full, what it can and cannot see, and every earlier version with why it was replaced:
+docs/dynamics.md, "The phase rule (version 4)".
 """
 
 from __future__ import annotations
@@ -65,16 +24,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..random_streams import numpy_rng
-from .base import ClaimResult, Context, Evidence, Hypothesis, Measurement, Threshold
+from .base import ClaimResult, Evidence, Hypothesis, Measurement, Threshold
 
 RULE_VERSION = 4
 PERMUTATION_SEED = 0
 SMOOTH = 3  # median window, in checkpoints: one noisy evaluation neither makes nor breaks an onset
 
-# Pre-registered (rule version 4, written from the paper's words and its run's numbers, and checked on the
-# synthetic series of tests/test_learning_phases_controls.py, before any series was scored with it;
-# docs/dynamics.md "Version 4"). Each Threshold's reason is the one the report shows. Unchanged from
-# version 3: LEARNED, COHERENCE, JUMP_WIDTH, RESTRICTED, REFINEMENT, REFINEMENT_WIDTH.
+# Pre-registered (rule version 4; each value's reasons: docs/dynamics.md, "The phase rule (version 4)").
+# Each Threshold's reason is the one the report shows.
 LEARNED = 0.9  # 90%: far above chance (1/59), and a 1000-sequence pool's 95% CI at 0.9 is about ±2 points
 COHERENCE = Threshold(
     0.5,
@@ -90,17 +47,10 @@ JUMP = Threshold(
     "of the fit (a few hundredths)",
 )
 JUMP_WIDTH = 500  # steps: the paper's spike spans one 100-step checkpoint interval; 'a few hundred' at most
-# The spike's contrast: its window must rise at least JUMP_CONTRAST times as fast as the curve does in the
-# JUMP_FLANK steps on either side. A straight line has contrast 1 everywhere; a logistic whose 10-90% rise
-# takes 2,000 steps has 1.75 at its steepest window, one over about 1,200 steps 3; the paper's 100-step jump
-# after a climb over thousands of steps has far more (the synthetic series built from its numbers: 8-9 when
-# the climb starts from chance at addition, about 30 when part of it comes with addition). So 3 fails every
-# rise spread over thousands of steps and passes the paper's shape with room.
+# The spike rises >= JUMP_CONTRAST times as fast as the JUMP_FLANK steps on either side: a line has contrast 1,
+# a logistic over 2,000 steps 1.75, the paper's shape 8-30.
 JUMP_CONTRAST = 3.0
-# Flanks of 1,000 steps: twice the window, so the neighbourhood spans at least two intervals of a series
-# saved every 500 steps; short enough to stay inside the paper's slow climb (addition learned at
-# ~1,000-1,500, the spike at 5,300).
-JUMP_FLANK = 1000
+JUMP_FLANK = 1000  # twice the window; inside the paper's slow climb (addition ~1,000-1,500, spike 5,300)
 RESTRICTED = Threshold(
     2000,
     ">=",
@@ -184,25 +134,22 @@ def interval_state(direction: str, value: float, low: float | None, high: float 
     return "inconclusive" if clears(optimistic) or optimistic is None else "fail"
 
 
-class SeriesEvidence(Evidence):
-    """An evidence item on a series, decided on its resolution interval (``interval_state``): its
-    ``status`` and its controls' are ``pass``, ``fail`` or ``inconclusive``; an item that could not be
-    measured (no onset, an incoherent phase) fails rather than having "no data"."""
-
-    @property
-    def status(self) -> str:
-        m = self.measurement
-        return interval_state(self.threshold.direction, self.threshold.value, m.low, m.high)
-
-    def control_status(self, name: str) -> str:
-        m = self.controls[name]
-        return interval_state(self.threshold.direction, self.threshold.value, m.low, m.high)
-
-
 def item_state(e: Evidence, control: str | None = None) -> str:
     """``interval_state`` of an evidence item on the series (or on one of its controls)."""
     m = e.measurement if control is None else e.controls[control]
     return interval_state(e.threshold.direction, e.threshold.value, m.low, m.high)
+
+
+class SeriesEvidence(Evidence):
+    """An evidence item on a series, decided on its resolution interval (``item_state``): an item that could
+    not be measured (no onset, an incoherent phase) fails rather than having "no data"."""
+
+    @property
+    def status(self) -> str:
+        return item_state(self)
+
+    def control_status(self, name: str) -> str:
+        return item_state(self, name)
 
 
 # ----- curves -----------------------------------------------------------------------------------
@@ -408,6 +355,12 @@ def _finite(x: float | None) -> float | None:
     return None if x is None or math.isinf(x) else round(float(x), 6)
 
 
+def _shares(w: dict, total: float) -> list[float]:
+    """A window's certain and possible rise (``window_rise``, ``spike_window``) as shares of ``total``, at most
+    1 (a monotone fit's window never rises more than its whole rise), rounded for JSON."""
+    return [round(min(w["low"] / total, 1.0), 6), round(min(w["high"] / total, 1.0), 6)]
+
+
 def _onset_interval(steps, i: int | None) -> tuple[int | None, int | None]:
     """(the last checkpoint before the onset, the onset): the true onset lies in between."""
     if i is None:
@@ -481,16 +434,13 @@ def detect_phases(records: list[dict]) -> dict:
             )
             steepest = window_rise(steps, fit, JUMP_WIDTH, onsets["addition"])
             jump.update(
-                fraction=round(w["low"] / total, 6),
-                fraction_interval=[round(w["low"] / total, 6), round(min(w["high"] / total, 1.0), 6)],
+                fraction=_shares(w, total)[0],
+                fraction_interval=_shares(w, total),
                 window=w["low_window"],
                 possible_span=w["high_span"],
                 window_contrast=_finite(w["low_contrast"]),
                 possible_contrast=_finite(w["high_contrast"]),
-                steepest_fraction_interval=[
-                    round(steepest["low"] / total, 6),
-                    round(min(steepest["high"] / total, 1.0), 6),
-                ],
+                steepest_fraction_interval=_shares(steepest, total),
             )
 
     # Restricted slots' refinement: of what the restricted curve still has to gain at the assignment
@@ -510,8 +460,8 @@ def detect_phases(records: list[dict]) -> dict:
         if remaining > 1e-9:
             w = window_rise(steps, fit, REFINEMENT_WIDTH, ib)
             refinement.update(
-                fraction=round(min(w["low"] / remaining, 1.0), 6),
-                fraction_interval=[round(min(w["low"] / remaining, 1.0), 6), round(min(w["high"] / remaining, 1.0), 6)],
+                fraction=_shares(w, remaining)[0],
+                fraction_interval=_shares(w, remaining),
                 window=w["low_window"],
                 possible_span=w["high_span"],
             )
@@ -641,29 +591,22 @@ class LearningPhases(Hypothesis):
         "permuted_steps": f"the same checkpoints with their steps permuted (seed {PERMUTATION_SEED})",
         "reversed_steps": "the same checkpoints in reverse order",
     }
-    needs_series = True
-
-    def evidence(self, ctx: Context) -> list[Evidence]:
-        raise TypeError(SKIP_NOTE)
-
-    def run(self, ctx: Context) -> ClaimResult:
-        """On one checkpoint: skipped, with the note saying what it needs."""
-        return ClaimResult(self.id, self.spec, self.statement, "skipped", SKIP_NOTE, [], dict(self.controls), ctx.seed)
+    skip_note = SKIP_NOTE
 
     def series_evidence(self, records: list[dict]) -> list[Evidence]:
         arms = {"series": records, "permuted_steps": permuted(records), "reversed_steps": reversed_series(records)}
         found = {k: detect_phases(v) for k, v in arms.items()}
         n = len(records)
 
+        def evidence(name, definition, threshold, measure):
+            on_controls = {c: measure(found[c]) for c in self.controls}
+            return SeriesEvidence(name, definition, "observational", threshold, measure(found["series"]), on_controls)
+
         def coherence(i):
             def m(d):
                 p = d["phases"][i]
-                return Measurement(
-                    p["coherence_r2"],
-                    p["coherence_r2"],
-                    p["coherence_r2"],
-                    n,
-                    {"onset_step": p["onset_step"], "onset_interval": p["onset_interval"]},
+                return Measurement.exact(
+                    p["coherence_r2"], n, onset_step=p["onset_step"], onset_interval=p["onset_interval"]
                 )
 
             return m
@@ -674,13 +617,9 @@ class LearningPhases(Hypothesis):
                 lo, hi = x["fraction_interval"]
                 extra = {"window": x["window"], "possible_span": x["possible_span"]}
                 if key == "assignment_jump":
-                    extra["window_contrast"] = x["window_contrast"]
-                    extra["possible_contrast"] = x["possible_contrast"]
-                    extra["steepest_fraction_interval"] = x["steepest_fraction_interval"]
-                if (
-                    interval_state(">=", JUMP_FRACTION if key == "assignment_jump" else REFINEMENT_FRACTION, lo, hi)
-                    == "inconclusive"
-                ):
+                    for k in ("window_contrast", "possible_contrast", "steepest_fraction_interval"):
+                        extra[k] = x[k]
+                if x["state"] == "inconclusive":
                     a, b = x["possible_span"] or (None, None)
                     extra["unresolved"] = (
                         f"{what} {lo:.2f}-{hi:.2f} of the rise within {x['width_steps']:,} steps: "
@@ -708,10 +647,9 @@ class LearningPhases(Hypothesis):
             return Measurement(v, None if lo is None else float(lo), None if hi is None else float(hi), n, extra)
 
         names = {p.id: f"min({', '.join(p.curve)})" for p in PHASES}
-        items = []
-        for i, p in enumerate(PHASES):
-            items.append(
-                (
+        return [
+            *(
+                evidence(
                     f"{p.id}_phase_is_a_learning_curve",
                     f"R^2 of the best non-decreasing fit of {names[p.id]} over the series, given an onset "
                     f"(first checkpoint from which the median-of-3 curve stays >= {LEARNED}) with a checkpoint "
@@ -719,9 +657,9 @@ class LearningPhases(Hypothesis):
                     COHERENCE,
                     coherence(i),
                 )
-            )
-        items.append(
-            (
+                for i, p in enumerate(PHASES)
+            ),
+            evidence(
                 "assignment_jumps_after_addition",
                 f"max over windows of {JUMP_WIDTH} steps starting at or after the addition onset that rise "
                 f"at least {JUMP_CONTRAST:g} times as fast as the {JUMP_FLANK:,} steps on either side (a spike) "
@@ -729,40 +667,23 @@ class LearningPhases(Hypothesis):
                 "interval: what the checkpoints' spacing allows",
                 JUMP,
                 fraction("assignment_jump", "spike"),
-            )
-        )
-        items.append(
-            (
+            ),
+            evidence(
                 "assignment_before_restricted_slots",
                 f"onset({names['restricted_slots']}) - onset({names['assignment']}) in steps; interval: the "
                 "onsets anywhere between their checkpoint and the one before",
                 RESTRICTED,
                 gap,
-            )
-        )
-        items.append(
-            (
+            ),
+            evidence(
                 "restricted_slots_refine_on_their_own",
                 f"max over windows of {REFINEMENT_WIDTH} steps from the assignment onset on of [rise of "
                 f"fit({names['restricted_slots']}) in the window] / [its rise from the assignment onset to "
                 "the end]",
                 REFINEMENT,
                 fraction("restricted_refinement", "refinement"),
-            )
-        )
-        out = []
-        for name, definition, threshold, measure in items:
-            out.append(
-                SeriesEvidence(
-                    name,
-                    definition,
-                    "observational",
-                    threshold,
-                    measure(found["series"]),
-                    {c: measure(found[c]) for c in self.controls},
-                )
-            )
-        return out
+            ),
+        ]
 
     def run_series(self, series) -> ClaimResult:
         """Decide the claim on an ``assignadd.series/1`` document (or a list of ``{"step", "values"}``)."""

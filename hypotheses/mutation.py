@@ -15,7 +15,7 @@ The claims know their components; the mutants do not: ``COMPONENT_OF_CLAIM`` and
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 from ..data import Task
 from ..interventions.mutants import COMPONENTS, MUTANTS, Mutant, changed_parameters
@@ -140,17 +140,7 @@ def mutation_matrix(
 
 def matrix_to_dict(matrix: dict) -> dict:
     """JSON-able form of a ``mutation_matrix`` result (sorted, rounded: byte-stable)."""
-    cells = [
-        {
-            "claim": c.claim,
-            "mutant": c.mutant,
-            "verdict": c.verdict,
-            "expected": c.expected,
-            "right": c.right,
-            "reason": c.reason,
-        }
-        for c in matrix["cells"]
-    ]
+    cells = [{**asdict(c), "right": c.right} for c in matrix["cells"]]
     judged = [c for c in matrix["cells"] if c.judged]
     return _r(
         {

@@ -34,8 +34,10 @@ from .base import (
 from .measures import local
 from .measures.circuits import (
     layer1_activations,
+    layer1_eq_to_operand_slots,
     last_position_correct,
     positional_prev_token_rows,
+    prev_token_attention,
 )
 
 from ..model.hooks import ATTN_OUT_1
@@ -124,17 +126,13 @@ class PreviousTokenHead(Hypothesis):
             )
 
         def value_rows(m):
-            p = layer1(m)["pattern"]
-            b, t = value_positions(mixed).nonzero(as_tuple=True)
-            rows = p[b, t]
-            on_prev = rows[torch.arange(len(t)), t - 1]
-            return rate((rows.argmax(-1) == t - 1) & (on_prev >= MAJORITY), mean_weight_on_prev=float(on_prev.mean()))
+            is_prev, on_prev = prev_token_attention(m, mixed, pattern1=layer1(m)["pattern"])
+            return rate(is_prev & (on_prev >= MAJORITY), mean_weight_on_prev=float(on_prev.mean()))
 
         def eq_rows(m):
-            p = layer1(m)["pattern"][:, -1]  # (B, T): the `=` row
-            top2 = p.topk(2, dim=-1).indices.sort(dim=-1).values
-            on_slots = p[:, POS_LHS] + p[:, POS_RHS]
-            ok = (top2 == torch.tensor([POS_LHS, POS_RHS])).all(-1) & (on_slots >= PAIR_SHARE)
+            pattern = layer1(m)["pattern"]
+            on_slots = pattern[:, -1, POS_LHS] + pattern[:, -1, POS_RHS]  # the `=` row's weight on the slots
+            ok = layer1_eq_to_operand_slots(m, mixed, pattern) & (on_slots >= PAIR_SHARE)
             return rate(ok, mean_weight_on_slots=float(on_slots.mean()))
 
         def identity(m):
@@ -162,7 +160,33 @@ class PreviousTokenHead(Hypothesis):
                 to_value_token=float(e["redirect_value"].double().mean()) if len(e["redirect_value"]) else None,
             )
 
-        items = [
+        var_labels = torch.cat([ctx.pool("1var_train")[1], ctx.pool("2var_train")[1]])  # mixed's answers
+        const_tokens, const_labels = ctx.pool("0var_train")
+
+        def ablated_correct(model, tokens, labels):
+            ablation = Mean(Site(ATTN_OUT_1, positions=value_positions(tokens)), tokens)
+            out = run(model, tokens, [ablation], last_only=True)
+            return out.last_logits.argmax(-1) == labels
+
+        def drop(model):
+            clean = last_position_correct(model, mixed, var_labels)
+            ablated = ablated_correct(model, mixed, var_labels)
+            return mean(
+                clean.double() - ablated.double(),
+                seed=ctx.seed,
+                label="ptk_drop",
+                bounds=(-1, 1),
+                clean_accuracy=float(clean.double().mean()),
+                ablated_accuracy=float(ablated.double().mean()),
+            )
+
+        def spares(model):
+            ok = ablated_correct(model, const_tokens, const_labels)
+            return rate(
+                ok, clean_accuracy=float(last_position_correct(model, const_tokens, const_labels).double().mean())
+            )
+
+        return [
             item(
                 "value_attends_to_variable",
                 definition="mean over prefix value tokens t of 1[argmax_k A1[t, k] = t - 1 and A1[t, t-1] >= 0.5]",
@@ -237,36 +261,6 @@ class PreviousTokenHead(Hypothesis):
                 on=ctx.model,
                 required=False,
             ),
-        ]
-
-        var_tokens = torch.cat([ctx.pool("1var_train")[0], ctx.pool("2var_train")[0]])
-        var_labels = torch.cat([ctx.pool("1var_train")[1], ctx.pool("2var_train")[1]])
-        const_tokens, const_labels = ctx.pool("0var_train")
-
-        def ablated_correct(model, tokens, labels):
-            ablation = Mean(Site(ATTN_OUT_1, positions=value_positions(tokens)), tokens)
-            out = run(model, tokens, [ablation], last_only=True)
-            return out.last_logits.argmax(-1) == labels
-
-        def drop(model):
-            clean = last_position_correct(model, var_tokens, var_labels)
-            ablated = ablated_correct(model, var_tokens, var_labels)
-            return mean(
-                clean.double() - ablated.double(),
-                seed=ctx.seed,
-                label="ptk_drop",
-                bounds=(-1, 1),
-                clean_accuracy=float(clean.double().mean()),
-                ablated_accuracy=float(ablated.double().mean()),
-            )
-
-        def spares(model):
-            ok = ablated_correct(model, const_tokens, const_labels)
-            return rate(
-                ok, clean_accuracy=float(last_position_correct(model, const_tokens, const_labels).double().mean())
-            )
-
-        items += [
             item(
                 "ablation_destroys_variable_answers",
                 definition="mean_i (c_i - c~_i) over 1var_train + 2var_train, c = correct, c~ = correct with attn_out_1 at value "
@@ -288,4 +282,3 @@ class PreviousTokenHead(Hypothesis):
                 required=False,
             ),
         ]
-        return items

@@ -4,7 +4,7 @@ that spreads independent claims over worker processes.
 
 Every claim starts from the same RNG state (``seed_everything``) and reads only the context's pools,
 which are fixed by its seed, so a claim's result does not depend on which claims ran before it, in
-which process, or in which order: ``run_claims`` gives the same dictionaries for any ``jobs``.
+which process, or in which order: a ``ClaimRunner`` gives the same dictionaries for any ``jobs``.
 """
 
 from __future__ import annotations
@@ -200,11 +200,3 @@ class ClaimRunner:
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
             self._pool = None
-
-
-def run_claims(ctx, ids: list[str], *, jobs: int = 1) -> tuple[list[dict], dict[str, float]]:
-    """Run the claims ``ids``: (results as dictionaries in the order of ``ids``, {claim: seconds})."""
-    results, seconds = {}, {}
-    for cid, result, s in ClaimRunner(ctx, ids, jobs=jobs):
-        results[cid], seconds[cid] = result, s
-    return [results[c] for c in ids], seconds

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import torch
 
-from ..data.tokens import POS_EQ
 from .base import Arm, Context, Evidence, Hypothesis, Measurement, REINITIALISED, Threshold, item, mean, rate, register
 from .measures import residual
 from .measures import local
@@ -160,9 +159,7 @@ class SharedResidual(Hypothesis):
 
         def interchange(arm):
             model, matched_difference = arm.model, arm.variant != "unmatched_difference"
-            r = residual.constant_difference_interchange(
-                model, tokens, ctx.seed, position=POS_EQ, matched=matched_difference
-            )
+            r = residual.constant_difference_interchange(model, tokens, ctx.seed, matched=matched_difference)
             return rate(r["moved"], kept_original_sum=float(r["kept"].double().mean()))
 
         return [

@@ -1,41 +1,24 @@
 """Claim (SPEC §6): the parts are the algorithm. Causal scrubbing of the paper's circuit.
 
 The paper's thesis is that the mechanisms of SPEC §4.1-4.4 are how the model answers: Layer 1 writes
-each variable's identity onto its value token (and nothing else matters in its output), Layer 2 reads
-the two operand values into `=` however they arrived, and the MLP adds them. Causal scrubbing
-(``measures/scrubbing.py``) resamples each activation from inputs the hypothesis calls equivalent; if
-the hypothesis is the algorithm, the model's accuracy survives. Measured on held-out pairs and
-restricted slots, where the answers cannot have been memorised.
+each variable's identity onto its value token (and, correspondence version 2, the variable at t-1 onto
+every other position), Layer 2 reads the two operand values into `=` however they arrived, and the MLP
+adds them. Causal scrubbing (``measures/scrubbing.py``) resamples each activation from inputs the
+hypothesis calls equivalent; if the hypothesis is the algorithm, the model's accuracy survives, on
+held-out pairs and restricted slots, where the answers cannot have been memorised:
 
-    recovered = (acc_scrubbed - acc_floor) / (acc_model - acc_floor)
+    recovered = (acc_scrubbed - acc_floor) / (acc_model - acc_floor)      (all pools together)
+    kept[pool] = (acc_scrubbed[pool] - 1/59) / (acc_model[pool] - 1/59)   (each pool on its own)
 
-acc_floor resamples the same activation keeping no feature. The pooled figure can hide a pool: the
-addition scrub's donors come in every form, so a model that reads one form badly loses accuracy on
-the other pools' sequences and gains on its own, and the two cancel. Each pool is therefore an item
-of its own (re-registration 2026-12-04, docs/reregistrations/whole_algorithm_2026-12-04.md):
+acc_floor resamples the same activation keeping no feature. Wrong correspondences a reader could propose
+are scrubbed the same way and must not recover the accuracy; a model that does not solve the task has
+nothing to explain, so its accuracy is an item too. Part by part (``scrubbing.scrub_plans``): each part
+of the full scrub C resampled from inputs that differ in what it carries must cost accuracy
+(minimality); knocking parts out of C and out of the model M must cost the same (completeness, as in the
+IOI paper). A diagnostic item locates the held-out errors on doubled pairs (``measures/doubled.py``).
 
-    kept[pool] = (acc_scrubbed[pool] - 1/59) / (acc_model[pool] - 1/59)    >= 0.90 (lower bound)
-
-Wrong correspondences a reader could propose are scrubbed the same way and must not recover the
-accuracy. A model that does not solve
-the task has nothing for the algorithm to explain, so the model's own accuracy is an item too.
-
-Part by part (``scrubbing.scrub_plans``): C scrubs every part of the correspondence at once; each
-part removed in turn (resampled from inputs that differ in what it carries) must cost accuracy
-(minimality); knocking parts out of C and out of the model M must cost the same (completeness, as in
-the IOI paper). A diagnostic item locates the held-out errors, which sit on doubled pairs (n, n): the
-addition module fed a perfectly routed input still makes them (``measures/doubled.py``).
-
-Re-registration of the correspondence (version 2, 2026-12-01; no threshold moved). Version 1 was the
-paper's: Layer 1's output at a non-value position carries its token only. On seeds 0 and 1 that scrub
-recovered 0.88-0.90 of the accuracy (bar 0.90: inconclusive and fail) and left completeness at 0.14 (bar
-0.10), all of it the scrubbed circuit C falling short of the model. The previous-token head copies the
-identity of the variable at t-1 into *every* position, and the model reads it (at the operand slots); a
-correspondence that says so was written down as a supporting item on seeds 0 and 1 and then recovered
-0.995 on seed 8, a run trained after it was written: a prediction met on new data. Version 2 keys every
-non-value position by (position, token, variable at t-1); value tokens and `=` are as before. The paper's
-version stays in every report as the supporting item ``routing_scrub_recovers[paper]``, so the difference
-from the paper remains visible.
+The paper's correspondence (version 1) stays as the supporting item ``routing_scrub_recovers[paper]``.
+Why version 2, and why each pool is an item: docs/claims/whole_algorithm.md, "Re-registrations".
 """
 
 from __future__ import annotations
@@ -59,7 +42,7 @@ from .measures import doubled as doubled_pairs
 from .measures import scrubbing
 from .measures.circuits import last_position_correct
 
-POOLS = ("0var_heldout_pair", "1var_heldout_pair", "2var_heldout_pair", "1var_restricted_slot", "2var_restricted_1")
+POOLS = scrubbing.POOLS
 NOTHING_TO_EXPLAIN = 0.1  # model accuracy within this of the floor: recovered is 0, not a ratio of noise
 PART_ROWS_PER_POOL = 100  # sequences per pool for the part-by-part items (minimality, completeness)
 
@@ -90,6 +73,8 @@ KEEPS = Threshold(
     "scrub (re-registered 2026-12-04)",
 )
 CONSTANTS_ONLY = ("0var_heldout_pair",)  # pools whose operands are all constants: no value token is read
+# Each scrub and the wrong correspondence scrubbed the same way as its control.
+WRONG_CORRESPONDENCE = {"routing": "position_only", "addition": "first_operand_only"}
 
 # Registered 2026-12-01, before any of these three was measured on the bundled reference.
 MINIMAL = Threshold(
@@ -121,6 +106,7 @@ ADDER_ERRORS = Threshold(
     "(registered 2026-12-01)",
 )
 PAIRS_OF_PARTS = (("value_token_identity", "eq_operand_identity"), ("lhs_value_read", "rhs_value_read"))
+VARIABLE_PARTS = PAIRS_OF_PARTS[0]  # parts only a sequence with a variable operand uses
 PART_STATEMENT = {
     "non_value_tokens": "Layer 1's output elsewhere in the prefix (variables, PADs, `+`, operand slots) carries the "
     "token there and the variable at t-1, if any",
@@ -233,18 +219,13 @@ def recovered(
         r = (s[idx].mean(-1) - f[idx].mean(-1)) / gap.clamp(min=1e-12)
         return torch.where(gap > NOTHING_TO_EXPLAIN, r, torch.zeros_like(r))
 
-    n = len(m)
-    value = float(stat(torch.arange(n)[None])[0])
-    from ..interventions.mutants import generator
-
-    idx = torch.randint(n, (1000, n), generator=generator(seed, label))
-    lo, hi = (float(q) for q in torch.quantile(stat(idx), torch.tensor([0.025, 0.975], dtype=torch.float64)))
+    value, lo, hi = _bootstrap(stat, len(m), seed=seed, label=label)
     extra = {"model_accuracy": float(m.mean()), "scrubbed_accuracy": float(s.mean()), "floor_accuracy": float(f.mean())}
     if groups:
         extra["scrubbed_accuracy_by_group"] = {g: float(s[mask].mean()) for g, mask in groups.items()}
         extra["model_accuracy_by_group"] = {g: float(m[mask].mean()) for g, mask in groups.items()}
         extra["group_sizes"] = {g: int(mask.sum()) for g, mask in groups.items()}
-    return Measurement(value, min(lo, value), max(hi, value), n, extra, acted)
+    return Measurement(value, lo, hi, len(m), extra, acted)
 
 
 @register
@@ -300,73 +281,50 @@ class WholeAlgorithm(Hypothesis):
                 )
             return None
 
-        def routing_runs(arm, claimed="hypothesis"):
-            """The routing scrub with the arm's features and its floor, once per model and features."""
-            features = "position_only" if arm.variant == "position_only" else claimed
-            s = ctx.memo(
-                ("whole_algorithm", "routing", id(arm.model), features),
-                lambda: scrubbing.routing_scrub(arm.model, tokens, labels, seed=ctx.seed, features=features),
-            )
-            f = ctx.memo(
-                ("whole_algorithm", "routing_floor", id(arm.model)),
-                lambda: scrubbing.routing_scrub(arm.model, tokens, labels, seed=ctx.seed, features="none"),
-            )
+        def scrub_runs(which, arm, claimed="hypothesis"):
+            """The ``which`` ("routing" or "addition") scrub with the arm's features and its floor, once per
+            model and features."""
+            features = arm.variant if arm.variant == WRONG_CORRESPONDENCE[which] else claimed
+
+            def scrub(features):
+                if which == "routing":
+                    return scrubbing.routing_scrub(arm.model, tokens, labels, seed=ctx.seed, features=features)
+                return scrubbing.addition_scrub(arm.model, tokens, labels, ctx.task, seed=ctx.seed, features=features)
+
+            s = ctx.memo(("whole_algorithm", which, id(arm.model), features), lambda: scrub(features))
+            f = ctx.memo(("whole_algorithm", f"{which}_floor", id(arm.model)), lambda: scrub("none"))
             return features, s, f
 
-        def addition_runs(arm):
-            """The addition scrub with the arm's features and its floor, once per model and features."""
-            features = "first_operand_only" if arm.variant == "first_operand_only" else "hypothesis"
-            s = ctx.memo(
-                ("whole_algorithm", "addition", id(arm.model), features),
-                lambda: scrubbing.addition_scrub(arm.model, tokens, labels, ctx.task, seed=ctx.seed, features=features),
-            )
-            f = ctx.memo(
-                ("whole_algorithm", "addition_floor", id(arm.model)),
-                lambda: scrubbing.addition_scrub(arm.model, tokens, labels, ctx.task, seed=ctx.seed, features="none"),
-            )
-            return features, s, f
+        def recovers(which, claimed="hypothesis"):
+            def measure(arm):
+                if (skip := nothing_to_explain(arm.model)) is not None:
+                    return skip
+                features, s, f = scrub_runs(which, arm, claimed)
+                return recovered(
+                    model_ok(arm.model),
+                    s["correct"],
+                    f["correct"],
+                    seed=ctx.seed,
+                    acted=s["acted"] if arm.variant != "claimed" else None,
+                    label=f"{which}.{features}",
+                    groups=groups,
+                )
 
-        def routing(arm, claimed="hypothesis"):
-            if (skip := nothing_to_explain(arm.model)) is not None:
-                return skip
-            features, s, f = routing_runs(arm, claimed)
-            return recovered(
-                model_ok(arm.model),
-                s["correct"],
-                f["correct"],
-                seed=ctx.seed,
-                acted=s["acted"] if arm.variant != "claimed" else None,
-                label=f"routing.{features}",
-                groups=groups,
-            )
+            return measure
 
-        def addition(arm):
-            if (skip := nothing_to_explain(arm.model)) is not None:
-                return skip
-            features, s, f = addition_runs(arm)
-            return recovered(
-                model_ok(arm.model),
-                s["correct"],
-                f["correct"],
-                seed=ctx.seed,
-                acted=s["acted"] if arm.variant != "claimed" else None,
-                label=f"addition.{features}",
-                groups=groups,
-            )
-
-        def kept_in_pool(pool, scrub):
-            """The scrub (``routing_runs`` or ``addition_runs``) on one pool's sequences alone: ``kept``
-            with its paired bootstrap interval; the control's ``acted`` is its change on this pool's rows."""
+        def kept_in_pool(pool, which):
+            """The scrub on one pool's sequences alone: ``kept`` with its paired bootstrap interval; the
+            control's ``acted`` is its change on this pool's rows."""
 
             def measure(arm):
-                features, s, f = scrub(arm)
+                features, s, f = scrub_runs(which, arm)
                 mask = groups[pool]
                 return kept(
                     model_ok(arm.model)[mask],
                     s["correct"][mask],
                     chance=1 / arm.model.cfg.d_vocab_out,
                     seed=ctx.seed,
-                    label=f"{scrub.__name__}.{features}.{pool}",
+                    label=f"{which}_runs.{features}.{pool}",
                     acted=float(s["change"][mask].mean()) if arm.variant != "claimed" else None,
                     floor_accuracy=float(f["correct"][mask].double().mean()),
                 )
@@ -374,10 +332,7 @@ class WholeAlgorithm(Hypothesis):
             return measure
 
         per_pool_items = []
-        for name, scrub, wrong in (
-            ("routing_scrub_keeps", routing_runs, "position_only"),
-            ("addition_scrub_keeps", addition_runs, "first_operand_only"),
-        ):
+        for which, wrong in WRONG_CORRESPONDENCE.items():
             for p in POOLS:
                 controls = {"reinitialised": Arm(reinit)}
                 # a constant-only pool reads no value token, so 'value tokens carry only positions' predicts
@@ -386,12 +341,12 @@ class WholeAlgorithm(Hypothesis):
                     controls[wrong] = Arm(ctx.model, wrong)
                 per_pool_items.append(
                     item(
-                        f"{name}[{p}]",
+                        f"{which}_scrub_keeps[{p}]",
                         definition=f"kept = (acc_scrubbed - 1/59) / (acc_model - 1/59) on the {share} {p} sequences alone, "
-                        f"the scrub as in {name.replace('keeps', 'recovers')}",
+                        f"the scrub as in {which}_scrub_recovers",
                         kind="causal",
                         threshold=KEEPS,
-                        measure=kept_in_pool(p, scrub),
+                        measure=kept_in_pool(p, which),
                         on=Arm(ctx.model),
                         controls=controls,
                     )
@@ -439,9 +394,7 @@ class WholeAlgorithm(Hypothesis):
 
         uses_variable = (t_sub[:, POS_LHS] >= first_var) | (t_sub[:, POS_RHS] >= first_var)
         rows_of_part = {
-            p: uses_variable
-            if p in ("value_token_identity", "eq_operand_identity")
-            else torch.ones(len(t_sub), dtype=torch.bool)
+            p: uses_variable if p in VARIABLE_PARTS else torch.ones(len(t_sub), dtype=torch.bool)
             for p in scrubbing.PARTS
         }
         chance = 1 / ctx.model.cfg.d_vocab_out
@@ -469,9 +422,7 @@ class WholeAlgorithm(Hypothesis):
                     {
                         "part": PART_STATEMENT[part],
                         "model_accuracy": float(model_ok_sub(arm.model)[used].double().mean()),
-                        "sequences": "with a variable operand"
-                        if part in ("value_token_identity", "eq_operand_identity")
-                        else "all",
+                        "sequences": "with a variable operand" if part in VARIABLE_PARTS else "all",
                         "accuracy_elsewhere_scrubbed": (
                             float(r["C"]["correct"][~used].double().mean()) if (~used).any() else None
                         ),
@@ -479,22 +430,16 @@ class WholeAlgorithm(Hypothesis):
                             float(other["correct"][~used].double().mean()) if (~used).any() else None
                         ),
                         "cells_given_a_differing_donor": r["plans"]["removed_share"][part],
-                        "change_of_the_activation": (r["C'"] if arm.variant == "redrawn" else r[("C", part)])["acted"][
-                            part
-                        ],
+                        "change_of_the_activation": other["acted"][part],
                     }
                 )
                 if arm.variant == "claimed":
-                    m.extra["scrubbed_accuracy_by_pool"] = {
-                        p: float(r["C"]["correct"][mask & used].double().mean())
-                        for p, mask in pool_sub.items()
-                        if (mask & used).any()
-                    }
-                    m.extra["part_removed_accuracy_by_pool"] = {
-                        p: float(other["correct"][mask & used].double().mean())
-                        for p, mask in pool_sub.items()
-                        if (mask & used).any()
-                    }
+                    for key, run in (("scrubbed_accuracy_by_pool", r["C"]), ("part_removed_accuracy_by_pool", other)):
+                        m.extra[key] = {
+                            p: float(run["correct"][mask & used].double().mean())
+                            for p, mask in pool_sub.items()
+                            if (mask & used).any()
+                        }
                 return m
 
             return measure
@@ -513,14 +458,16 @@ class WholeAlgorithm(Hypothesis):
             r = parts(arm.model)
             m_ok = model_ok_sub(arm.model).double()
             clean = {"correct": model_ok_sub(arm.model)}
+            acted = None
             if arm.variant == "circuit_without_identity":
-                p1, p2 = PAIRS_OF_PARTS[0]
+                p1, p2 = pair = PAIRS_OF_PARTS[0]
                 subsets = {
                     "{}": (r[("C", p1)], clean),
                     p1: (r[("C", p1)], r[("M", p1)]),
-                    p2: (r[("C", PAIRS_OF_PARTS[0])], r[("M", p2)]),
-                    f"{p1} + {p2}": (r[("C", PAIRS_OF_PARTS[0])], r[("M", PAIRS_OF_PARTS[0])]),
+                    p2: (r[("C", pair)], r[("M", p2)]),
+                    f"{p1} + {p2}": (r[("C", pair)], r[("M", pair)]),
                 }
+                acted = r[("C", p1)]["acted"][p1]
             else:
                 subsets = {"{}": (r["C"], clean)}
                 subsets.update({p: (r[("C", p)], r[("M", p)]) for p in scrubbing.PARTS[1:]})
@@ -537,11 +484,6 @@ class WholeAlgorithm(Hypothesis):
                 lambda idx: gaps(idx).max(-1).values, len(t_sub), seed=ctx.seed, label=f"completeness.{arm.variant}"
             )
             g = gaps(torch.arange(len(t_sub))[None])[0]
-            acted = (
-                r[("C", PAIRS_OF_PARTS[0][0])]["acted"][PAIRS_OF_PARTS[0][0]]
-                if arm.variant == "circuit_without_identity"
-                else None
-            )
             return Measurement(
                 v,
                 lo,
@@ -626,7 +568,7 @@ class WholeAlgorithm(Hypothesis):
                 "position and (value token) variable before it / (elsewhere) token and variable at t-1 if any",
                 kind="causal",
                 threshold=RECOVERS,
-                measure=routing,
+                measure=recovers("routing"),
                 on=Arm(ctx.model),
                 controls={"reinitialised": Arm(reinit), "position_only": Arm(ctx.model, "position_only")},
             ),
@@ -637,7 +579,7 @@ class WholeAlgorithm(Hypothesis):
                 "not decided on)",
                 kind="causal",
                 threshold=RECOVERS,
-                measure=lambda arm: routing(arm, "paper"),
+                measure=recovers("routing", "paper"),
                 on=Arm(ctx.model),
                 controls={"reinitialised": Arm(reinit), "position_only": Arm(ctx.model, "position_only")},
                 required=False,
@@ -648,7 +590,7 @@ class WholeAlgorithm(Hypothesis):
                 "values in a random form (constants or variables, any prefix)",
                 kind="causal",
                 threshold=RECOVERS,
-                measure=addition,
+                measure=recovers("addition"),
                 on=Arm(ctx.model),
                 controls={"reinitialised": Arm(reinit), "first_operand_only": Arm(ctx.model, "first_operand_only")},
             ),

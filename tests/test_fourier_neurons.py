@@ -140,7 +140,7 @@ def test_key_frequencies_of_planted_model_are_its_planted_frequencies():
 def test_fitted_cos_form_recovers_a_planted_neuron():
     model = planted_model(True)
     neuron = 5  # reads frequency PLANTED_FREQUENCIES[5 % 4]
-    fit = fourier.fitted_cos_form(fourier.neuron_grid(model, neuron), PLANTED_FREQUENCIES[neuron % 4])
+    fit = fourier.fitted_cos_form(fourier.grids(model)[fourier.MLP2_PRE][:, :, neuron], PLANTED_FREQUENCIES[neuron % 4])
     assert fit["fve"] > 0.999
     assert fit["amp_n"] == pytest.approx(1.0, abs=1e-4) and fit["amp_m"] == pytest.approx(1.0, abs=1e-4)
     assert fit["phase_n"] == pytest.approx(fit["phase_m"], abs=1e-4)
@@ -179,9 +179,7 @@ def test_fourier_neurons_fails_on_reinitialised_model(task):
 
 def test_fourier_neurons_fails_when_key_frequencies_projected_out(task):
     model = planted_model(True)
-    directions = fourier.frequency_directions(
-        fourier.grid_activations(model, fourier.RESID_MID2), list(PLANTED_FREQUENCIES)
-    )
+    directions = fourier.frequency_directions(fourier.grids(model)[fourier.RESID_MID2], list(PLANTED_FREQUENCIES))
     ablated = knockout(model, [Project(Site(fourier.RESID_MID2, positions=15), directions, mode="remove")])
     result = verdict(ablated, task)
     assert result.verdict == "fail"

@@ -9,11 +9,19 @@ import sys
 import pytest
 
 from assignadd import reference_checkpoint
-from assignadd.hypotheses.session import ClaimRunner, load_context, parallel_ok, resolve_jobs, run_claims
+from assignadd.hypotheses.session import ClaimRunner, load_context, parallel_ok, resolve_jobs
 
 from .test_verify_cli import ERROR, FAIL, PASS, fake_claims, ours, run  # noqa: F401 (fixtures)
 
 REAL = ["identity_qk", "heldout_generalization", "restricted_slot_generalization"]
+
+
+def run_claims(ctx, ids: list[str], *, jobs: int = 1) -> tuple[list[dict], dict[str, float]]:
+    """The claims ``ids`` through a ``ClaimRunner``: (results in the order of ``ids``, {claim: seconds})."""
+    results, seconds = {}, {}
+    for cid, result, s in ClaimRunner(ctx, ids, jobs=jobs):
+        results[cid], seconds[cid] = result, s
+    return [results[c] for c in ids], seconds
 
 
 @pytest.fixture(scope="module")

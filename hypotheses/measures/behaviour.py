@@ -70,19 +70,15 @@ def operand_value_interchange(
     source[torch.arange(len(keep)), pos] = new_x
     counterfactual = (new_x + y) % N
     patch_pos = pos
-    acted = None
     if wrong_site:
         # A real edit where the claim says the answer is not read: a *distractor's* value position d,
         # patched from a run in which that distractor's value became x'. Sequences with no distractor
         # are dropped from this arm.
-        srcs = operand_sources(tokens)
         free = value_positions(tokens)
-        free[torch.arange(len(keep))[:, None], srcs.clamp(min=0)] = False
-        has_distractor = free.any(dim=1)
-        d = free.float().argmax(dim=1)
-        rows = has_distractor.nonzero().squeeze(1)
-        tokens, source, counterfactual = tokens[rows], tokens[rows].clone(), counterfactual[rows]
-        new_x, d = new_x[rows], d[rows]
+        free[torch.arange(len(keep))[:, None], operand_sources(tokens).clamp(min=0)] = False
+        rows = free.any(dim=1).nonzero().squeeze(1)
+        d = free.float().argmax(dim=1)[rows]
+        tokens, source, counterfactual, new_x = tokens[rows], tokens[rows].clone(), counterfactual[rows], new_x[rows]
         k = torch.arange(len(rows))
         source[k, d] = torch.where(tokens[k, d] == new_x, (new_x + 1) % N, new_x)
         patch_pos = d
@@ -94,11 +90,10 @@ def operand_value_interchange(
         last_only=True,
         read=[RESID_AFTER_LAYER1],
     )
-    if wrong_site:
-        k = torch.arange(len(tokens))
-        acted = (
-            float((out.activations[RESID_AFTER_LAYER1] - before)[k, patch_pos].norm(dim=-1).mean()) if len(k) else 0.0
-        )
+    acted = None
+    if wrong_site:  # the mean change the edit made where it patched
+        change = (out.activations[RESID_AFTER_LAYER1] - before)[k, patch_pos].norm(dim=-1)
+        acted = float(change.mean()) if len(k) else 0.0
     moved = out.last_logits.argmax(-1) == counterfactual
     return {
         "moved": moved,

@@ -61,7 +61,7 @@ def identity_qk_matrix(model: AssignAddTransformer, head: int = 0) -> torch.Tens
     X = variable_ov1_embeddings(model, head)
     a2 = _attn(model, LAYER2)
     qk2 = FactoredMatrix(a2.W_Q[head], a2.W_K[head].T)
-    return (X @ qk2 @ X.T).AB.detach() if isinstance(X @ qk2, FactoredMatrix) else (X @ qk2.AB @ X.T).detach()
+    return (X @ qk2 @ X.T).AB.detach()
 
 
 def identity_qk_interaction(model: AssignAddTransformer, head: int = 0) -> torch.Tensor:
@@ -83,11 +83,14 @@ def identity_qk_interaction(model: AssignAddTransformer, head: int = 0) -> torch
 
 def identity_qk_diagonal(model: AssignAddTransformer, head: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
     """Per row of M: (is the argmax the diagonal? bool (V,), margin = M_ii - max_{j != i} M_ij (V,))."""
-    M = identity_qk_matrix(model, head)
+    return diagonal_margin(identity_qk_matrix(model, head))
+
+
+def diagonal_margin(M: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per row of a square M: (is the argmax the diagonal? bool (V,), margin = M_ii - max_{j != i} M_ij (V,))."""
     V = M.shape[0]
-    diag = M.diagonal()
     off = M.masked_fill(torch.eye(V, dtype=torch.bool), -torch.inf).max(dim=1).values
-    return M.argmax(dim=1) == torch.arange(V), diag - off
+    return M.argmax(dim=1) == torch.arange(V), M.diagonal() - off
 
 
 def ov2_mlp2_accuracy(model: AssignAddTransformer, head: int = 0) -> tuple[float, torch.Tensor]:

@@ -12,8 +12,8 @@ norm N²/2. So, for a unit's centred activation a = A − mean(A):
     share_k        = Σ_units power_k / Σ_k Σ_units power_k           (the spectrum over units)
 
 A neuron of the grokked-addition form cos(ω_k n + α) + cos(ω_k m + β) has FVE_k = 1 for its k.
-Everything here is a plain function of a model (no verdicts); the functions a report's figure needs
-(one neuron's grid, its fitted form, the spectrum) are at the end.
+Everything here is a plain function of a model (no verdicts); the one a report's figure needs
+(a neuron's fitted form) is at the end.
 """
 
 from __future__ import annotations
@@ -61,11 +61,6 @@ def activations_at(
     return {h: a.double() for h, a in capture(model, tokens, hooks, pos=pos).items()}
 
 
-def activation_at(model: AssignAddTransformer, tokens: torch.Tensor, hook: str, pos: int = POS_EQ) -> torch.Tensor:
-    """The activation of one hook at ``pos``: (B, d) float64."""
-    return activations_at(model, tokens, (hook,), pos)[hook]
-
-
 def grids(model: AssignAddTransformer, vocab: Vocab = VOCAB) -> dict[str, torch.Tensor]:
     """Both grids a Fourier analysis needs, from one forward: {MLP2_PRE: (N, N, d_mlp), RESID_MID2:
     (N, N, d_model)}, A(n, m) at `=`, float64."""
@@ -73,13 +68,6 @@ def grids(model: AssignAddTransformer, vocab: Vocab = VOCAB) -> dict[str, torch.
     N = vocab.modulus
     acts = activations_at(model, tokens, (RESID_MID2, MLP2_PRE))
     return {h: a.reshape(N, N, -1) for h, a in acts.items()}
-
-
-def grid_activations(model: AssignAddTransformer, hook: str = MLP2_PRE, vocab: Vocab = VOCAB) -> torch.Tensor:
-    """A(n, m) at `=` on the grid for one hook: (N, N, d), float64. Default: Layer-2 MLP pre-activations."""
-    tokens, _ = grid_tokens(vocab)
-    N = vocab.modulus
-    return activation_at(model, tokens, hook).reshape(N, N, -1)
 
 
 def single_frequency_basis(modulus: int) -> torch.Tensor:
@@ -138,25 +126,12 @@ def neuron_fve(grid: torch.Tensor, scale: torch.Tensor | None = None) -> dict:
     power, total = frequency_power(grid)
     live = live_units(total, grid.shape[0] * grid.shape[1], scale)
     fve_all = power[:, live] / total[live]  # (K, L)
+    out = {"power": power, "total": total, "live": live}
     if fve_all.shape[1] == 0:
         empty = torch.zeros(0, dtype=torch.float64)
-        return {
-            "best_k": empty.long(),
-            "fve": empty,
-            "units": empty.long(),
-            "power": power,
-            "total": total,
-            "live": live,
-        }
+        return {"best_k": empty.long(), "fve": empty, "units": empty.long(), **out}
     fve, best = fve_all.max(dim=0)
-    return {
-        "best_k": best + 1,
-        "fve": fve,
-        "units": live.nonzero().flatten(),
-        "power": power,
-        "total": total,
-        "live": live,
-    }
+    return {"best_k": best + 1, "fve": fve, "units": live.nonzero().flatten(), **out}
 
 
 def frequency_share(power: torch.Tensor) -> torch.Tensor:
@@ -174,12 +149,8 @@ def frequency_share(power: torch.Tensor) -> torch.Tensor:
 # frequency. A factor of 2 also caps the key set at ⌊N/2⌋/2 frequencies, leaving at least as many
 # non-key frequencies for the placebo.
 KEY_SHARE_FACTOR = 2.0
-# Re-registration (2026-12-04; factor unchanged): each neuron's power is counted in output units,
-# power_k(u) x ||W_out[u]||² (``output_weighted_power``), not in pre-activation units. Why: relu(c z)/c
-# = relu(z) for c > 0, so a neuron's pre-activation scale is not fixed by the function; scaling one
-# neuron's input x10 and its output /10 (the same model) gave it 100x the power and could collapse the
-# key set onto that neuron's one frequency. Pre-activation times output norm is what the neuron hands
-# on, and is the same under any positive rescaling.
+# Each neuron's power counts in output units, power_k(u) x ||W_out[u]||² (``key_frequency_share``), so a
+# positive rescaling of a ReLU neuron cannot move the key set (re-registered: docs/claims/fourier_neurons.md).
 
 
 def output_weight_norms(model: AssignAddTransformer) -> torch.Tensor:
@@ -231,28 +202,6 @@ def non_key_frequencies(key: list[int], count: int, modulus: int, seed: int) -> 
     return sorted(int(k) for k in rng.choice(pool, size=count, replace=False))
 
 
-def centred_projection(basis: torch.Tensor, mean: torch.Tensor, mode: str):
-    """An edit of activations x (..., d) in a subspace with orthonormal rows Q (r, d), about a
-    reference mean μ (d,):
-
-        keep:    x -> μ + (x - μ) Q^T Q        (everything outside the subspace mean-ablated)
-        remove:  x -> x - (x - μ) Q^T Q        (the subspace mean-ablated)
-
-    Projecting about the mean rather than the origin keeps the constant part of the input (the `=`
-    embedding, the position), which carries no operand information but sets every neuron's offset:
-    the analogue of grokking's restricted / excluded loss for an MLP input."""
-    if mode not in ("keep", "remove"):
-        raise ValueError(f"mode must be 'keep' or 'remove', got {mode!r}")
-
-    def edit(x):
-        Q = basis.to(device=x.device, dtype=x.dtype)
-        mu = mean.to(device=x.device, dtype=x.dtype)
-        inside = ((x - mu) @ Q.T) @ Q
-        return mu + inside if mode == "keep" else x - inside
-
-    return edit
-
-
 def frequency_component(grid: torch.Tensor, freqs: list[int], n: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
     """φ_F(n, m) = Σ_{k in F} Σ_j C[k, j] b_kj(n, m): the part of the grid activation that frequencies F
     carry, evaluated at each sequence's operands. (B, d) float64; zeros if F is empty."""
@@ -277,12 +226,9 @@ def operand_content_scale(deviation: torch.Tensor, phi_all: torch.Tensor) -> flo
     at the same operands (B, d). 1.0 when the grid carries no operand content.
 
     Why (re-registered 2026-12-01; before, β = 1): the grid puts the operands after twelve PADs, the pools
-    after assignments, and `=`'s attention to the operands is diluted differently by that context. Along
-    the shipped series β is 0.80-1.07; where it is 0.80 (steps 2,500 and 10,000), x - φ_K over-subtracts
-    and leaves (β - 1) φ_K, an operand-dependent signal from which about a fifth of the answers are still
-    read (0.23 and 0.20 right; 0.23-0.25 even with all 29 frequencies "removed"); with β fitted, removing
-    the key frequencies leaves 0.08 and 0.07. β is fitted on clean activations only, over all
-    frequencies (never on an edit's outcome or on K)."""
+    after assignments, and `=`'s attention to the operands is diluted differently there; with β = 1 the
+    edits left (β - 1) φ_K in place (docs/claims/fourier_neurons.md). β is fitted on clean activations
+    only, over all frequencies (never on an edit's outcome or on K)."""
     den = float((phi_all * phi_all).sum())
     return float((deviation * phi_all).sum()) / den if den > 0 else 1.0
 
@@ -347,10 +293,8 @@ def key_frequency_edits(
         placebo_kept : x' = μ + β φ_P(n, m)   (only those non-key frequencies kept)
         random_removed : x' = x - (x - μ) Q^T Q  (Q: as many random directions as the key frequencies
                                                   span; ``norm_random``: the size of what it removed)
-    Why the answer is read there and not through the unembedding W_U (re-registered 2026-12-01): a break
-    in the unembedding (its input space rotated) must not decide a claim about the MLP; the centroid
-    readout needs no W_U, and on the trained checkpoints it reads the clean answers at least as well as
-    W_U does (docs/claims/fourier_neurons.md). What W_U makes of the same inputs is returned as
+    The answer is read there, not through W_U, so that a break in the unembedding cannot decide a claim about
+    the MLP (docs/claims/fourier_neurons.md); what W_U makes of the same inputs is returned as
     ``through_unembedding`` {arm: accuracy}, as supporting evidence.
 
     Returns those six bool (B,) tensors and {"key", "placebo_frequencies", "scale", "norm_key",
@@ -417,15 +361,24 @@ def key_frequency_edits(
 def key_frequencies_removed(
     model: AssignAddTransformer, reference_tokens: torch.Tensor, vocab: Vocab = VOCAB, grid: dict | None = None
 ):
-    """A control model: a copy of ``model`` with its key-frequency directions permanently removed from the
-    Layer-2 MLP input at `=` (about the mean over ``reference_tokens``), via the engine's ``knockout``."""
+    """A control model: a copy of ``model`` with its key-frequency directions Q (orthonormal rows)
+    permanently mean-ablated from the Layer-2 MLP input at `=`, via the engine's ``knockout``:
+
+        x -> x - (x - μ) Q^T Q,     μ the mean over ``reference_tokens``
+
+    About the mean rather than the origin, so that the constant part of the input (the `=` embedding, the
+    position), which carries no operand information but sets every neuron's offset, is kept."""
     from ...interventions import Replace, Site, knockout
 
     grid = grids(model, vocab) if grid is None else grid
     Q = frequency_directions(grid[RESID_MID2], key_frequencies(model, vocab, grid))
-    mu = activation_at(model, reference_tokens, RESID_MID2).mean(0)
-    edit = centred_projection(Q, mu, "remove")
-    return knockout(model, [Replace(Site(RESID_MID2, positions=POS_EQ), lambda act, hook: edit(act))])
+    mu = activations_at(model, reference_tokens, (RESID_MID2,))[RESID_MID2].mean(0)
+
+    def remove(act, hook):
+        Q_, mu_ = Q.to(device=act.device, dtype=act.dtype), mu.to(device=act.device, dtype=act.dtype)
+        return act - ((act - mu_) @ Q_.T) @ Q_
+
+    return knockout(model, [Replace(Site(RESID_MID2, positions=POS_EQ), remove)])
 
 
 def embedding_spectrum(model: AssignAddTransformer, vocab: Vocab = VOCAB) -> torch.Tensor:
@@ -439,14 +392,10 @@ def embedding_spectrum(model: AssignAddTransformer, vocab: Vocab = VOCAB) -> tor
     return p / p.sum()
 
 
-def logit_weights(model: AssignAddTransformer) -> torch.Tensor:
-    """W_logit = W_out W_U of Layer 2: what each neuron writes to each answer logit. (d_mlp, N)."""
-    return (model.blocks[1].mlp.W_out @ model.unembed.W_U).detach().double()
-
-
 def logit_spectrum(model: AssignAddTransformer) -> torch.Tensor:
-    """Fourier spectrum of W_logit over the answer axis: share of its variance per frequency (K,)."""
-    W = logit_weights(model)
+    """Fourier spectrum of W_logit = W_out W_U of Layer 2 (what each neuron writes to each answer logit,
+    (d_mlp, N)) over the answer axis: share of its variance per frequency (K,)."""
+    W = (model.blocks[1].mlp.W_out @ model.unembed.W_U).detach().double()
     W = W - W.mean(1, keepdim=True)
     N = W.shape[1]
     F = torch.fft.rfft(W, dim=1)[:, 1 : n_frequencies(N) + 1]
@@ -455,11 +404,6 @@ def logit_spectrum(model: AssignAddTransformer) -> torch.Tensor:
 
 
 # ----- for figures -------------------------------------------------------------------------------
-
-
-def neuron_grid(model: AssignAddTransformer, neuron: int, vocab: Vocab = VOCAB) -> torch.Tensor:
-    """One Layer-2 MLP neuron's pre-activation on the grid: (N, N), [n, m]."""
-    return grid_activations(model, MLP2_PRE, vocab)[:, :, neuron]
 
 
 def fitted_cos_form(grid_one: torch.Tensor, k: int) -> dict:
@@ -486,19 +430,4 @@ def fitted_cos_form(grid_one: torch.Tensor, k: int) -> dict:
         "phase_m": phase_m,
         "fitted": fitted,
         "fve": fve,
-    }
-
-
-def key_frequency_spectrum(model: AssignAddTransformer, vocab: Vocab = VOCAB) -> dict:
-    """What a spectrum figure needs: {"k" 1..K, "share" (K,), "key" [..], "threshold" (the share a key
-    frequency must reach)} for the live Layer-2 MLP neurons on the grid."""
-    grid = grids(model, vocab)
-    r = neuron_fve(grid[MLP2_PRE], mlp_input_scale(model, grid[RESID_MID2]))
-    share = key_frequency_share(model, r)
-    K = share.shape[0]
-    return {
-        "k": list(range(1, K + 1)),
-        "share": share,
-        "key": key_frequencies(model, vocab, grid),
-        "threshold": KEY_SHARE_FACTOR / K,
     }

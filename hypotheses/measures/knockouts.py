@@ -28,9 +28,7 @@ def uniform_rows(pattern: torch.Tensor, hook=None) -> torch.Tensor:
 def uniform_value_attention(model: AssignAddTransformer) -> AssignAddTransformer:
     """Layer 1's attention rows at value positions (a number right after a variable) made uniform over
     the causal keys: the previous-token mechanism removed."""
-    ablated = knockout(model, [Replace(Site(PATTERN_1, positions=value_positions), uniform_rows)])
-    ablated.knockout_name = "uniform Layer-1 attention at value positions"
-    return ablated
+    return knockout(model, [Replace(Site(PATTERN_1, positions=value_positions), uniform_rows)])
 
 
 def scrambled_identity_qk(model: AssignAddTransformer, seed: int = 0) -> AssignAddTransformer:
@@ -57,9 +55,6 @@ def scrambled_identity_qk(model: AssignAddTransformer, seed: int = 0) -> AssignA
     def permute_keys(k, hook):  # k: (B, T, H, d_head); the Site restricts the edit to value positions
         return k + torch.einsum("btd,hde->bthe", stash["x"] @ shift, W_K.to(k.dtype))
 
-    ablated = knockout(
+    return knockout(
         model, [Replace(Site(RESID_PRE_2), keep_input), Replace(Site(KEYS_2, positions=value_positions), permute_keys)]
     )
-    ablated.knockout_name = "Layer-2 QK variable block permuted at value positions"
-    ablated.knockout_permutation = perm.tolist()
-    return ablated

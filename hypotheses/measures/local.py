@@ -20,10 +20,8 @@ from ...interventions import Patch, Replace, Site, run, run_in_pieces
 from ...model import AssignAddTransformer
 from ...model.hooks import ATTN_OUT_1, PATTERN_1, PATTERN_2, RESID_MID_2, VALUES_2
 from ...random_streams import numpy_rng, torch_generator
-
-
-def _first_var(model) -> int:
-    return model.cfg.first_var
+from .knockouts import uniform_rows
+from .residual import ov2_number_images
 
 
 # ----- Layer 1: the variable identity written at value tokens ------------------------------------------
@@ -41,8 +39,7 @@ def _rows_to(pattern: torch.Tensor, keys: torch.Tensor, mask: torch.Tensor, mode
     B, H, T, _ = pattern.shape
     onehot = torch.nn.functional.one_hot(keys.clamp(min=0), T).to(pattern.dtype)[:, None]  # (B, 1, T, T)
     if mode == "dilute":  # half the row's weight spread uniformly over its causal keys
-        causal = torch.tril(torch.ones(T, T, dtype=pattern.dtype, device=pattern.device))
-        new = 0.5 * pattern + 0.5 * causal / causal.sum(-1, keepdim=True)
+        new = 0.5 * pattern + 0.5 * uniform_rows(pattern)
     elif mode == "onehot":
         new = onehot.expand_as(pattern)
     else:
@@ -92,7 +89,7 @@ def identity_edits(model: AssignAddTransformer, tokens: torch.Tensor, *, seed: i
     B, T = tokens.shape
     vals = value_positions(tokens)
     b, t = vals.nonzero(as_tuple=True)
-    var_id = (tokens[b, t - 1] - _first_var(model)).numpy()
+    var_id = (tokens[b, t - 1] - model.cfg.first_var).numpy()
     attn_out, pattern = _layer1_out(model, tokens)
     in_train = numpy_rng(seed, "identity probe split").random(B) < 0.5
     train = in_train[b.numpy()]
@@ -117,7 +114,7 @@ def identity_edits(model: AssignAddTransformer, tokens: torch.Tensor, *, seed: i
     has_other = top.values[:, 1] > 0
     rb = has_other.nonzero().squeeze(1)
     t0, d = top.indices[rb, 0], top.indices[rb, 1]
-    w = tokens[rb, d - 1] - _first_var(model)
+    w = tokens[rb, d - 1] - model.cfg.first_var
     r_mask = torch.zeros(B, T, dtype=torch.bool)
     r_mask[rb, t0] = True
     target_var = torch.full((B, T), -1, dtype=torch.long)
@@ -163,6 +160,16 @@ def identity_edits(model: AssignAddTransformer, tokens: torch.Tensor, *, seed: i
     }
 
 
+def _variable_operand(tokens: torch.Tensor, first_var: int, g: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """A random operand of each sequence (0: LHS, 1: RHS), the variable one where only one is:
+    (pick (B,), whether the picked operand is a variable (B,))."""
+    is_var = tokens[:, [POS_LHS, POS_RHS]] >= first_var
+    rows = torch.arange(len(tokens))
+    pick = torch.randint(0, 2, (len(tokens),), generator=g)
+    pick = torch.where(is_var[rows, pick], pick, 1 - pick)
+    return pick, is_var[rows, pick]
+
+
 # ----- Layer 2 QK: where `=` attends after an identity swap ----------------------------------------------
 def identity_swap_attention(
     model: AssignAddTransformer, tokens: torch.Tensor, *, seed: int, wrong_site: bool = False
@@ -173,9 +180,9 @@ def identity_swap_attention(
     The claim: `=` finds its operand by the identity Layer 1 wrote, so after the swap it attends to d
     more than to p (``moved``: pattern_2[15, d] > pattern_2[15, p]); before it, to p more than to d
     (``clean``); "more" means also at least twice a uniform pattern's weight on one key (2/16), so a
-    flattened attention cannot pass on rounding-size differences. ``wrong_site`` swaps at the two variable tokens (p - 1, d - 1) instead: an edit that
-    acts (it exchanges two different activations) where the claim says `=` does not look, so the
-    attention must not move. Sequences with no variable operand or no distractor are dropped.
+    flattened attention cannot pass on rounding-size differences. ``wrong_site`` swaps at the two
+    variable tokens (p - 1, d - 1) instead: an edit that acts (it exchanges two different activations)
+    where the claim says `=` does not look, so the attention must not move. Sequences with no variable operand or no distractor are dropped.
     Returns per-sequence ``moved``, ``clean``, the answer after the swap (``answer_moved``: the
     distractor's value z plus the other operand), ``acted`` and ``dropped``.
     """
@@ -183,16 +190,14 @@ def identity_swap_attention(
     B = len(tokens)
     g = torch_generator(seed, "identity_swap")
     src = operand_sources(tokens)
-    is_var = tokens[:, [POS_LHS, POS_RHS]] >= _first_var(model)
-    pick = torch.randint(0, 2, (B,), generator=g)
-    pick = torch.where(is_var[torch.arange(B), pick], pick, 1 - pick)
+    pick, picked_var = _variable_operand(tokens, model.cfg.first_var, g)
     rows = torch.arange(B)
     p, other = src[rows, pick], src[rows, 1 - pick]
     vals = value_positions(tokens)
     vals[rows[:, None], src.clamp(min=0)] = False  # distractor values only
     d = (torch.rand(vals.shape, generator=g) * vals).argmax(dim=1)
     z, x, y = tokens[rows, d], tokens[rows, p], tokens[rows, other]
-    keep = (vals.any(dim=1) & is_var[rows, pick] & (z != x)).nonzero().squeeze(1)
+    keep = (vals.any(dim=1) & picked_var & (z != x)).nonzero().squeeze(1)
     tokens, p, d, z, y = tokens[keep], p[keep], d[keep], z[keep], y[keep]
     k = torch.arange(len(keep))
     at = torch.stack([p, d], 1) - (1 if wrong_site else 0)
@@ -241,11 +246,9 @@ def value_route_patch(
     g = torch_generator(seed, "value_route_patch")
     src = operand_sources(tokens)
     slots = torch.tensor([POS_LHS, POS_RHS])
-    is_var = tokens[:, slots] >= _first_var(model)
+    pick, picked_var = _variable_operand(tokens, model.cfg.first_var, g)
     rows = torch.arange(B)
-    pick = torch.randint(0, 2, (B,), generator=g)
-    pick = torch.where(is_var[rows, pick], pick, 1 - pick)
-    keep = is_var[rows, pick] & (src >= 0).all(1) & (tokens[rows, src[:, 0]] != tokens[rows, src[:, 1]])
+    keep = picked_var & (src >= 0).all(1) & (tokens[rows, src[:, 0]] != tokens[rows, src[:, 1]])
     keep = keep.nonzero().squeeze(1)
     tokens, pick, src = tokens[keep], pick[keep], src[keep]
     k = torch.arange(len(keep))
@@ -280,9 +283,7 @@ def value_route_patch(
 def ov2_number_basis(model: AssignAddTransformer, head: int = 0) -> torch.Tensor:
     """Orthonormal rows (r, d_model) spanning Layer 2's OV images of the numbers, centred: the
     directions in which Layer 2 writes operand values into the MLP input (what the claim is about)."""
-    N = model.cfg.d_vocab_out
-    a = model.blocks[1].attn
-    images = (model.embed.W_E[:N] @ a.W_V[head] @ a.W_O[head]).detach().double()
+    images = ov2_number_images(model, head)
     U, S, Vh = torch.linalg.svd(images - images.mean(0), full_matrices=False)
     return Vh[S > 1e-6 * max(float(S.max()), 1e-30)]
 
@@ -299,14 +300,9 @@ def ov_transmission(model: AssignAddTransformer, layer: int, embeddings: torch.T
     from the embeddings; well above 1 when the embeddings lie in the circuit's strong input directions
     (a perfect selector, passing the embeddings and nothing else it can read, scores without bound).
     This sees a break that comparisons made *through* the circuit cannot: rotating W_V's input space
-    keeps what it writes decodable, but no longer where its reader looks.
-
-    Re-registered 2026-12-04 (bar unchanged; docs/reregistrations/weights_in_a_fixed_basis_2026-12-04.md): the reference gain was
-    ||W_V W_O||_F^2 / d_model, every direction of the residual. The product W_V W_O is fixed by the
-    function only on inputs the layer receives (W_V -> W_V B, W_O -> B^-1 W_O changes neither; a gain
-    along directions no input has changes the function not at all), so the average is now over the
-    readable directions; and over those the embeddings do not occupy, so that a layer passing only the
-    embeddings is not scored down for how much of its readable space they fill."""
+    keeps what it writes decodable, but no longer where its reader looks. Averaged over the readable
+    directions only, since W_V W_O is fixed by the function only on inputs the layer receives
+    (docs/reregistrations/weights_in_a_fixed_basis_2026-12-04.md)."""
     from ...interventions.mutants import layer1_inputs, layer2_inputs, span_basis
 
     E = embeddings.detach().double()
@@ -327,5 +323,5 @@ def ov2_number_transmission(model: AssignAddTransformer, head: int = 0) -> float
 
 def ov1_variable_transmission(model: AssignAddTransformer, head: int = 0) -> float:
     """``ov_transmission`` of Layer 1's OV for the variable embeddings (what it must copy to value tokens)."""
-    first = _first_var(model)
+    first = model.cfg.first_var
     return ov_transmission(model, 0, model.embed.W_E[first : first + model.cfg.n_vars], head)

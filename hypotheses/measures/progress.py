@@ -14,9 +14,12 @@ import math
 import torch
 
 from ...data import POOL_NAMES, POS_LHS, POS_RHS, SEQ_LEN, Task, value_positions
+from ...interventions import capture
 from ...model import hooks
 from ...random_streams import numpy_rng
 from . import circuits
+from .scrubbing import POOLS as SCRUB_POOLS  # whole_algorithm's pools
+from .scrubbing import addition_scrub, routing_scrub
 
 ROUND = 6  # decimals of a stored value
 DEFAULT_N = 1000  # sequences per pool
@@ -25,13 +28,6 @@ ROUTING_POOL = "2var_train"  # activation measures read 2-var sequences: both op
 RESTRICTED_ROUTING_POOL = "2var_restricted_1"
 RESTRICTED_CELLS_POOL = "1var_restricted_slot"
 
-SCRUB_POOLS = (
-    "0var_heldout_pair",
-    "1var_heldout_pair",
-    "2var_heldout_pair",
-    "1var_restricted_slot",
-    "2var_restricted_1",
-)  # whole_algorithm's pools
 SCRUB_PER_POOL = 200
 
 MEASURES = {
@@ -150,7 +146,7 @@ class SeriesMeasurer:
         # One hooked forward over both routing pools, stopped once Layer 2's pattern is read (the
         # Layer-2 MLP and the unembedding over all positions are most of a forward's cost).
         tokens, restricted = self.pools[ROUTING_POOL][0], self.pools[RESTRICTED_ROUTING_POOL][0]
-        acts = _forward_until_layer2_pattern(model, torch.cat([tokens, restricted]))
+        acts = capture(model, torch.cat([tokens, restricted]), [hooks.PATTERN_1, hooks.ATTN_OUT_1, hooks.PATTERN_2])
         k = len(tokens)
         p1, p2 = acts[hooks.PATTERN_1][:, 0], acts[hooks.PATTERN_2][:, 0]
         is_prev, weight = circuits.prev_token_attention(model, tokens, pattern1=p1[:k])
@@ -166,8 +162,6 @@ class SeriesMeasurer:
             circuits.layer2_eq_to_operand_values(model, restricted, p2[k:]).double().mean()
         )
         # when does the paper's algorithm explain the model? the whole_algorithm claim's two scrubs
-        from .scrubbing import addition_scrub, routing_scrub
-
         tokens, labels = self._scrub
         v["scrub_model_accuracy"] = float(
             circuits.last_position_correct(model, tokens, labels, batch=1024).double().mean()
@@ -214,14 +208,6 @@ def item_numbers(e) -> dict:
         "ci": m["ci"],
         "controls": {name: {"status": e.control_status(name), "value": c["value"]} for name, c in controls.items()},
     }
-
-
-def _forward_until_layer2_pattern(model, tokens: torch.Tensor) -> dict[str, torch.Tensor]:
-    """Layer 1's pattern and output and Layer 2's pattern from the hooked forward, which is stopped
-    right after Layer 2's pattern (nothing later is needed)."""
-    from ...interventions import capture
-
-    return capture(model, tokens, [hooks.PATTERN_1, hooks.ATTN_OUT_1, hooks.PATTERN_2])
 
 
 def _round(x: float) -> float | None:

@@ -74,17 +74,11 @@ def centred_cosine(x: torch.Tensor, y: torch.Tensor, mean: torch.Tensor) -> torc
 N_REFERENCE_REWRITES = 8
 
 
-def matched_vs_mismatched(
-    model: AssignAddTransformer,
-    tokens: torch.Tensor,
-    seed: int,
-    n_reference: int = N_REFERENCE_REWRITES,
-    basis: torch.Tensor | None = None,
-) -> dict:
+def matched_vs_mismatched(model: AssignAddTransformer, tokens: torch.Tensor, seed: int, basis: torch.Tensor) -> dict:
     """Is r(x) the constant run's r(c(x)), beyond what the shared prefix gives?
 
     Each sequence's residuals are centred on its own prefix: μ_i = mean_j r(c'_j(x_i)) over
-    ``n_reference`` other-values rewrites (same prefix, other sums). Then per sequence
+    ``N_REFERENCE_REWRITES`` other-values rewrites (same prefix, other sums). Then per sequence
 
         matched_i    = cos(r(x_i) - μ_i, r(c(x_i)) - μ_i)
         mismatched_i = cos(r(x_i) - μ_i, r(c'_0(x_i)) - μ_i)     (c'_0 not among the references)
@@ -92,20 +86,19 @@ def matched_vs_mismatched(
     Centring on the prefix removes what any two runs with the same prefix share (the `=` embedding,
     position 15, the assignments Layer 2 reads), which makes even a re-initialised model's residuals
     look alike; what is left is the operand-dependent part, which the claim says is the same vector.
-    ``basis`` (orthonormal rows): compare only the residuals' components in that subspace (the claim's
-    use: the directions Layer 2 writes numbers into). Returns {"matched", "mismatched", "raw_matched"
+    ``basis`` (orthonormal rows): compare only the residuals' components in that subspace (the directions
+    Layer 2 writes numbers into). Returns {"matched", "mismatched", "raw_matched"
     (uncentred cos(r(x), r(c(x))), the paper's number, in the same subspace)} (B,) each.
     """
     B = len(tokens)
     const = constant_rewrite(tokens)
     rewrites = [
         other_values_rewrite(tokens, seed, label=f"matched vs mismatched rewrite {j}")[0]
-        for j in range(n_reference + 1)
+        for j in range(N_REFERENCE_REWRITES + 1)
     ]
     r = activations_at(model, torch.cat([tokens, const, *rewrites]), [RESID_MID2])[RESID_MID2]
-    r = r.reshape(n_reference + 3, B, -1)
-    if basis is not None:  # compare only in these directions (orthonormal rows)
-        r = r @ basis.to(r.dtype).T
+    r = r.reshape(N_REFERENCE_REWRITES + 3, B, -1)
+    r = r @ basis.to(r.dtype).T  # compare only in these directions
     r_var, r_const, r_mis, refs = r[0], r[1], r[2], r[3:]
     mu = refs.mean(0)
     return {
@@ -140,38 +133,35 @@ def ov2_additivity(model: AssignAddTransformer, tokens: torch.Tensor, seed: int)
 
 
 def constant_difference_interchange(
-    model: AssignAddTransformer, tokens: torch.Tensor, seed: int, *, position: int = POS_EQ, matched: bool = True
+    model: AssignAddTransformer, tokens: torch.Tensor, seed: int, *, matched: bool = True
 ) -> dict:
     """The causal test of a shared residual: move the variable run along a *constant-run* difference.
 
-        r(x)[p]  <-  r(x)[p] + r(c'(x))[p] - r(c(x))[p]          (p = 15, the `=` position)
+        r(x)[15]  <-  r(x)[15] + r(c'(x))[15] - r(c(x))[15]          (15: the `=` position)
 
     If r(x) ≈ r(c(x)) in the directions the Layer-2 MLP and unembedding read, the edited run is r(c'(x))
     and answers c'(x)'s sum; if the variable run used its own representation, subtracting the constant
     run's would not cancel it. Returns {"moved": bool (B,) argmax == c'(x)'s sum, "kept": bool (B,)
-    argmax == x's sum}.
-
-    Controls: ``position`` (the same edit at another position, e.g. 12, which the answer at 15 cannot
-    read through Layer 2's MLP); ``matched=False`` subtracts the constant run of *another* sequence's
+    argmax == x's sum}. The control ``matched=False`` subtracts the constant run of *another* sequence's
     values (a seeded permutation) instead of c(x), so nothing cancels x's own operands.
     """
     N = model.cfg.d_vocab_out
     const = constant_rewrite(tokens)
-    # one c'(x) for every arm (the claim, the other position, the mismatched constant run)
+    # one c'(x) for every arm (the claim, the mismatched constant run)
     other, other_sum = other_values_rewrite(tokens, seed, label="constant difference interchange rewrite")
     vals = operand_values(tokens)
     if not matched:
         perm = torch.from_numpy(numpy_rng(seed, "constant difference interchange mismatch").permutation(len(tokens)))
         const = const.clone()
         const[:, [POS_LHS, POS_RHS]] = vals[perm]
-    r_const = activations_at(model, const, [RESID_MID2], pos=position)[RESID_MID2]
-    r_other = activations_at(model, other, [RESID_MID2], pos=position)[RESID_MID2]
+    r_const = activations_at(model, const, [RESID_MID2])[RESID_MID2]
+    r_other = activations_at(model, other, [RESID_MID2])[RESID_MID2]
     delta = r_other - r_const  # (B, d)
 
     def add_delta(act, hook):
-        return act + delta.to(act.dtype)[:, None, :]  # the Site keeps only `position`
+        return act + delta.to(act.dtype)[:, None, :]  # the Site keeps only `=`
 
-    out = run(model, tokens, [Replace(Site(RESID_MID2, positions=position), add_delta)], last_only=True)
+    out = run(model, tokens, [Replace(Site(RESID_MID2, positions=POS_EQ), add_delta)], last_only=True)
     pred = out.last_logits.argmax(-1)
     return {"moved": pred == other_sum, "kept": pred == (vals[:, 0] + vals[:, 1]) % N}
 

@@ -43,6 +43,9 @@ from ...random_streams import numpy_rng, torch_generator
 #   "position_only" (a wrong correspondence): value tokens carry only their position; elsewhere as the
 #       hypothesis;
 #   "none": position only, everywhere (the floor).
+# The pools both scrubs are judged on (``whole_algorithm``, and along a series): held-out pairs and
+# restricted slots, whose answers cannot have been memorised.
+POOLS = ("0var_heldout_pair", "1var_heldout_pair", "2var_heldout_pair", "1var_restricted_slot", "2var_restricted_1")
 ROUTING_FEATURES = ("hypothesis", "paper", "position_only", "none")
 ADDITION_FEATURES = ("hypothesis", "first_operand_only", "none")
 
@@ -68,14 +71,20 @@ def _donors(keys: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
     return out
 
 
+def _value_tokens(tokens: torch.Tensor, first_var: int) -> torch.Tensor:
+    """(B, T) bool: the prefix positions right after a variable that hold no variable (value tokens)."""
+    is_var = tokens >= first_var
+    value_tok = torch.zeros_like(is_var)
+    value_tok[:, 1:] = is_var[:, :-1] & ~is_var[:, 1:] & (torch.arange(1, tokens.shape[1]) < POS_PLUS)
+    return value_tok
+
+
 def routing_keys(tokens: torch.Tensor, cfg, features: str) -> torch.Tensor:
     """(B, T) integer keys: two cells may stand in for each other under ``features`` exactly when their
     keys are equal (``ROUTING_FEATURES``). Meaningful at positions 0-14."""
     B, T = tokens.shape
     first_var, vocab = cfg.first_var, cfg.d_vocab
-    is_var = tokens >= first_var
-    value_tok = torch.zeros_like(is_var)
-    value_tok[:, 1:] = is_var[:, :-1] & ~is_var[:, 1:] & (torch.arange(1, T) < POS_PLUS)
+    value_tok = _value_tokens(tokens, first_var)
     pos = torch.arange(T).expand(B, T)
     prev = torch.cat([torch.zeros(B, 1, dtype=torch.long), tokens[:, :-1]], 1)
     prev_var = torch.where(prev >= first_var, prev - first_var + 1, 0)  # 0: no variable at t-1
@@ -165,18 +174,8 @@ def addition_scrub(model, tokens: torch.Tensor, labels: torch.Tensor, task, *, s
 
 # ----- the correspondence part by part: minimality and completeness ---------------------------------
 #
-# The hypothesis, as a list of parts, each an activation and what it carries (what Layer 2 or the
-# answer reads from it):
-#
-#     non_value_tokens      blocks.0.hook_attn_out at positions 0-14 other than value tokens: the token there
-#     value_token_identity  blocks.0.hook_attn_out at each value token: the variable right before it
-#                           (what Layer 2's keys match)
-#     eq_operand_identity   blocks.0.hook_attn_out at `=`: the operand variables (what Layer 2's query
-#                           matches; a constant operand: only that it is a constant)
-#     lhs_value_read        blocks.1.attn.hook_v at the first operand's value: the number there (what `=` reads)
-#     rhs_value_read        the same at the second operand's value
-#     mlp_adds              blocks.1.hook_mlp_out at `=`: the sum
-#
+# The hypothesis as a list of parts (``PARTS``), each an activation (``PART_HOOK``) and what it carries,
+# what Layer 2 or the answer reads from it (the table: docs/claims/whole_algorithm.md),
 # plus one statement with no part to remove: Layer 2's value vectors anywhere else (distractors,
 # PADs, variables) carry nothing `=` reads. ``scrub_plans`` builds, within one batch, donor maps
 # (which cell each cell is read from) for: the full hypothesis scrub C (every part resampled from a
@@ -250,12 +249,22 @@ def _pick(
     return idx, found
 
 
+def _differing(n_cells: int, cells, key, carry, gen: torch.Generator, candidates=None) -> tuple[torch.Tensor, float]:
+    """A donor map (n_cells,) in which each of ``cells`` reads a cell with the same ``key`` whose ``carry``
+    differs (``_pick``), and the share of cells that found one. ``candidates``: (cells, key, carry, each
+    target's index among them or -1), by default the targets themselves."""
+    cand_cells, cand_key, cand_carry, self_index = candidates or (cells, key, carry, torch.arange(len(cells)))
+    d, ok = _pick(key, self_index, cand_key, gen, target_carry=carry, candidate_carry=cand_carry)
+    m = torch.arange(n_cells)
+    m[cells[ok]] = cand_cells[d[ok]]
+    return m, float(ok.double().mean()) if len(ok) else 0.0
+
+
 def _cells(tokens: torch.Tensor, first_var: int, modulus: int) -> dict:
     """Per-batch cell sets (flat indices b * T + t) and their features."""
     B, T = tokens.shape
     is_var = tokens >= first_var
-    value_tok = torch.zeros_like(is_var)
-    value_tok[:, 1:] = is_var[:, :-1] & ~is_var[:, 1:] & (torch.arange(1, T) < POS_PLUS)
+    value_tok = _value_tokens(tokens, first_var)
     pos = torch.arange(T).expand(B, T)
     prev = torch.cat([torch.full((B, 1), -1, dtype=torch.long), tokens[:, :-1]], 1)
     flat = torch.arange(B * T).reshape(B, T)
@@ -338,51 +347,22 @@ def scrub_plans(model, tokens: torch.Tensor, labels: torch.Tensor, *, seed: int)
     g = torch_generator(seed, "scrub_plan.removed")
     removed, targets, share = {}, {}, {}
 
-    def differ(cells, key, carry, cand_cells, cand_key, cand_carry, self_index):
-        d, ok = _pick(key, self_index, cand_key, g, target_carry=carry, candidate_carry=cand_carry)
-        m = ident.clone()
-        m[cells[ok]] = cand_cells[d[ok]]
-        return m, float(ok.double().mean()) if len(ok) else 0.0
+    def remove(part, hook, cells, key, carry, candidates=None):
+        m, share[part] = _differing(B * T, cells, key, carry, g, candidates)
+        removed[part], targets[part] = {hook: m}, cells
 
     nv = prefix & ~c["value_tok"]
-    cells = flat[nv]
     # what a non-value cell carries (hypothesis version 2): its token and the variable at t-1 (-1: none)
     prev_var = torch.where(c["prev"] >= cfg.first_var, c["prev"], torch.full_like(c["prev"], -1))
-    carry = torch.stack([tok[nv], prev_var[nv]], -1)
-    m, share["non_value_tokens"] = differ(cells, pos[nv], carry, cells, pos[nv], carry, torch.arange(len(cells)))
-    removed["non_value_tokens"], targets["non_value_tokens"] = {ATTN_OUT_1: m}, cells
+    remove("non_value_tokens", ATTN_OUT_1, flat[nv], pos[nv], torch.stack([tok[nv], prev_var[nv]], -1))
     vt = c["value_tok"]
-    cells = flat[vt]
-    m, share["value_token_identity"] = differ(
-        cells, pos[vt], c["prev"][vt][:, None], cells, pos[vt], c["prev"][vt][:, None], torch.arange(len(cells))
-    )
-    removed["value_token_identity"], targets["value_token_identity"] = {ATTN_OUT_1: m}, cells
-    m, share["eq_operand_identity"] = differ(
-        eq_cells, c["form"], c["slot_var"], eq_cells, c["form"], c["slot_var"], torch.arange(B)
-    )
-    removed["eq_operand_identity"], targets["eq_operand_identity"] = {ATTN_OUT_1: m}, eq_cells
+    remove("value_token_identity", ATTN_OUT_1, flat[vt], pos[vt], c["prev"][vt][:, None])
+    remove("eq_operand_identity", ATTN_OUT_1, eq_cells, c["form"], c["slot_var"])
     for k, part in enumerate(("lhs_value_read", "rhs_value_read")):
         cells = src_cells[k]
-        m, share[part] = differ(
-            cells,
-            pos.reshape(-1)[cells],
-            tok.reshape(-1)[cells][:, None],
-            num_cells,
-            num_pos,
-            num_tok[:, None],
-            cand_index[cells],
-        )
-        removed[part], targets[part] = {VALUES_2: m}, cells
-    m, share["mlp_adds"] = differ(
-        mlp_cells,
-        torch.zeros(B, dtype=torch.long),
-        labels[:, None],
-        mlp_cells,
-        torch.zeros(B, dtype=torch.long),
-        labels[:, None],
-        torch.arange(B),
-    )
-    removed["mlp_adds"], targets["mlp_adds"] = {MLP_OUT_2: m}, mlp_cells
+        candidates = (num_cells, num_pos, num_tok[:, None], cand_index[cells])
+        remove(part, VALUES_2, cells, pos.reshape(-1)[cells], tok.reshape(-1)[cells][:, None], candidates)
+    remove("mlp_adds", MLP_OUT_2, mlp_cells, torch.zeros(B, dtype=torch.long), labels[:, None])
     return {
         "hypothesis": same("hypothesis", False),
         "redrawn": same("hypothesis", True),
@@ -421,7 +401,7 @@ def run_plan(model, tokens: torch.Tensor, labels: torch.Tensor, plan: dict, meas
             continue
         wanted = [(name, cells) for name, (h, cells) in (measure or {}).items() if h == hook]
 
-        def fn(act, hook_point, donor=donor, wanted=wanted, moved=moved):
+        def fn(act, _hook, donor=donor, wanted=wanted, moved=moved):
             flat_act = act.reshape(B * T, -1)
             new = flat_act[donor]
             for name, cells in wanted:
@@ -441,19 +421,7 @@ def identity_removed(model, tokens: torch.Tensor, *, seed: int, label: str) -> t
     """The donor map for ``blocks.0.hook_attn_out`` that removes the variable identity at value tokens:
     each value token reads a value token at the same position after another variable (the
     ``value_token_identity`` part removed, alone)."""
-    cfg = model.cfg
-    c = _cells(tokens, cfg.first_var, cfg.d_vocab_out)
+    c = _cells(tokens, model.cfg.first_var, model.cfg.d_vocab_out)
     vt = c["value_tok"]
-    cells = c["flat"][vt]
-    carry = c["prev"][vt][:, None]
-    d, ok = _pick(
-        c["pos"][vt],
-        torch.arange(len(cells)),
-        c["pos"][vt],
-        torch_generator(seed, label),
-        target_carry=carry,
-        candidate_carry=carry,
-    )
-    m = torch.arange(c["B"] * c["T"])
-    m[cells[ok]] = cells[d[ok]]
-    return m
+    gen = torch_generator(seed, label)
+    return _differing(c["B"] * c["T"], c["flat"][vt], c["pos"][vt], c["prev"][vt][:, None], gen)[0]
