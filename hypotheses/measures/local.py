@@ -325,3 +325,43 @@ def ov1_variable_transmission(model: AssignAddTransformer, head: int = 0) -> flo
     """``ov_transmission`` of Layer 1's OV for the variable embeddings (what it must copy to value tokens)."""
     first = model.cfg.first_var
     return ov_transmission(model, 0, model.embed.W_E[first : first + model.cfg.n_vars], head)
+
+
+def ov1_variables_against_placements(
+    model: AssignAddTransformer, *, seed: int, draws: int = 1000, head: int = 0
+) -> tuple[torch.Tensor, float, torch.Tensor]:
+    """Is the place of the variables in Layer 1's input space special to its OV circuit?
+
+    The variables' gain ``ov1_variable_transmission`` is compared with the same statistic for the same
+    embeddings placed in ``draws`` Haar-random parts of the space Layer 1 can read: with the centred
+    variable embeddings E = U Σ V^T (k = rank rows of V^T) and a random orthonormal S (k, d_model)
+    inside the readable span (an orthonormal basis P, (q, d_model)),
+
+        null = (||Σ S OV_1||_F^2 / ||Σ||_F^2) / ((||P OV_1||_F^2 - ||S OV_1||_F^2) / (q - k))
+
+    (the variables' own gain is this with S = V^T). A trained head passes the variables on more strongly
+    than nearly every other placement; a re-initialised one, or one whose input space was rotated, does
+    not. Only the function-fixed part of OV_1 (its action on readable inputs) enters, as in
+    ``ov_transmission``. Returns (below (draws,) bool: null below the variables' gain, the variables'
+    gain, the null gains (draws,))."""
+    from ...interventions.mutants import layer1_inputs, span_basis
+
+    first = _first_var(model)
+    E = model.embed.W_E[first : first + model.cfg.n_vars].detach().double()
+    E = E - E.mean(0)
+    a = model.blocks[0].attn
+    W = (a.W_V[head] @ a.W_O[head]).detach().double()
+    P = span_basis(layer1_inputs(model))[0]  # (q, d_model)
+    sigma = torch.linalg.svdvals(E)
+    sigma = sigma[sigma > 1e-5 * sigma.max()]  # (k,)
+    q, k = P.shape[0], sigma.shape[0]
+    B = P @ W  # (q, d_model): OV_1 on the readable basis
+    total = B.pow(2).sum()
+    g = torch_generator(seed, "ov1 random placements")
+    Q = torch.linalg.qr(torch.randn(draws, q, k, generator=g, dtype=torch.float64)).Q  # (draws, q, k)
+    SB = Q.transpose(1, 2) @ B  # (draws, k, d_model): OV_1 on each placement's basis
+    placed = (sigma[None, :, None] * SB).pow(2).sum((1, 2)) / sigma.pow(2).sum()
+    rest = (total - SB.pow(2).sum((1, 2))) / (q - k)
+    null = placed / rest.clamp(min=1e-30)
+    gain = ov1_variable_transmission(model, head)
+    return null < gain, gain, null
