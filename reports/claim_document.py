@@ -35,12 +35,13 @@ class DocumentError(ValueError):
     """A claim document that cannot re-run its claim (one line, for the command line)."""
 
 
-def _describe_context():
+def _describe_context(n: int) -> Context:
     from ..data import Task
     from ..model import AssignAddTransformer, ModelConfig
 
-    # The items are declared, not measured: any model of the task's shape serves; a small pool is drawn.
-    return Context(AssignAddTransformer(ModelConfig(), seed=0), Task(), n=8)
+    # The items are declared, not measured: any model of the task's shape serves. Pools of ``n`` are
+    # drawn because some statistics are stated for the pool size they run on.
+    return Context(AssignAddTransformer(ModelConfig(), seed=0), Task(), n=n)
 
 
 def item_document(e: Evidence) -> dict:
@@ -61,27 +62,36 @@ def item_document(e: Evidence) -> dict:
     }
 
 
-def claim_document(cid: str, ctx: Context | None = None) -> dict:
-    """The document of the registered claim ``cid`` (KeyError for an unknown id)."""
+def claim_document(cid: str, *, n: int = 2000, ctx: Context | None = None) -> dict:
+    """The document of the registered claim ``cid`` for evaluation pools of ``n`` (KeyError for an
+    unknown id)."""
     if cid not in REGISTRY:
         raise KeyError(f"unknown claim id {cid!r}; known: {', '.join(REGISTRY)}")
     cls = REGISTRY[cid]
-    items = declared_items(cls(), ctx or _describe_context())
+    items = declared_items(cls(), ctx or _describe_context(n))
     return {
         "schema": DOCUMENT_SCHEMA,
         "claim": cls.id,
         "spec": cls.spec,
         "statement": cls.statement,
+        "pool_size": n,
         "controls": dict(sorted(cls.controls.items())),
         "decision_rule": DECISION_RULE,
         "items": [item_document(e) for e in items],
     }
 
 
-def claim_documents(ids: list[str]) -> dict[str, dict]:
-    """{claim: its document} for the registered claims ``ids``, described on one context."""
-    ctx = _describe_context()
-    return {cid: claim_document(cid, ctx) for cid in ids}
+def claim_documents(ids: list[str], *, n: int = 2000) -> dict[str, dict | None]:
+    """{claim: its document} for the registered claims ``ids``, described on one context; None for a
+    claim whose items cannot be declared (its code raises: its run is an ``error`` too)."""
+    ctx = _describe_context(n)
+    out = {}
+    for cid in ids:
+        try:
+            out[cid] = claim_document(cid, n=n, ctx=ctx)
+        except Exception:  # the run reports the exception; the report stays writable
+            out[cid] = None
+    return out
 
 
 def _fields(d: dict) -> tuple:
@@ -99,7 +109,7 @@ def documented(doc: dict) -> type[Hypothesis]:
     if cid not in REGISTRY:
         raise DocumentError(f"the document's claim {cid!r} is not registered; known: {', '.join(REGISTRY)}")
     base = REGISTRY[cid]
-    code = {d["name"]: d for d in claim_document(cid)["items"]}
+    code = {d["name"]: d for d in claim_document(cid, n=doc["pool_size"])["items"]}
     given = {d["name"]: d for d in doc["items"]}
     if len(given) != len(doc["items"]):
         raise DocumentError(f"{cid}: the document names an item twice")

@@ -52,7 +52,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--json", metavar="PATH", help="write report.json to PATH")
     p.add_argument("--junit", metavar="PATH", help="write the JUnit XML to PATH")
     p.add_argument("--seed", type=int, default=0, help="seed for pools and resampling (default 0)")
-    p.add_argument("--n", type=int, default=DEFAULT_N, help=f"evaluation pool size (default {DEFAULT_N})")
+    p.add_argument(
+        "--n",
+        type=int,
+        default=None,
+        help=f"evaluation pool size (default {DEFAULT_N}; with --claim-doc, the document's pool_size)",
+    )
     p.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="device to run on (default cpu)")
     p.add_argument(
         "--f",
@@ -97,18 +102,18 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def explain(cid: str) -> int:
+def explain(cid: str, n: int) -> int:
     from ..hypotheses import REGISTRY
     from .claim_document import claim_document
     from .render import dumps
 
     if cid not in REGISTRY:
         exit_bad_input(f"--explain: unknown claim id {cid!r}; known: {', '.join(REGISTRY)}")
-    sys.stdout.write(dumps(claim_document(cid)))
+    sys.stdout.write(dumps(claim_document(cid, n=n)))
     return 0
 
 
-def _use_claim_doc(path_text: str, only: list[str] | None) -> tuple[list[str], dict]:
+def _use_claim_doc(path_text: str, only: list[str] | None, n: int | None) -> tuple[list[str], dict]:
     """Read ``--claim-doc``, put the claim it describes in the registry's place, and return (the claim
     to run, the document)."""
     import json
@@ -127,6 +132,10 @@ def _use_claim_doc(path_text: str, only: list[str] | None) -> tuple[list[str], d
         claim = documented(doc)
     except DocumentError as e:
         exit_bad_input(f"--claim-doc {path}: {e}")
+    if n is not None and n != doc["pool_size"]:
+        exit_bad_input(
+            f"--claim-doc {path}: the document states its statistics for pools of {doc['pool_size']}; --n {n} differs"
+        )
     if only is not None and only != [claim.id]:
         exit_bad_input(f"--claim-doc describes {claim.id}; --only {','.join(only)} asks for other claims")
     REGISTRY[claim.id] = claim  # this process runs the document's claim (forked workers inherit it)
@@ -185,7 +194,7 @@ def not_run_here(only: list[str] | None) -> list[dict]:
 
 def verify(args) -> int:
     t_start = time.perf_counter()
-    if args.n < 1:
+    if args.n is not None and args.n < 1:
         exit_bad_input(f"--n must be a positive pool size, got {args.n}")
     if args.seed < 0:
         exit_bad_input(f"--seed must be non-negative, got {args.seed}")
@@ -199,14 +208,16 @@ def verify(args) -> int:
     if args.explain is not None:
         if args.checkpoint is not None or args.claim_doc is not None:
             exit_bad_input("--explain prints a claim and reads no checkpoint or document; give it alone")
-        return explain(args.explain)
+        return explain(args.explain, args.n or DEFAULT_N)
     from ..hypotheses import REGISTRY
 
     documents, registered = {}, dict(REGISTRY)
     try:
         if args.claim_doc is not None:
-            only, doc = _use_claim_doc(args.claim_doc, only)
+            only, doc = _use_claim_doc(args.claim_doc, only, args.n)
             documents[doc["claim"]] = doc
+            args.n = doc["pool_size"]
+        args.n = args.n or DEFAULT_N
         return _verify(args, only, documents, t_start)
     finally:  # a claim put in place by --claim-doc does not outlive the command
         REGISTRY.clear()
@@ -352,7 +363,7 @@ def _run(
     from .claim_document import claim_documents
 
     # each claim run, as data: the document given with --claim-doc, else the registered claim's
-    report["claim_documents"] = {**claim_documents([c for c in ids if c not in documents]), **documents}
+    report["claim_documents"] = {**claim_documents([c for c in ids if c not in documents], n=args.n), **documents}
     report["claim_documents"] = {c: report["claim_documents"][c] for c in ids}
     sys.stdout.write(render.terminal_table(report))
     sys.stdout.flush()

@@ -43,7 +43,9 @@ def test_every_claim_serializes_to_a_document_its_schema_accepts(cid):
 def test_explain_prints_the_document_and_reads_no_checkpoint(capsys):
     code, out, _ = run(capsys, "--explain", "identity_qk")
     assert code == 0
-    assert json.loads(out) == claim_document("identity_qk")
+    assert json.loads(out) == claim_document("identity_qk") and json.loads(out)["pool_size"] == 2000
+    code, out, _ = run(capsys, "--explain", "whole_algorithm", "--n", 500)
+    assert code == 0 and json.loads(out) == claim_document("whole_algorithm", n=500)
 
 
 @pytest.mark.parametrize(
@@ -86,10 +88,10 @@ def test_a_bad_claim_doc_file_is_one_line_and_exit_2(capsys, tmp_path, content, 
 
 @needs_reference
 def test_the_document_reruns_the_claim_to_the_same_verdict_and_an_edited_bar_decides(capsys, tmp_path):
-    doc = claim_document("identity_qk")
+    doc = claim_document("identity_qk", n=300)
     (tmp_path / "doc.json").write_text(json.dumps(doc))
-    args = ["--n", "300", "--quiet", "--jobs", "1"]
-    assert run(capsys, "--only", "identity_qk", "--json", tmp_path / "plain.json", *args)[0] == 0
+    args = ["--quiet", "--jobs", "1"]  # the document's pool_size (300) is the run's --n
+    assert run(capsys, "--only", "identity_qk", "--n", 300, "--json", tmp_path / "plain.json", *args)[0] == 0
     assert run(capsys, "--claim-doc", tmp_path / "doc.json", "--json", tmp_path / "doc_run.json", *args)[0] == 0
     plain, again = (json.loads((tmp_path / f).read_text()) for f in ("plain.json", "doc_run.json"))
     assert plain["claims"] == again["claims"]  # every value, verdict and bar the same
@@ -104,3 +106,6 @@ def test_the_document_reruns_the_claim_to_the_same_verdict_and_an_edited_bar_dec
     result = json.loads((tmp_path / "strict_run.json").read_text())["claims"][0]
     assert result["verdict"] == "fail" and "attention_follows_identity_swap" in result["reason"]
     assert REGISTRY["identity_qk"].__name__ == "IdentityQK"  # the document's claim did not outlive the command
+
+    code, _, err = run(capsys, "--claim-doc", tmp_path / "doc.json", "--n", 500, *args)
+    assert code == 2 and "pools of 300" in err  # its statistics are stated for the pool size it was made with
