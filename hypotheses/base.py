@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import time
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Callable, NamedTuple
 
@@ -121,6 +122,8 @@ class Evidence:
     measurement: Measurement
     controls: dict[str, Measurement] = field(default_factory=dict)
     required: bool = True
+    site: str | None = None  # where it measures (hook names); in the claim's document, not in its result
+    intervention: str | None = None  # what it changes there (None: it only reads)
 
     @property
     def passed(self) -> bool:
@@ -397,15 +400,21 @@ def item(
     on,
     controls: dict | None = None,
     required: bool = True,
+    site: str | None = None,
+    intervention: str | None = None,
 ) -> Evidence:
     """Build an evidence item: ``measure(on)`` on the model under test and ``measure(c)`` on each control
-    (``controls``: name -> whatever ``measure`` takes: a model, an ``Arm``, a position).
+    (``controls``: name -> whatever ``measure`` takes: a model, an ``Arm``, a position). ``site`` (the hook
+    points it reads or edits) and ``intervention`` (the edit, None for a reading) describe it in the
+    claim's document (``hypotheses.document``).
 
     Everything but the name is a keyword, so a claim's list of items reads without a key::
 
         item("identity_moves_answer", definition="...", kind="causal", threshold=MOVES,
              measure=moves, on=Arm(ctx.model), controls={"wrong_site": Arm(ctx.model, "wrong_site")})
     """
+    if _DESCRIBING.get():  # ``describe``: the item as declared, nothing measured
+        measure = _unmeasured
     return Evidence(
         name,
         definition,
@@ -414,7 +423,27 @@ def item(
         measure(on),
         {c: measure(s) for c, s in (controls or {}).items()},
         required,
+        site,
+        intervention,
     )
+
+
+_DESCRIBING: ContextVar[bool] = ContextVar("describing", default=False)
+
+
+def _unmeasured(_on) -> Measurement:
+    return Measurement(None, None, None, None)
+
+
+def declared_items(hypothesis: "Hypothesis", ctx: "Context") -> list[Evidence]:
+    """The evidence items ``hypothesis`` declares on ``ctx``, built without measuring any of them (every
+    measurement empty): what a claim is, as data, apart from what a model makes of it."""
+    token = _DESCRIBING.set(True)
+    try:
+        with torch.no_grad():
+            return hypothesis.evidence(ctx)
+    finally:
+        _DESCRIBING.reset(token)
 
 
 def rate(successes: torch.Tensor, acted: float | None = None, **extra) -> Measurement:

@@ -243,6 +243,13 @@ class WholeAlgorithm(Hypothesis):
         "resampled from the same position of any sequence, whatever its variable",
         "first_operand_only": "wrong correspondence 'the MLP reads only one operand': Layer 2's output at `=` "
         "taken from a sequence sharing only the first operand's value",
+        "circuit_without_identity": "a circuit with a needed part missing: the scrub with the value tokens' "
+        "identity resampled from other variables taken as the circuit, so knocking parts out of it and out of "
+        "the model must cost differently (a completeness gap above the bar)",
+        "routing_broken": "the value tokens' identity resampled from other variables first, so the model errs "
+        "in its routing: a perfectly routed input then fixes those errors, and few survive it",
+        "redrawn": "the hypothesis' scrub with its donors drawn again, no part removed: an edit that changes "
+        "every resampled cell and no part's correspondence, so it must cost less than a needed part",
     }
 
     def evidence(self, ctx: Context) -> list[Evidence]:

@@ -4,6 +4,7 @@ so that a report can be checked without installing ``jsonschema``:
     verify.schema.json   report.json of assignadd-verify          (``assignadd.verify/1``)
     series.schema.json   series.json of assignadd-report, a series (``assignadd.series/1``)
     sweep.schema.json    sweep.json of assignadd-report, a sweep   (``assignadd.sweep/1``)
+    claim.schema.json    a claim as data, assignadd-verify --explain (``assignadd.claim-doc/1``)
 
 The checker reads the keywords the shipped schemas use: ``type`` (one or a list), ``const``, ``enum``,
 ``properties``, ``required``, ``additionalProperties``, ``items``, ``minItems``, ``maxItems``,
@@ -46,7 +47,12 @@ KNOWN = {
     "anyOf",
     "$ref",
 }
-BY_ID = {"assignadd.verify/1": "verify", "assignadd.series/1": "series", "assignadd.sweep/1": "sweep"}
+BY_ID = {
+    "assignadd.verify/1": "verify",
+    "assignadd.series/1": "series",
+    "assignadd.sweep/1": "sweep",
+    "assignadd.claim-doc/1": "claim",
+}
 _TYPES = {
     "object": lambda x: isinstance(x, dict),
     "array": lambda x: isinstance(x, list),

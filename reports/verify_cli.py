@@ -52,7 +52,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--json", metavar="PATH", help="write report.json to PATH")
     p.add_argument("--junit", metavar="PATH", help="write the JUnit XML to PATH")
     p.add_argument("--seed", type=int, default=0, help="seed for pools and resampling (default 0)")
-    p.add_argument("--n", type=int, default=DEFAULT_N, help=f"evaluation pool size (default {DEFAULT_N})")
+    p.add_argument(
+        "--n",
+        type=int,
+        default=None,
+        help=f"evaluation pool size (default {DEFAULT_N}; with --claim-doc, the document's pool_size)",
+    )
     p.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="device to run on (default cpu)")
     p.add_argument(
         "--f",
@@ -82,7 +87,59 @@ def _parser() -> argparse.ArgumentParser:
         "depend on N",
     )
     p.add_argument("--quiet", action="store_true", help="no progress output on stderr")
+    p.add_argument(
+        "--explain",
+        metavar="CLAIM",
+        help="print the claim as data (a JSON document, schema assignadd.claim-doc/1: statement, controls, "
+        "and per item the statistic, site, intervention, bar with its reason) and exit; no checkpoint is read",
+    )
+    p.add_argument(
+        "--claim-doc",
+        metavar="FILE",
+        help="run the claim a document of --explain describes, with the document's bars and required "
+        "items (what is measured must still be what the code declares)",
+    )
     return p
+
+
+def explain(cid: str, n: int) -> int:
+    from ..hypotheses import REGISTRY
+    from .claim_document import claim_document
+    from .render import dumps
+
+    if cid not in REGISTRY:
+        exit_bad_input(f"--explain: unknown claim id {cid!r}; known: {', '.join(REGISTRY)}")
+    sys.stdout.write(dumps(claim_document(cid, n=n)))
+    return 0
+
+
+def _use_claim_doc(path_text: str, only: list[str] | None, n: int | None) -> tuple[list[str], dict]:
+    """Read ``--claim-doc``, put the claim it describes in the registry's place, and return (the claim
+    to run, the document)."""
+    import json
+
+    from ..hypotheses import REGISTRY
+    from .claim_document import DocumentError, documented
+
+    path = Path(path_text)
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        exit_bad_input(f"--claim-doc {path}: no such file")
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        exit_bad_input(f"--claim-doc {path}: not a JSON document ({type(e).__name__}: {e})")
+    try:
+        claim = documented(doc)
+    except DocumentError as e:
+        exit_bad_input(f"--claim-doc {path}: {e}")
+    if n is not None and n != doc["pool_size"]:
+        exit_bad_input(
+            f"--claim-doc {path}: the document states its statistics for pools of {doc['pool_size']}; --n {n} differs"
+        )
+    if only is not None and only != [claim.id]:
+        exit_bad_input(f"--claim-doc describes {claim.id}; --only {','.join(only)} asks for other claims")
+    REGISTRY[claim.id] = claim  # this process runs the document's claim (forked workers inherit it)
+    return [claim.id], doc
 
 
 def _check_writable(path: Path, flag: str, want_dir: bool) -> None:
@@ -137,7 +194,7 @@ def not_run_here(only: list[str] | None) -> list[dict]:
 
 def verify(args) -> int:
     t_start = time.perf_counter()
-    if args.n < 1:
+    if args.n is not None and args.n < 1:
         exit_bad_input(f"--n must be a positive pool size, got {args.n}")
     if args.seed < 0:
         exit_bad_input(f"--seed must be non-negative, got {args.seed}")
@@ -148,6 +205,26 @@ def verify(args) -> int:
         only = list(dict.fromkeys(s.strip() for s in args.only.split(",") if s.strip()))
         if not only:
             exit_bad_input("--only needs at least one claim id")
+    if args.explain is not None:
+        if args.checkpoint is not None or args.claim_doc is not None:
+            exit_bad_input("--explain prints a claim and reads no checkpoint or document; give it alone")
+        return explain(args.explain, args.n or DEFAULT_N)
+    from ..hypotheses import REGISTRY
+
+    documents, registered = {}, dict(REGISTRY)
+    try:
+        if args.claim_doc is not None:
+            only, doc = _use_claim_doc(args.claim_doc, only, args.n)
+            documents[doc["claim"]] = doc
+            args.n = doc["pool_size"]
+        args.n = args.n or DEFAULT_N
+        return _verify(args, only, documents, t_start)
+    finally:  # a claim put in place by --claim-doc does not outlive the command
+        REGISTRY.clear()
+        REGISTRY.update(registered)
+
+
+def _verify(args, only, documents, t_start) -> int:
 
     from .. import __version__, reference_checkpoint
 
@@ -180,14 +257,18 @@ def verify(args) -> int:
             _check_writable(p, flag, want_dir)
     staging: list[Path] = []
     try:
-        return _run(args, path, shown_path, only, ids, json_path, junit_path, out, staging, t_start, __version__)
+        return _run(
+            args, path, shown_path, only, ids, json_path, junit_path, out, staging, t_start, __version__, documents
+        )
     finally:
         for d in staging:
             if d.exists():
                 shutil.rmtree(d, ignore_errors=True)
 
 
-def _run(args, path, shown_path, only, ids, json_path, junit_path, out, staging_dirs, t_start, version) -> int:
+def _run(
+    args, path, shown_path, only, ids, json_path, junit_path, out, staging_dirs, t_start, version, documents
+) -> int:
     import torch
 
     from ..fileio import atomic_write, commit_folder, sha256_file
@@ -279,6 +360,11 @@ def _run(args, path, shown_path, only, ids, json_path, junit_path, out, staging_
         tool_version=version,
         not_run=not_run_here(only),
     )
+    from .claim_document import claim_documents
+
+    # each claim run, as data: the document given with --claim-doc, else the registered claim's
+    report["claim_documents"] = {**claim_documents([c for c in ids if c not in documents], n=args.n), **documents}
+    report["claim_documents"] = {c: report["claim_documents"][c] for c in ids}
     sys.stdout.write(render.terminal_table(report))
     sys.stdout.flush()
 
