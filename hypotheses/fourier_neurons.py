@@ -157,6 +157,8 @@ class FourierNeurons(Hypothesis):
         return [
             item(
                 "single_frequency_neurons",
+                site="blocks.1.mlp.hook_pre on the grid of operand pairs",
+                intervention=None,
                 definition="fraction of live Layer-2 neurons u with max_k FVE_k(u) >= 0.5 on the grid, FVE_k(u) = variance of "
                 "pre_u(n, m) explained by {cos ω_k n, sin ω_k n, cos ω_k m, sin ω_k m}",
                 kind="observational",
@@ -167,6 +169,8 @@ class FourierNeurons(Hypothesis):
             ),
             item(
                 "key_frequencies_kept",
+                site="blocks.1.hook_resid_mid at `=`; read at the logits at `=`",
+                intervention="replaced by the pool mean plus the key frequencies' part at the operands",
                 definition="mean_i 1[correct_i and correct_i | resid_mid_2[15] -> μ + β φ_K(n_i, m_i)] (only the key frequencies' "
                 "part of the grid's resid_mid, at the sequence's operands, at the pool's scale β), 0-var pools; "
                 "correct: the answer read at the unembedding's input (resid_post_2[15]) as the nearest grid answer "
@@ -179,6 +183,8 @@ class FourierNeurons(Hypothesis):
             ),
             item(
                 "key_frequencies_excluded",
+                site="blocks.1.hook_resid_mid at `=`; read at the logits at `=`",
+                intervention="the key frequencies' part at the operands subtracted",
                 definition="mean_i (correct_i - correct_i | resid_mid_2[15] -> x - β φ_K(n_i, m_i)), 0-var pools; correct as above",
                 kind="causal",
                 threshold=EXCLUDED,
@@ -188,6 +194,8 @@ class FourierNeurons(Hypothesis):
             ),
             item(
                 "key_frequencies_vs_placebo",
+                site="blocks.1.hook_resid_mid at `=`; read at the logits at `=`",
+                intervention="as many random non-key frequencies' part subtracted, against the key frequencies'",
                 definition="mean_i (correct_i | x - β φ_P, P = |K| random non-key frequencies) - (correct_i | x - β φ_K)",
                 kind="causal",
                 threshold=PLACEBO,

@@ -138,6 +138,8 @@ class IdentityQK(Hypothesis):
         return [
             item(
                 "identity_block_diagonal",
+                site="weights: blocks.1.attn.W_Q, blocks.1.attn.W_K, blocks.0 OV, W_E",
+                intervention=None,
                 definition="fraction of rows i of M~ = X~ W_Q^2 W_K^2T X~^T / sqrt(d_head), X~ = (E_var - mean) OV_1, with "
                 "argmax_j M~[i, j] = i by a margin >= 1",
                 kind="observational",
@@ -149,6 +151,8 @@ class IdentityQK(Hypothesis):
             ),
             item(
                 "eq_attends_to_operand_values",
+                site="blocks.1.attn.hook_pattern, the row of `=`",
+                intervention=None,
                 definition="mean_i 1[top2_k A2_i[15, k] = value positions of the two operands, and they hold >= 0.25], "
                 "1var_train + 2var_train",
                 kind="observational",
@@ -159,6 +163,8 @@ class IdentityQK(Hypothesis):
             ),
             item(
                 "attention_follows_identity_swap",
+                site="blocks.0.hook_attn_out at an operand's value token and a distractor's; read at blocks.1.attn.hook_pattern, the row of `=`",
+                intervention="the two positions' Layer-1 outputs swapped",
                 definition="mean_i 1[A2[15, d] > A2[15, p] and A2[15, d] >= 2/16 | attn_out_1[p] <-> attn_out_1[d]], p the "
                 "operand's value token, d a distractor's",
                 kind="causal",
@@ -169,6 +175,8 @@ class IdentityQK(Hypothesis):
             ),
             item(
                 "answer_follows_identity_swap",
+                site="blocks.0.hook_attn_out at an operand's value token and a distractor's; read at the logits at `=`",
+                intervention="the two positions' Layer-1 outputs swapped",
                 definition="mean_i 1[argmax logits(x_i | attn_out_1[p] <-> attn_out_1[d])[15] = (z_i + y_i) mod 59], z the "
                 "distractor's value",
                 kind="causal",

@@ -196,6 +196,8 @@ class PreviousTokenHead(Hypothesis):
         return [
             item(
                 "value_attends_to_variable",
+                site="blocks.0.attn.hook_pattern, the rows of value tokens",
+                intervention=None,
                 definition="mean over prefix value tokens t of 1[argmax_k A1[t, k] = t - 1 and A1[t, t-1] >= 0.5]",
                 kind="observational",
                 threshold=NEARLY_ALL,
@@ -205,6 +207,8 @@ class PreviousTokenHead(Hypothesis):
             ),
             item(
                 "positional_previous_token",
+                site="weights: W_pos, blocks.0.attn.W_Q, blocks.0.attn.W_K",
+                intervention=None,
                 definition="fraction of q in 1..11 with argmax_k S[q, k] = q - 1, S = W_pos W_Q^1 W_K^1T W_pos^T, keys > q, q, q-2 masked",
                 kind="observational",
                 threshold=POSITIONAL,
@@ -217,6 +221,8 @@ class PreviousTokenHead(Hypothesis):
             ),
             item(
                 "eq_attends_to_operand_slots",
+                site="blocks.0.attn.hook_pattern, the row of `=` (position 15)",
+                intervention=None,
                 definition="mean_i 1[top2_k A1_i[15, k] = {13, 14} and A1_i[15, 13] + A1_i[15, 14] >= 0.25]",
                 kind="observational",
                 threshold=EQ_SLOTS,
@@ -226,6 +232,8 @@ class PreviousTokenHead(Hypothesis):
             ),
             item(
                 "identity_written_at_value_tokens",
+                site="blocks.0.hook_attn_out at value tokens",
+                intervention=None,
                 definition="held-out accuracy of a ridge probe: the variable v at t-1 from attn_out_1[t], t a value token "
                 "(probe fitted on the other half of the sequences)",
                 kind="observational",
@@ -236,6 +244,8 @@ class PreviousTokenHead(Hypothesis):
             ),
             item(
                 "ov1_transmits_variables",
+                site="weights: blocks.0.attn.W_V, blocks.0.attn.W_O, W_E, W_pos",
+                intervention=None,
                 definition="share of 1,000 Haar-random placements S of the centred E_var (its singular values kept) in the "
                 "span of Layer 1's inputs W_E[t] + W_pos[p] with g(S) < g(E_var); g(X) = (||X OV_1||_F^2 / ||X||_F^2) / "
                 "(||R OV_1||_F^2 / rank R), OV_1 = W_V^1 W_O^1, R an orthonormal basis of that span minus X's",
@@ -247,6 +257,8 @@ class PreviousTokenHead(Hypothesis):
             ),
             item(
                 "identity_needs_previous_token",
+                site="blocks.0.attn.hook_pattern at value tokens; read at blocks.0.hook_attn_out there",
+                intervention="the weight on t-1 set to 0, the row renormalised",
                 definition="mean over held-out value tokens of probe_ok(clean) - probe_ok(A1[t, t-1] := 0, row renormalised)",
                 kind="causal",
                 threshold=NEEDS_PREVIOUS,
@@ -256,6 +268,8 @@ class PreviousTokenHead(Hypothesis):
             ),
             item(
                 "redirect_carries_other_identity",
+                site="blocks.0.attn.hook_pattern at value tokens; read at blocks.0.hook_attn_out there",
+                intervention="the row set to one-hot on another assignment's variable token",
                 definition="fraction of value tokens t0 whose probe reads w after A1[t0] := one-hot on the variable token of "
                 "another assignment (variable w); extra: the same on that assignment's value token",
                 kind="causal",
@@ -271,6 +285,8 @@ class PreviousTokenHead(Hypothesis):
             ),
             item(
                 "ablation_destroys_variable_answers",
+                site="blocks.0.hook_attn_out at value tokens; read at the logits at `=`",
+                intervention="mean-ablated (per position, over the pool)",
                 definition="mean_i (c_i - c~_i) over 1var_train + 2var_train, c = correct, c~ = correct with attn_out_1 at value "
                 "tokens mean-ablated (per position, over the pool)",
                 kind="causal",
@@ -282,6 +298,8 @@ class PreviousTokenHead(Hypothesis):
             ),
             item(
                 "ablation_spares_constants",
+                site="blocks.0.hook_attn_out at value tokens; read at the logits at `=`",
+                intervention="mean-ablated (per position, over the pool)",
                 definition="accuracy on 0var_train with attn_out_1 at value tokens mean-ablated",
                 kind="causal",
                 threshold=SPARES,

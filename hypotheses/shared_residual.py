@@ -165,6 +165,8 @@ class SharedResidual(Hypothesis):
         return [
             item(
                 "resid_mid_matches_constant_run",
+                site="blocks.1.hook_resid_mid at `=`, in the sequence and in its constant rewrite",
+                intervention=None,
                 definition="mean_i cos(P(r(x_i) - μ_i), P(r(c(x_i)) - μ_i)), r = resid_mid_2[15], μ_i = mean of r over 8 "
                 "other-values rewrites of x_i's prefix, P = projection on the span of OV_2's centred number images; "
                 "1var_train + 2var_train",
@@ -176,6 +178,8 @@ class SharedResidual(Hypothesis):
             ),
             item(
                 "ov2_transmits_numbers",
+                site="weights: blocks.1.attn.W_V, blocks.1.attn.W_O and what Layer 2 can receive",
+                intervention=None,
                 definition="(||(E_num - mean) OV_2||_F^2 / ||E_num - mean||_F^2) / (||R OV_2||_F^2 / rank R), OV_2 = W_V^2 W_O^2, "
                 "R an orthonormal basis of the span of what Layer 2 can receive (Layer 1's inputs, their OV_1 images, "
                 "its bias) minus the centred E_num's span",
@@ -187,6 +191,8 @@ class SharedResidual(Hypothesis):
             ),
             item(
                 "attn_out_2_carries_operand_values",
+                site="blocks.1.hook_attn_out at `=`",
+                intervention=None,
                 definition="held-out R² of a least-squares read-out of Ē[n1] + Ē[n2] (Ē = W_E[0:59] centred) from "
                 "attn_out_2[15], "
                 "fitted on a seeded half of 0var_train + 1var_train + 2var_train (at least 1,000 sequences each), "
@@ -199,6 +205,8 @@ class SharedResidual(Hypothesis):
             ),
             item(
                 "value_route_shared",
+                site="blocks.1.attn.hook_v at the variable operand's value token; read at blocks.1.hook_resid_mid at `=`",
+                intervention="replaced by the constant rewrite's value at the operand slot (scale: by the other operand's)",
                 definition="mean_i 1 - |r(x_i | v_2[p] <- v_2[s] of c(x_i)) - r(x_i)| / |r(x_i | v_2[p] <- v_2[q] of x_i) - r(x_i)|, "
                 "p the variable operand's value token, s its slot in c(x_i), q the other operand's position",
                 kind="causal",
@@ -209,6 +217,8 @@ class SharedResidual(Hypothesis):
             ),
             item(
                 "ov2_additivity",
+                site="blocks.1.hook_attn_out at `=`; weights: blocks.1 OV, W_E",
+                intervention=None,
                 definition="mean_i [cos(attn_out_2[15] - μ, s_i - μ_s) - cos(attn_out_2[15] - μ, s_π(i) - μ_s)], "
                 "s_i = OV_2 e_{n1} + OV_2 e_{n2}, π a seeded shuffle",
                 kind="observational",
@@ -220,6 +230,8 @@ class SharedResidual(Hypothesis):
             ),
             item(
                 "ov2_mlp2_accuracy",
+                site="weights: blocks.1 OV, blocks.1.mlp, W_U (the addition module on OV_2 e_a + OV_2 e_b)",
+                intervention=None,
                 definition="mean over all 59² (a, b) of 1[argmax (h + MLP_2(h)) W_U = (a + b) mod 59], h = OV_2 e_a + OV_2 e_b",
                 kind="observational",
                 threshold=OV2_MLP2,
@@ -230,6 +242,8 @@ class SharedResidual(Hypothesis):
             ),
             item(
                 "constant_difference_moves_variable_run",
+                site="blocks.1.hook_resid_mid at `=`; read at the logits at `=`",
+                intervention="the difference between two constant runs added",
                 definition="mean_i 1[argmax logits(x_i | r(x_i) += r(c'(x_i)) - r(c(x_i)))[15] = sum of c'(x_i)]",
                 kind="causal",
                 threshold=INTERCHANGE,

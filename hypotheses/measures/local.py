@@ -346,7 +346,7 @@ def ov1_variables_against_placements(
     gain, the null gains (draws,))."""
     from ...interventions.mutants import layer1_inputs, span_basis
 
-    first = _first_var(model)
+    first = model.cfg.first_var
     E = model.embed.W_E[first : first + model.cfg.n_vars].detach().double()
     E = E - E.mean(0)
     a = model.blocks[0].attn
