@@ -75,6 +75,16 @@ KEEPS = Threshold(
 CONSTANTS_ONLY = ("0var_heldout_pair",)  # pools whose operands are all constants: no value token is read
 # Each scrub and the wrong correspondence scrubbed the same way as its control.
 WRONG_CORRESPONDENCE = {"routing": "position_only", "addition": "first_operand_only"}
+# Where each scrub edits and what it does (the claim's document; the per-pool items name their scrub)
+SCRUB_SITE = {
+    "routing": "blocks.0.hook_attn_out at positions 0-14; read at the logits at `=`",
+    "addition": "blocks.1.hook_attn_out at `=`; read at the logits at `=`",
+}
+SCRUB_EDIT = {
+    "routing": "resampled (causal scrubbing) from positions with the same position and variable before it (value "
+    "tokens), or token and variable at t-1 (elsewhere)",
+    "addition": "patched from a fresh sequence with the same two operand values in a random form",
+}
 
 # Registered 2026-12-01, before any of these three was measured on the bundled reference.
 MINIMAL = Threshold(
@@ -349,6 +359,8 @@ class WholeAlgorithm(Hypothesis):
                 per_pool_items.append(
                     item(
                         f"{which}_scrub_keeps[{p}]",
+                        site=SCRUB_SITE[which],
+                        intervention=SCRUB_EDIT[which],
                         definition=f"kept = (acc_scrubbed - 1/59) / (acc_model - 1/59) on the {share} {p} sequences alone, "
                         f"the scrub as in {which}_scrub_recovers",
                         kind="causal",
@@ -546,6 +558,8 @@ class WholeAlgorithm(Hypothesis):
         minimality_items = [
             item(
                 f"minimality[{p}]",
+                site="the hypothesis' parts: blocks.0.hook_attn_out at 0-15, blocks.1.attn.hook_v at the operands' values, blocks.1.hook_mlp_out at `=`; read at the logits at `=`",
+                intervention=f"{p} resampled from cells that differ in what it carries, the rest scrubbed per the hypothesis",
                 definition=f"cost = (acc_C - acc_C\\p) / (acc_C - 1/59): C = every part resampled from a cell that agrees "
                 f"on what it carries (Layer 1 at 0-14 as the routing scrub, at `=` by operand variables; Layer 2's "
                 f"values at the operands by number, elsewhere by position); C\\p = the same with {p} ({PART_STATEMENT[p]}) "
@@ -562,6 +576,8 @@ class WholeAlgorithm(Hypothesis):
         return [
             item(
                 "model_solves_the_task",
+                site="the logits at `=`",
+                intervention=None,
                 definition=f"accuracy over {', '.join(POOLS)} ({share} each)",
                 kind="observational",
                 threshold=SOLVES,
@@ -571,6 +587,8 @@ class WholeAlgorithm(Hypothesis):
             ),
             item(
                 "routing_scrub_recovers",
+                site=SCRUB_SITE["routing"],
+                intervention=SCRUB_EDIT["routing"],
                 definition="recovered accuracy with attn_out_1 at positions 0-14 resampled from positions with the same "
                 "position and (value token) variable before it / (elsewhere) token and variable at t-1 if any",
                 kind="causal",
@@ -581,6 +599,8 @@ class WholeAlgorithm(Hypothesis):
             ),
             item(
                 "routing_scrub_recovers[paper]",
+                site="blocks.0.hook_attn_out at positions 0-14; read at the logits at `=`",
+                intervention="resampled (causal scrubbing) from positions with the same position and, at value tokens, variable before it; elsewhere the same position and token",
                 definition="as routing_scrub_recovers, with the paper's correspondence (version 1): every non-value position "
                 "keyed by (position, token) alone, i.e. Layer 1 writes identities onto value tokens only (shown, "
                 "not decided on)",
@@ -593,6 +613,8 @@ class WholeAlgorithm(Hypothesis):
             ),
             item(
                 "addition_scrub_recovers",
+                site=SCRUB_SITE["addition"],
+                intervention=SCRUB_EDIT["addition"],
                 definition="recovered accuracy with attn_out_2[15] patched from a fresh sequence with the same two operand "
                 "values in a random form (constants or variables, any prefix)",
                 kind="causal",
@@ -605,6 +627,8 @@ class WholeAlgorithm(Hypothesis):
             *minimality_items,
             item(
                 "completeness",
+                site="the hypothesis' parts: blocks.0.hook_attn_out at 0-15, blocks.1.attn.hook_v at the operands' values, blocks.1.hook_mlp_out at `=`; read at the logits at `=`",
+                intervention="each subset K of parts resampled from cells that differ in what they carry, in the scrubbed circuit and in the clean model",
                 definition="max over K in {{}, each part but non_value_tokens, value_token_identity + eq_operand_identity, "
                 "lhs_value_read + rhs_value_read} of |F(C\\K) - F(M\\K)| / (F(M) - 1/59): K's cells resampled "
                 "from cells that differ in what they carry, in the scrubbed circuit C and in the clean model M",
@@ -616,6 +640,8 @@ class WholeAlgorithm(Hypothesis):
             ),
             item(
                 "doubled_pair_errors_are_the_adders",
+                site="blocks.1.hook_attn_out at `=`; read at the logits at `=`",
+                intervention="patched from the constant twin (the same operands as constants)",
                 definition="P(still wrong with attn_out_2[15] <- the constant twin's | model wrong), over variable sequences "
                 f"of every held-out doubled pair ({doubled_pairs.PER_PAIR_AND_FORM} per pair and form) and as many "
                 "of other held-out pairs",

@@ -36,6 +36,9 @@ def test_every_claim_serializes_to_a_document_its_schema_accepts(cid):
     assert any(it["required"] and it["kind"] == "causal" for it in doc["items"])  # the rule needs one
     for it in doc["items"]:
         assert it["threshold"]["reason"].strip() and it["statistic"].strip()
+        assert it["site"], f"{it['name']}: every shipped item says where it measures"
+        if it["kind"] == "causal":
+            assert it["intervention"], f"{it['name']}: a causal item says what it changes"
         assert set(it["controls"]) <= set(doc["controls"]), f"{it['name']}: a control the claim does not describe"
     assert documented(doc).id == cid
 

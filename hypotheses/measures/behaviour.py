@@ -114,6 +114,8 @@ def pool_accuracy_items(ctx, bars: dict, controls: dict) -> list:
         items.append(
             item(
                 f"accuracy[{pool}]",
+                site="the logits at `=` (position 15)",
+                intervention=None,
                 definition=f"mean_i 1[argmax logits(x_i)[15] = (n1_i + n2_i) mod 59], x_i ~ {pool}",
                 kind="observational",
                 threshold=bar,
@@ -146,6 +148,8 @@ def interchange_item(
 
     return item(
         "answer_follows_operand_value",
+        site="blocks.0.hook_resid_post at the operand's value token (Layer 2's input); read at the logits at `=`",
+        intervention="patched from a run of the same sequence with that value set to another number",
         definition=definition,
         kind="causal",
         threshold=bar,
