@@ -78,47 +78,9 @@ class ModelConfig:
         return None
 
     @property
-    def final_rms(self) -> bool:
-        return False
-
-    @property
     def n_key_value_heads(self) -> None:
         """None: as many key/value heads as query heads (no grouped-query attention)."""
         return None
-
-    @property
-    def positional_embedding_type(self) -> str:
-        return "standard"
-
-    @property
-    def act_fn(self) -> str:
-        return "relu"
-
-    @property
-    def use_split_qkv_input(self) -> bool:
-        return False
-
-    @property
-    def use_attn_in(self) -> bool:
-        return False
-
-    @property
-    def use_attn_result(self) -> bool:
-        """False: per-head results are not hooked; ``ActivationCache`` computes them from ``hook_z`` and W_O."""
-        return False
-
-    @property
-    def use_hook_mlp_in(self) -> bool:
-        return False
-
-    @property
-    def default_prepend_bos(self) -> bool:
-        """No BOS token: a sequence is exactly the 16 tokens of SPEC §1.2."""
-        return False
-
-    @property
-    def dtype(self) -> torch.dtype:
-        return torch.float32
 
     def to_dict(self) -> dict:
         d = asdict(self)
