@@ -120,19 +120,12 @@ def _counting(model, names):
 
 
 def _check_fired(counts: Counter, names, expected: int, what: str) -> None:
+    bypassed = " (the forward bypasses it: e.g. Layer 1 has no MLP, or a fast path such as last_logits runs no hooks)"
     for name in names:
         if counts[name] != expected:
-            why = (
-                (
-                    " (the forward bypasses it: e.g. Layer 1 has no MLP, or a fast path such as last_logits runs "
-                    "no hooks)"
-                )
-                if counts[name] == 0
-                else ""
-            )
             raise InterventionError(
                 f"{what}: hook {name!r} fired {counts[name]} time(s) where {expected} were "
-                f"expected{why}; its intervention did not act as asked"
+                f"expected{bypassed if counts[name] == 0 else ''}; its intervention did not act as asked"
             )
 
 
