@@ -98,7 +98,6 @@ class GridProgress:
         self._stop = threading.Event()
         self._thread = None
         self.bar = None
-        self.finished: set[str] = set()
 
     def _counts(self) -> tuple[int, int]:
         steps, done = 0, 0
