@@ -13,8 +13,7 @@ from dataclasses import dataclass
 import torch
 
 SEQ_LEN = 16
-CORE_START = 12  # the core `+ LHS RHS =` sits at positions 12..15
-PREFIX_LEN = CORE_START
+PREFIX_LEN = 12  # the assignment prefix; the core `+ LHS RHS =` sits at positions 12..15
 POS_PLUS, POS_LHS, POS_RHS, POS_EQ = 12, 13, 14, 15
 
 
@@ -70,9 +69,6 @@ class Vocab:
 
     def is_var(self, token):
         return (token >= self.first_var) & (token < self.size)
-
-    def is_number(self, token):
-        return (token >= 0) & (token < self.modulus)
 
     def token_name(self, token: int) -> str:
         token = int(token)

@@ -43,7 +43,6 @@ class Result:
 
     logits: torch.Tensor
     hook_calls: dict[str, int]
-    interventions: list = field(default_factory=list)
     activations: dict[str, torch.Tensor] = field(default_factory=dict)  # the hooks asked for with ``read``
     # {intervened hook: largest absolute change its edits made}: 0.0 means the intervention did nothing
     # (e.g. Zero on an activation that is always zero): the guard proves a hook fired, this that it acted.
@@ -120,19 +119,12 @@ def _counting(model, names):
 
 
 def _check_fired(counts: Counter, names, expected: int, what: str) -> None:
+    bypassed = " (the forward bypasses it: e.g. Layer 1 has no MLP, or a fast path such as last_logits runs no hooks)"
     for name in names:
         if counts[name] != expected:
-            why = (
-                (
-                    " (the forward bypasses it: e.g. Layer 1 has no MLP, or a fast path such as last_logits runs "
-                    "no hooks)"
-                )
-                if counts[name] == 0
-                else ""
-            )
             raise InterventionError(
                 f"{what}: hook {name!r} fired {counts[name]} time(s) where {expected} were "
-                f"expected{why}; its intervention did not act as asked"
+                f"expected{bypassed if counts[name] == 0 else ''}; its intervention did not act as asked"
             )
 
 
@@ -319,13 +311,9 @@ def run(
     unknown = [h for h in read if h not in model.hook_dict]
     if unknown:
         raise InterventionError(f"run: the model has no hook named {', '.join(map(repr, unknown))} to read")
-    if backend == "tl" and not by_hook:
-        parts = [
-            _run_once(model, chunk, {}, [], backend, last_only, read, stop_at_layer)
-            for chunk in _clean_chunks(model, tokens)
-        ]
-        return parts[0] if len(parts) == 1 else _joined(parts)
-    return _run_once(model, tokens, by_hook, interventions, backend, last_only, read, stop_at_layer)
+    chunks = _clean_chunks(model, tokens) if backend == "tl" and not by_hook else [tokens]
+    parts = [_run_once(model, chunk, by_hook, backend, last_only, read, stop_at_layer) for chunk in chunks]
+    return parts[0] if len(parts) == 1 else _joined(parts)
 
 
 def run_in_pieces(model, tokens: torch.Tensor, interventions_for, **kwargs) -> Result:
@@ -352,13 +340,12 @@ def _joined(parts: list[Result]) -> Result:
     return Result(
         logits=torch.cat([p.logits for p in parts]),
         hook_calls=dict(calls),
-        interventions=parts[0].interventions,
         activations={h: torch.cat([p.activations[h] for p in parts]) for h in parts[0].activations},
         changed=changed,
     )
 
 
-def _run_once(model, tokens, by_hook, interventions, backend, last_only, read, stop_at_layer) -> Result:
+def _run_once(model, tokens, by_hook, backend, last_only, read, stop_at_layer) -> Result:
     """The one forward of ``run``, under the guard."""
     order = execution_order(model)  # before counting starts: finding it runs a forward pass
     batch = {"tokens": tokens}
@@ -393,7 +380,6 @@ def _run_once(model, tokens, by_hook, interventions, backend, last_only, read, s
     return Result(
         logits=logits.detach(),
         hook_calls={h: counts[h] for h in by_hook},
-        interventions=interventions,
         activations=seen,
         changed={h: changes.get(h, 0.0) for h in by_hook},
     )
@@ -409,9 +395,8 @@ def knockout(model, interventions, probe_tokens: torch.Tensor | None = None):
     is evaluated on every batch the copy runs. A batch in which a site selects no cell passes through
     unchanged (a control model must run any batch). The copy is checked once on ``probe_tokens``
     (default: a batch of token-0 sequences, as many as any per-sequence positions need): each
-    intervened hook must fire once, else InterventionError. The copy's ``last_logits`` fast path,
-    which runs no hooks, is rerouted through the hooked forward. ``copy.knockout_interventions``
-    lists what was installed.
+    intervened hook must fire once, else InterventionError. ``copy.knockout_interventions`` lists
+    what was installed.
     """
     interventions = list(interventions)
     check_hook_names(model, interventions)

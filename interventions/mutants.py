@@ -60,7 +60,6 @@ from ..random_streams import torch_generator
 
 # The circuit's components in order, upstream first (SPEC §6).
 COMPONENTS = ("layer1_previous_token", "layer2_identity_qk", "layer2_ov", "layer2_mlp", "unembedding")
-KINDS = ("break", "symmetry")
 
 
 # A torch generator for one named purpose, ``(seed, label)``: the one derivation is
@@ -97,18 +96,11 @@ class Mutant:
         mutated = copy.deepcopy(model)
         with torch.no_grad():
             self.build(mutated, generator(seed, self.name), **{k: given[k] for k in self.needs})
-        mutated.mutant_name = self.name
         return mutated
 
 
 def _attn(model, layer):
     return model.blocks[layer].attn
-
-
-def _rotate_input(param: torch.Tensor, gen) -> None:
-    """W (H, d_model, d_head) or (d_model, d_out): its input (d_model) space rotated in place."""
-    R = random_rotation(param.shape[-2], gen)
-    param.copy_(R @ param if param.dim() == 2 else torch.einsum("ij,hjk->hik", R, param))
 
 
 def _flatten(layer):
@@ -120,9 +112,14 @@ def _flatten(layer):
     return build
 
 
-def _rotate(layer, name):
+def _rotate(param: str):
+    """The input (d_model) space of the weight named ``param`` (``"blocks.0.attn.W_K"``: (H, d_model,
+    d_head); ``"unembed.W_U"``: (d_model, d_out)) rotated by a random orthogonal matrix."""
+
     def build(model, gen):
-        _rotate_input(getattr(_attn(model, layer), name), gen)
+        W = model.get_parameter(param)
+        R = random_rotation(W.shape[-2], gen)
+        W.copy_(R @ W if W.dim() == 2 else torch.einsum("ij,hjk->hik", R, W))
 
     return build
 
@@ -178,21 +175,19 @@ def _ov2_rank_cut(rank):
     return build
 
 
-def _rotate_unembedding_input(model, gen):
-    _rotate_input(model.unembed.W_U, gen)
+def _permute_neurons(outputs: bool):
+    """The Layer-2 neurons shuffled: W_in's columns and b_in permuted; with ``outputs`` W_out's rows
+    too, which is a symmetry (the same function), without them a break (inputs feed other outputs)."""
 
+    def build(model, gen):
+        mlp = model.blocks[1].mlp
+        perm = torch.randperm(mlp.W_in.shape[1], generator=gen)
+        mlp.W_in.copy_(mlp.W_in[:, perm])
+        mlp.b_in.copy_(mlp.b_in[perm])
+        if outputs:
+            mlp.W_out.copy_(mlp.W_out[perm])
 
-def _rotate_mlp_input(model, gen):
-    _rotate_input(model.blocks[1].mlp.W_in, gen)
-
-
-def _permute_mlp_neurons(model, gen):
-    """Shuffle which input weights feed which output weights: W_in's columns (and b_in) permuted,
-    W_out kept. (Permuting both together would be a symmetry: the same function.)"""
-    mlp = model.blocks[1].mlp
-    perm = torch.randperm(mlp.W_in.shape[1], generator=gen)
-    mlp.W_in.copy_(mlp.W_in[:, perm])
-    mlp.b_in.copy_(mlp.b_in[perm])
+    return build
 
 
 def _key_frequencies_out_of_mlp(model, gen, directions):
@@ -332,15 +327,6 @@ def _mlp_neurons_rescaled(model, gen):
     mlp.W_out.copy_((mlp.W_out.double() / c[:, None]).float())
 
 
-def _mlp_neurons_reordered(model, gen):
-    """The Layer-2 neurons permuted: W_in's columns, b_in and W_out's rows together."""
-    mlp = model.blocks[1].mlp
-    perm = torch.randperm(mlp.W_in.shape[1], generator=gen)
-    mlp.W_in.copy_(mlp.W_in[:, perm])
-    mlp.b_in.copy_(mlp.b_in[perm])
-    mlp.W_out.copy_(mlp.W_out[perm])
-
-
 def _unembedding_class_shift(model, gen):
     """The same vector u added to every column of W_U and a constant to b_U: each logit moves by x·u + b,
     equally for all answers. |u| is the largest column norm of W_U."""
@@ -419,7 +405,7 @@ SYMMETRY_MUTANTS = [
         "mlp_neurons_reordered",
         "layer2_mlp",
         "the Layer-2 neurons permuted, input and output weights together",
-        _mlp_neurons_reordered,
+        _permute_neurons(outputs=True),
         kind="symmetry",
     ),
     Mutant(
@@ -445,19 +431,19 @@ MUTANTS: dict[str, Mutant] = {
             "layer1_keys_rotated",
             "layer1_previous_token",
             "Layer 1's W_K input space rotated by a random orthogonal matrix",
-            _rotate(0, "W_K"),
+            _rotate("blocks.0.attn.W_K"),
         ),
         Mutant(
             "layer1_values_rotated",
             "layer1_previous_token",
             "Layer 1's W_V input space rotated by a random orthogonal matrix",
-            _rotate(0, "W_V"),
+            _rotate("blocks.0.attn.W_V"),
         ),
         Mutant(
             "layer1_queries_rotated",
             "layer1_previous_token",
             "Layer 1's W_Q input space rotated by a random orthogonal matrix",
-            _rotate(0, "W_Q"),
+            _rotate("blocks.0.attn.W_Q"),
         ),
         Mutant(
             "ov1_identity_removed",
@@ -469,13 +455,13 @@ MUTANTS: dict[str, Mutant] = {
             "layer2_keys_rotated",
             "layer2_identity_qk",
             "Layer 2's W_K input space rotated by a random orthogonal matrix",
-            _rotate(1, "W_K"),
+            _rotate("blocks.1.attn.W_K"),
         ),
         Mutant(
             "layer2_queries_rotated",
             "layer2_identity_qk",
             "Layer 2's W_Q input space rotated by a random orthogonal matrix",
-            _rotate(1, "W_Q"),
+            _rotate("blocks.1.attn.W_Q"),
         ),
         Mutant(
             "layer2_attention_flattened",
@@ -511,7 +497,7 @@ MUTANTS: dict[str, Mutant] = {
             "layer2_values_rotated",
             "layer2_ov",
             "Layer 2's W_V input space rotated by a random orthogonal matrix",
-            _rotate(1, "W_V"),
+            _rotate("blocks.1.attn.W_V"),
         ),
         Mutant(
             "layer2_ov_rank4",
@@ -529,13 +515,13 @@ MUTANTS: dict[str, Mutant] = {
             "mlp_input_rotated",
             "layer2_mlp",
             "the Layer-2 MLP's W_in input space rotated by a random orthogonal matrix",
-            _rotate_mlp_input,
+            _rotate("blocks.1.mlp.W_in"),
         ),
         Mutant(
             "mlp_neurons_permuted",
             "layer2_mlp",
             "the Layer-2 MLP's input weights shuffled across neurons (W_out kept)",
-            _permute_mlp_neurons,
+            _permute_neurons(outputs=False),
         ),
         Mutant(
             "mlp_key_frequencies_removed",
@@ -549,7 +535,7 @@ MUTANTS: dict[str, Mutant] = {
             "unembedding",
             "the unembedding's W_U input space rotated by a random orthogonal matrix (no claim owns it: "
             "every component claim is upstream)",
-            _rotate_unembedding_input,
+            _rotate("unembed.W_U"),
         ),
     ]
     + SYMMETRY_MUTANTS

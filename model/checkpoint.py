@@ -183,7 +183,11 @@ def _as_text(head: bytes) -> str | None:
     return None
 
 
-def _read(path: Path, device) -> object:
+def read_checkpoint_file(path, device: str | torch.device = "cpu") -> object:
+    """The object a checkpoint file holds, read weights only (TransformerLens' protocol-4 files without
+    torch's protocol warning), for ``load_checkpoint_full`` and for a caller that needs its metadata
+    (``step``, ``task``) without building a model. Raises ``CheckpointError``."""
+    path = Path(path)
     if not path.exists():
         raise CheckpointError(f"{path}: no such file")
     if path.is_dir():
@@ -236,13 +240,6 @@ def _read(path: Path, device) -> object:
         if "failed finding central directory" in msg or isinstance(e, EOFError):
             msg = "the file is truncated or corrupt"
         raise CheckpointError(f"{path}: cannot read checkpoint ({msg[:200]})") from None
-
-
-def read_checkpoint_file(path, device: str | torch.device = "cpu") -> object:
-    """The object a checkpoint file holds, read exactly as ``load_checkpoint`` reads it (weights only;
-    TransformerLens' protocol-4 files without torch's protocol warning), for a caller that needs its
-    metadata (``step``, ``task``) without building a model. Raises ``CheckpointError``."""
-    return _read(Path(path), device)
 
 
 def infer_config(state_dict: dict, path: Path | str = "<state dict>") -> ModelConfig:
@@ -339,7 +336,7 @@ def load_checkpoint_full(path, device: str | torch.device = "cpu") -> tuple[Assi
     our format's task, step and metrics where present.
     """
     path = Path(path)
-    obj = _read(path, device)
+    obj = read_checkpoint_file(path, device)
     if not isinstance(obj, dict):
         raise CheckpointError(f"{path}: expected a dict of tensors, found a {type(obj).__name__}")
     if obj.get("format") == FORMAT:

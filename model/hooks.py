@@ -1,13 +1,9 @@
-"""Hook names (SPEC §2.3), built and parsed in one place, as TransformerLens' ``get_act_name`` and
-``HookPoint.layer()`` do. Layers are named as the paper names them in the constants below: ``*_1`` is
-Layer 1 (``blocks.0``), ``*_2`` is Layer 2 (``blocks.1``).
+"""Hook names (SPEC §2.3), built in one place, as TransformerLens' ``get_act_name`` does. Layers are
+named as the paper names them in the constants below: ``*_1`` is Layer 1 (``blocks.0``), ``*_2`` is
+Layer 2 (``blocks.1``).
 """
 
 from __future__ import annotations
-
-TOKENS = "hook_tokens"
-EMBED = "hook_embed"
-POS_EMBED = "hook_pos_embed"
 
 # per block: (name relative to the block, whether it lives under ``attn.`` / ``mlp.``)
 _BLOCK = {
@@ -33,15 +29,6 @@ def act_name(name: str, layer: int) -> str:
     if name not in _BLOCK:
         raise KeyError(f"unknown activation {name!r}; known: {', '.join(_BLOCK)}")
     return f"blocks.{int(layer)}.{_BLOCK[name]}"
-
-
-def layer_of(hook: str) -> int | None:
-    """The block index of a hook name (``"blocks.1.hook_resid_mid"`` -> 1); None for the hooks before the
-    blocks (tokens and embeddings)."""
-    parts = hook.split(".")
-    if len(parts) >= 2 and parts[0] == "blocks" and parts[1].isdigit():
-        return int(parts[1])
-    return None
 
 
 # The sites the claims read, in the paper's layer names.

@@ -26,7 +26,7 @@ import torch.nn.functional as F
 from transformer_lens import ActivationCache, HookedRootModule
 from transformer_lens.hook_points import HookPoint
 
-from ..data.tokens import N_SPECIAL
+from ..data.tokens import N_SPECIAL, Vocab, render, to_tokens
 
 
 @dataclass(frozen=True)
@@ -78,47 +78,9 @@ class ModelConfig:
         return None
 
     @property
-    def final_rms(self) -> bool:
-        return False
-
-    @property
     def n_key_value_heads(self) -> None:
         """None: as many key/value heads as query heads (no grouped-query attention)."""
         return None
-
-    @property
-    def positional_embedding_type(self) -> str:
-        return "standard"
-
-    @property
-    def act_fn(self) -> str:
-        return "relu"
-
-    @property
-    def use_split_qkv_input(self) -> bool:
-        return False
-
-    @property
-    def use_attn_in(self) -> bool:
-        return False
-
-    @property
-    def use_attn_result(self) -> bool:
-        """False: per-head results are not hooked; ``ActivationCache`` computes them from ``hook_z`` and W_O."""
-        return False
-
-    @property
-    def use_hook_mlp_in(self) -> bool:
-        return False
-
-    @property
-    def default_prepend_bos(self) -> bool:
-        """No BOS token: a sequence is exactly the 16 tokens of SPEC §1.2."""
-        return False
-
-    @property
-    def dtype(self) -> torch.dtype:
-        return torch.float32
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -435,8 +397,6 @@ class AssignAddTransformer(HookedRootModule):
     @property
     def vocab(self):
         """The vocabulary of SPEC §1.1 that this model's shapes imply (modulus, number of variables)."""
-        from ..data.tokens import Vocab
-
         return Vocab(modulus=self.cfg.d_vocab_out, n_vars=self.cfg.n_vars)
 
     def to_tokens(
@@ -448,8 +408,6 @@ class AssignAddTransformer(HookedRootModule):
         Short texts get their PADs in front (``assignadd.data.parse``). There is no BOS token and no
         padding side: every sequence is 16 tokens, so ``prepend_bos=True`` and ``padding_side`` are refused.
         """
-        from ..data.tokens import to_tokens
-
         if prepend_bos:
             raise ValueError("this model has no BOS token: a sequence is exactly 16 tokens (SPEC §1.2)")
         if padding_side is not None:
@@ -460,16 +418,12 @@ class AssignAddTransformer(HookedRootModule):
     def to_str_tokens(self, input, prepend_bos: bool | None = None, padding_side: str | None = None):
         """The token words: one sequence (a text or [16] ids) gives a list of 16 strings, a batch
         (a list of texts or [B, 16] ids) a list of such lists."""
-        from ..data.tokens import render
-
         single = isinstance(input, str) or getattr(input, "ndim", None) == 1
         words = [row.split() for row in render(self.to_tokens(input, prepend_bos, padding_side).cpu(), self.vocab)]
         return words[0] if single else words
 
     def to_string(self, tokens):
         """Token ids back to text: [16] gives a string, [B, 16] a list of strings (the full 16-word form)."""
-        from ..data.tokens import render
-
         return render(tokens.cpu() if isinstance(tokens, torch.Tensor) else tokens, self.vocab)
 
     def to_single_token(self, string: str) -> int:

@@ -86,7 +86,7 @@ def test_training_leaves_biases_and_layer1_mlp_at_zero(full_run):
 def full_run_precision(full_dir) -> str:
     """The precision the uninterrupted run decided (``auto`` is measured per run, and two runs on a busy
     machine may decide differently; a run compared with it bit for bit must train in the same one)."""
-    return recorded_precision(json.loads((full_dir / "run.json").read_text()))
+    return recorded_precision(json.loads((full_dir / "run.json").read_text())["train"])
 
 
 def test_interrupted_then_resumed_run_ends_bit_identical(tmp_path, full_run):

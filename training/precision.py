@@ -77,10 +77,6 @@ class StepProbe:
     scout: dict
     workload: dict
 
-    @property
-    def scout_is_workload(self) -> bool:
-        return self.scout == self.workload
-
 
 @dataclass
 class Measurement:
@@ -122,6 +118,11 @@ class PrecisionChoice:
     @classmethod
     def given(cls, precision: str) -> "PrecisionChoice":
         return cls(requested=precision, chosen=precision, reason=f"--precision {precision} given", source="requested")
+
+    @classmethod
+    def kept(cls, chosen: str, reason: str) -> "PrecisionChoice":
+        """``auto`` in a folder that records its decision: kept, not measured again."""
+        return cls(requested="auto", chosen=chosen, reason=reason, source="run folder")
 
     def log_line(self) -> str:
         """One line for the run's log: ``precision bf16 (auto, measured: ...; reason)``."""
@@ -228,7 +229,7 @@ def measure(
         # the speed: it includes the first call's set-up), so an emulated path costs one step.
         rate = 1.0 / cold if cold > SCOUT_COLD_LIMIT_S else _timed_rate(step, SCOUT_TIME_S, clock)
         out[name] = Measurement(name, True, why, scout_steps_per_s=rate)
-    if probe.scout_is_workload:
+    if probe.scout == probe.workload:
         for m in out.values():
             m.workload_steps_per_s = m.scout_steps_per_s
         return out

@@ -32,7 +32,7 @@ from .sweep_folder import (
     read_grid_file,
     write_grid_file,
 )
-from .train import TrainConfig, log_stderr, train
+from .train import TrainConfig, log_stderr, recorded_precision, train
 
 
 def resolve_sweep_precision(out, cfg: SweepConfig, *, threads: int | None = None) -> PrecisionChoice:
@@ -42,14 +42,10 @@ def resolve_sweep_precision(out, cfg: SweepConfig, *, threads: int | None = None
     if cfg.precision != "auto":
         return PrecisionChoice.given(cfg.precision)
     if (Path(out) / "sweep.json").is_file():
-        bf16 = read_grid_file(out).get("grid", {}).get("bf16")
-        if isinstance(bf16, bool):
-            chosen = "bf16" if bf16 else "fp32"
-            return PrecisionChoice(
-                requested="auto",
-                chosen=chosen,
-                source="run folder",
-                reason=f"auto, continued: sweep.json records {chosen}, chosen when the sweep started",
+        recorded = recorded_precision(read_grid_file(out).get("grid"))
+        if recorded is not None:
+            return PrecisionChoice.kept(
+                recorded, f"auto, continued: sweep.json records {recorded}, chosen when the sweep started"
             )
     import torch
 
@@ -66,15 +62,17 @@ def resolve_sweep_precision(out, cfg: SweepConfig, *, threads: int | None = None
         torch.set_num_threads(before)
 
 
-def open_sweep(out, cfg: SweepConfig, options: dict | None = None, precision: PrecisionChoice | None = None) -> Path:
-    """Create the sweep folder, or check that an existing one holds this grid; write ``sweep.json``
-    (``sweep_folder.write_grid_file``). ``precision``: the sweep's decision (default:
-    ``resolve_sweep_precision`` with one worker)."""
+def open_sweep(
+    out, cfg: SweepConfig, options: dict | None = None, *, threads: int | None = None
+) -> tuple[Path, PrecisionChoice]:
+    """Check the grid and the folder, decide the sweep's precision (``resolve_sweep_precision``, after
+    the checks: a bad option is an error before a second of timing), then create the sweep folder or
+    check that an existing one holds this grid, and write ``sweep.json``
+    (``sweep_folder.write_grid_file``). Returns the folder and the decision."""
     cfg.validate()
     out = check_out_folder(out)
-    if precision is None:
-        precision = resolve_sweep_precision(out, cfg)
-    return write_grid_file(out, replace(cfg, precision=precision.chosen), options, precision.to_dict())
+    precision = resolve_sweep_precision(out, cfg, threads=threads)
+    return write_grid_file(out, replace(cfg, precision=precision.chosen), options, precision.to_dict()), precision
 
 
 # ----- running points ---------------------------------------------------------------------------------
@@ -100,7 +98,6 @@ class GridProgress:
         self._stop = threading.Event()
         self._thread = None
         self.bar = None
-        self.finished: set[str] = set()
 
     def _counts(self) -> tuple[int, int]:
         steps, done = 0, 0
@@ -241,11 +238,8 @@ def _check_reachable(address: str | None, timeout: float = 5.0) -> None:
 
 def _run_grid(out, cfg, options, backend, jobs, ray_address, progress, log) -> list[dict]:
     threads = 1 if cfg.device == "cpu" and (jobs > 1 or backend == "ray") else None
-    cfg.validate()  # a bad option or folder is an error before a second of timing
-    check_out_folder(out)
-    choice = resolve_sweep_precision(out, cfg, threads=threads)
+    out, choice = open_sweep(out, cfg, options, threads=threads)
     cfg = replace(cfg, precision=choice.chosen)
-    out = open_sweep(out, cfg, options, precision=choice)
     if log is not None:
         log(f"{out}: {choice.log_line()}")
     # Points record the measurement that decided (kept in sweep.json when a sweep is continued).
@@ -257,7 +251,6 @@ def _run_grid(out, cfg, options, backend, jobs, ray_address, progress, log) -> l
             summary.append({"point": p.name, "status": "skipped (finished)", "step": step})
         else:
             todo.append(p)
-    patience = cfg.early_stop
     with GridProgress(out, cfg, jobs, enabled=progress) as bar:
 
         def record(result: dict):
@@ -265,42 +258,34 @@ def _run_grid(out, cfg, options, backend, jobs, ray_address, progress, log) -> l
             bar.note(f"{result['point']}: finished at step {result['step']} ({reason}, {result['seconds']} s)")
             summary.append({"point": result["point"], "status": f"trained ({reason})", "step": result["step"]})
 
-        if not todo:
-            pass
-        elif backend == "ray":
-            _run_ray(out, cfg, todo, jobs, ray_address, threads, record, precision)
-        elif jobs == 1:
-            for p in todo:
-                record(
-                    train_point(
-                        str(points_dir(out) / p.name),
-                        asdict(cfg.train_config(p, threads)),
-                        cfg.param,
-                        patience,
-                        precision,
-                    )
-                )
-        else:
-            _run_processes(out, cfg, todo, jobs, threads, record, precision)
-    order = {p.name: i for i, p in enumerate(cfg.points())}
-    return sorted(summary, key=lambda s: order[s["point"]])
-
-
-def _run_processes(out, cfg, todo, jobs, threads, record, precision):
-    # spawn, not fork: a forked child inherits torch's thread pools mid-state.
-    ctx = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
-        futures = {
-            pool.submit(
-                train_point,
-                str(points_dir(out) / p.name),
+        # One argument tuple of ``train_point`` per unfinished point (absolute folders: Ray workers
+        # may run elsewhere than the driver's working directory).
+        args = [
+            (
+                str(points_dir(out).resolve() / p.name),
                 asdict(cfg.train_config(p, threads)),
                 cfg.param,
                 cfg.early_stop,
                 precision,
             )
             for p in todo
-        }
+        ]
+        if backend == "ray":
+            _run_ray(args, record)
+        elif jobs == 1:
+            for a in args:
+                record(train_point(*a))
+        elif args:
+            _run_processes(args, jobs, record)
+    order = {p.name: i for i, p in enumerate(cfg.points())}
+    return sorted(summary, key=lambda s: order[s["point"]])
+
+
+def _run_processes(args, jobs, record):
+    # spawn, not fork: a forked child inherits torch's thread pools mid-state.
+    ctx = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
+        futures = {pool.submit(train_point, *a) for a in args}
         try:
             while futures:
                 done, futures = wait(futures, return_when=FIRST_COMPLETED)
@@ -312,21 +297,12 @@ def _run_processes(out, cfg, todo, jobs, threads, record, precision):
             raise
 
 
-def _run_ray(out, cfg, todo, jobs, address, threads, record, precision):
+def _run_ray(args, record):
     """One Ray task per point on the instance ``run_sweep`` connected to (``_connect_ray``)."""
     import ray
 
     task = ray.remote(num_cpus=1)(train_point)
-    refs = [
-        task.remote(
-            str(points_dir(out).resolve() / p.name),
-            asdict(cfg.train_config(p, threads)),
-            cfg.param,
-            cfg.early_stop,
-            precision,
-        )
-        for p in todo
-    ]
+    refs = [task.remote(*a) for a in args]
     try:
         while refs:
             done, refs = ray.wait(refs, num_returns=1)

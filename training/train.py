@@ -199,9 +199,10 @@ def step_probe(cfg: TrainConfig, task: Task) -> StepProbe:
     return StepProbe(make, scout=shape("scout"), workload=shape("workload"))
 
 
-def recorded_precision(header: dict | None) -> str | None:
-    """The precision a run folder's ``run.json`` says the run trains in (None: no usable record)."""
-    bf16 = ((header or {}).get("train") or {}).get("bf16")
+def recorded_precision(settings: dict | None) -> str | None:
+    """The precision a folder records, from its settings' ``bf16`` (``run.json``'s ``train``,
+    ``sweep.json``'s ``grid``); None: no usable record."""
+    bf16 = (settings or {}).get("bf16")
     return None if not isinstance(bf16, bool) else ("bf16" if bf16 else "fp32")
 
 
@@ -210,13 +211,10 @@ def resolve_precision(cfg: TrainConfig, task: Task, header: dict | None = None) 
     existing run folder records (``header``: its run.json), else measured (``training.precision``)."""
     if cfg.precision != "auto":
         return PrecisionChoice.given(cfg.precision)
-    recorded = recorded_precision(header)
+    recorded = recorded_precision((header or {}).get("train"))
     if recorded is not None:
-        return PrecisionChoice(
-            requested="auto",
-            chosen=recorded,
-            source="run folder",
-            reason=f"auto, resumed: run.json records {recorded}, chosen when the run started",
+        return PrecisionChoice.kept(
+            recorded, f"auto, resumed: run.json records {recorded}, chosen when the run started"
         )
     return choose_precision(cfg.device, step_probe(cfg, task))
 
@@ -318,12 +316,7 @@ def train(
     run = open_run(run_dir, cfg, precision)
     if log is not None:
         log(f"{run.run_dir}: {run.precision.log_line()}")
-    return _train_loop(run, run.cfg, progress, stop_after, early_stop)
-
-
-def _train_loop(run: "OpenRun", cfg: TrainConfig, progress, stop_after, early_stop) -> Path:
-    """``train``'s steps, evaluations and files."""
-    run_dir, task, model, opt, start = run.run_dir, run.task, run.model, run.opt, run.start
+    run_dir, cfg, task, model, opt, start = run.run_dir, run.cfg, run.task, run.model, run.opt, run.start
     prepare_run_folder(run_dir, start)
     pools = eval_pools(task, cfg)
     use_bias = not model.biases_are_zero()
@@ -379,7 +372,7 @@ def _train_loop(run: "OpenRun", cfg: TrainConfig, progress, stop_after, early_st
     return files.save_final(model, step, accs)
 
 
-# ----- the run folder's files (``train`` and ``batched.train_batched`` write the same) -----------------
+# ----- the run folder's files ------------------------------------------------------------------------
 @dataclass(frozen=True)
 class RunFiles:
     """Where a run writes, and how: its evaluation log, its checkpoints, ``resume.pt``, ``final.pt``."""
@@ -432,21 +425,17 @@ class RunFiles:
 
 
 def prepare_run_folder(run_dir: Path, start: int) -> None:
-    """Make ``checkpoints/`` and drop the log lines written after ``start``, the step the run resumes from."""
+    """Make ``checkpoints/`` and drop the log lines written after ``start``, the step the run resumes
+    from (a run killed between the two writes); at 0 the run starts afresh, step 0's evaluation included."""
     (run_dir / "checkpoints").mkdir(exist_ok=True)
-    _truncate_log(run_dir / "metrics.jsonl", start)
-
-
-def _truncate_log(log_path: Path, start: int) -> None:
-    """Drop log lines written after the state we resume from (a run killed between the two writes)."""
+    log_path = run_dir / "metrics.jsonl"
     if not log_path.exists():
         return
     keep = []
-    if start > 0:  # at 0 the run starts afresh, step 0's evaluation included
-        for line in log_path.read_text().splitlines():
-            try:
-                if json.loads(line)["step"] <= start:
-                    keep.append(line)
-            except (json.JSONDecodeError, KeyError, TypeError):
-                continue
+    for line in log_path.read_text().splitlines() if start > 0 else []:
+        try:
+            if json.loads(line)["step"] <= start:
+                keep.append(line)
+        except (json.JSONDecodeError, KeyError, TypeError):
+            continue
     atomic_write(log_path, "".join(l + "\n" for l in keep))
