@@ -15,7 +15,7 @@ def add_run_options(p: argparse.ArgumentParser, *, checkpoint_every: int) -> Non
     p.add_argument(
         "--precision",
         default="auto",
-        help="auto: time fp32 and bf16 autocast on this machine (about a second, cached per machine) "
+        help="auto: time fp32 and bf16 autocast on this machine (about a second, once per run) "
         "and keep fp32 unless bf16 is 1.15x faster and numerically safe; fp32 or bf16: as "
         "given (default %(default)s)",
     )
