@@ -28,6 +28,40 @@ _CONTEXTS = pytest.StashKey[dict]()
 _RUNS = pytest.StashKey[dict]()
 
 
+# The options after ``--assignadd-checkpoint``, in help order; ``--assignadd-NAME`` lands in ``assignadd_NAME``.
+OPTIONS = {
+    "only": dict(metavar="ID,...", default=None, help="comma-separated claim ids (default: all registered)"),
+    "n": dict(type=int, default=2000, metavar="N", help="evaluation pool size (default 2000)"),
+    "seed": dict(type=int, default=0, metavar="N", help="seed for pools and resampling (default 0)"),
+    "device": dict(default="cpu", choices=("cpu", "cuda"), help="device (default cpu)"),
+    "f": dict(
+        type=float,
+        default=None,
+        metavar="F",
+        help="the task's f for checkpoints that record no task (default: the paper's 0.7)",
+    ),
+    "r": dict(
+        type=float,
+        default=None,
+        metavar="R",
+        help="the task's r for checkpoints that record no task (default: the paper's 1.0)",
+    ),
+    "split-seed": dict(
+        type=int,
+        default=None,
+        metavar="N",
+        help="the task's split seed for checkpoints that record no task (default: the paper's 42)",
+    ),
+    "jobs": dict(
+        type=int,
+        default=None,
+        metavar="N",
+        help="run a checkpoint's claims side by side in N forked processes (default: one per usable "
+        "core; 1 where fork is unavailable); verdicts do not depend on N",
+    ),
+}
+
+
 def pytest_addoption(parser):
     group = parser.getgroup("assignadd", "assignadd: the paper's claims as test items")
     group.addoption(
@@ -38,69 +72,8 @@ def pytest_addoption(parser):
         dest="assignadd_checkpoints",
         help="checkpoint to test every registered claim on (repeatable; 'reference' = the bundled one)",
     )
-    group.addoption(
-        "--assignadd-only",
-        metavar="ID,...",
-        default=None,
-        dest="assignadd_only",
-        help="comma-separated claim ids (default: all registered)",
-    )
-    group.addoption(
-        "--assignadd-n",
-        type=int,
-        default=2000,
-        metavar="N",
-        dest="assignadd_n",
-        help="evaluation pool size (default 2000)",
-    )
-    group.addoption(
-        "--assignadd-seed",
-        type=int,
-        default=0,
-        metavar="N",
-        dest="assignadd_seed",
-        help="seed for pools and resampling (default 0)",
-    )
-    group.addoption(
-        "--assignadd-device",
-        default="cpu",
-        choices=("cpu", "cuda"),
-        dest="assignadd_device",
-        help="device (default cpu)",
-    )
-    group.addoption(
-        "--assignadd-f",
-        type=float,
-        default=None,
-        metavar="F",
-        dest="assignadd_f",
-        help="the task's f for checkpoints that record no task (default: the paper's 0.7)",
-    )
-    group.addoption(
-        "--assignadd-r",
-        type=float,
-        default=None,
-        metavar="R",
-        dest="assignadd_r",
-        help="the task's r for checkpoints that record no task (default: the paper's 1.0)",
-    )
-    group.addoption(
-        "--assignadd-split-seed",
-        type=int,
-        default=None,
-        metavar="N",
-        dest="assignadd_split_seed",
-        help="the task's split seed for checkpoints that record no task (default: the paper's 42)",
-    )
-    group.addoption(
-        "--assignadd-jobs",
-        type=int,
-        default=None,
-        metavar="N",
-        dest="assignadd_jobs",
-        help="run a checkpoint's claims side by side in N forked processes (default: one per usable "
-        "core; 1 where fork is unavailable); verdicts do not depend on N",
-    )
+    for name, kwargs in OPTIONS.items():
+        group.addoption(f"--assignadd-{name}", dest="assignadd_" + name.replace("-", "_"), **kwargs)
 
 
 def pytest_configure(config):

@@ -13,7 +13,7 @@ import fnmatch
 
 from . import html as H
 from .png import PAGE_DPI, png_bytes, pyplot
-from .render import controls_paragraph
+from .render import claim_section as render_claim_section
 from .render import evidence_table as render_evidence_table
 from .render import fmt, fmt_interval, fmt_measurement, fmt_span
 
@@ -132,19 +132,18 @@ def fmt_item_value(m: dict) -> str:
     return bracket if m.get("value") is None else f"{v} {bracket}"
 
 
-def written_status(e: dict, m: dict) -> str:
-    """The status written with item ``e``'s measurement ``m`` (its own or a control's)."""
-    return (e if m is e["measurement"] else m).get("status") or "no data"
-
-
-def evidence_table(evidence: list[dict], status=written_status) -> H.Markup:
+def evidence_table(evidence: list[dict], recompute) -> H.Markup:
     """A claim's evidence items as the verify report shows them (``render.evidence_table``), for a claim
     decided over many checkpoints or runs: the interval is what the checkpoints or the grid allow, and an
     item they cannot resolve says why under its result.
 
-    ``status(e, m)``: ``pass``, ``fail``, ``inconclusive`` or ``no data`` for item ``e``'s measurement
-    ``m`` (``e["measurement"]`` or one of its controls)."""
+    A result is the status written with item ``e``'s measurement ``m`` (``e["measurement"]`` or one of its
+    controls), else ``recompute(e, m)``: ``pass``, ``fail``, ``inconclusive`` or ``no data``."""
     words = {"pass": "passes", "fail": "fails"}
+
+    def status(e: dict, m: dict) -> str:
+        return (e if m is e["measurement"] else m).get("status") or recompute(e, m)
+
     return render_evidence_table(
         evidence,
         value=fmt_item_value,
@@ -156,36 +155,15 @@ def evidence_table(evidence: list[dict], status=written_status) -> H.Markup:
     )
 
 
-def claim_section(claim: dict, status=written_status) -> list:
-    """A claim as the verify report shows one: its id and verdict, the statement, the verdict's reason, the
-    evidence table and what each control is."""
-    out = [
-        H.tag(
-            "h2",
-            claim["claim"],
-            " ",
-            H.verdict(claim["verdict"]),
-            " ",
-            H.tag("span", claim.get("spec", ""), class_="meta"),
-            id=f"claim-{claim['claim']}",
-        ),
-        H.tag("blockquote", claim.get("statement", "")),
-        H.tag("p", "Verdict ", H.tag("b", claim["verdict"]), f": {claim['reason']}"),
-    ]
-    if claim.get("evidence"):
-        out.append(evidence_table(claim["evidence"], status))
-    if claim.get("controls"):
-        out.append(controls_paragraph(claim["controls"]))
-    return out
+def claim_section(claim: dict, recompute) -> list:
+    """A claim as the verify report shows one (``render.claim_section``), with this page's evidence table."""
+    return render_claim_section(claim, lambda evidence: evidence_table(evidence, recompute))
 
 
-def _series_status(e: dict, m: dict) -> str:
-    """The status written with the item (or its control), else recomputed from its interval."""
+def _interval_status(e: dict, m: dict) -> str:
+    """A series item's (or control's) status from its interval, where the document wrote none."""
     from ..hypotheses.learning_phases import interval_state
 
-    written = (e if m is e["measurement"] else m).get("status")
-    if written:
-        return written
     lo, hi = (m.get("ci") or [None, None])[:2]
     return interval_state(e["threshold"]["direction"], e["threshold"]["value"], lo, hi)
 
@@ -427,7 +405,7 @@ def render_html(doc: dict) -> str:
         ),
         _flagged_summary(doc),
         _phase_section(doc),
-        [claim_section(r, _series_status) for _, r in claims],
+        [claim_section(r, _interval_status) for _, r in claims],
         H.tag("h2", "Per-checkpoint claims: where each starts to hold", id="first-hold"),
         H.tag(
             "ul",

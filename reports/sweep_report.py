@@ -22,6 +22,7 @@ import io
 import json
 import sys
 import time
+from dataclasses import fields
 from pathlib import Path
 
 from ..cli_util import exit_bad_input
@@ -52,6 +53,7 @@ CSV_FIELDS = (
     "final_sha256",
     "train_wall_s",
 )
+CSV_KEYS = {"point": "name", "ci_low": "low", "ci_high": "high"}  # a column's key in a point where it differs
 
 
 class SweepReportError(ValueError):
@@ -169,26 +171,8 @@ def results_from_report(doc: dict) -> dict:
 
     if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
         raise SweepReportError(f"not an {SCHEMA} document")
-    out = {}
-    for sw in doc["sweeps"]:
-        out[sw["param"]] = [
-            dr.PointResult(
-                p["name"],
-                p["param"],
-                p["value"],
-                p["seed"],
-                p["f"],
-                p["r"],
-                p["metric"],
-                p["accuracy"],
-                p["low"],
-                p["high"],
-                p["n"],
-                p["sample"],
-            )
-            for p in sw["points"]
-        ]
-    return out
+    names = [f.name for f in fields(dr.PointResult)]
+    return {sw["param"]: [dr.PointResult(**{k: p[k] for k in names}) for p in sw["points"]] for sw in doc["sweeps"]}
 
 
 def rescore_report(path):
@@ -212,28 +196,7 @@ def to_csv(doc: dict) -> str:
     w.writeheader()
     for s in doc["sweeps"]:
         for p in s["points"]:
-            w.writerow(
-                {
-                    "param": s["param"],
-                    "point": p["name"],
-                    "value": p["value"],
-                    "seed": p["seed"],
-                    "f": p["f"],
-                    "r": p["r"],
-                    "metric": p["metric"],
-                    "accuracy": p["accuracy"],
-                    "ci_low": p["low"],
-                    "ci_high": p["high"],
-                    "n": p["n"],
-                    "sample": p["sample"],
-                    "generalizes": p["generalizes"],
-                    "status": p.get("status"),
-                    "steps_trained": p["steps_trained"],
-                    "stopped_early": p["stopped_early"],
-                    "final_sha256": p.get("final_sha256"),
-                    "train_wall_s": p.get("train_wall_s"),
-                }
-            )
+            w.writerow({"param": s["param"], **{f: p.get(CSV_KEYS.get(f, f)) for f in CSV_FIELDS[1:]}})
     return buf.getvalue()
 
 
@@ -347,10 +310,7 @@ def render_html(doc: dict, figures: dict[str, bytes] | None = None) -> str:
     from ..hypotheses.base import Evidence, Measurement, Threshold
     from ..hypotheses.data_requirements import item_state
 
-    def status(e: dict, m: dict) -> str:  # as written, else the claim's own rule on the item's JSON
-        written = (e if m is e["measurement"] else m).get("status")
-        if written:
-            return written
+    def status(e: dict, m: dict) -> str:  # the claim's own rule on the item's JSON
         t = e["threshold"]
         return item_state(
             Evidence(

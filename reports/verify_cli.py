@@ -22,7 +22,6 @@ from pathlib import Path
 from ..cli_util import exit_bad_input
 
 DEFAULT_N = 2000
-REPORT_FILES = ("report.json", "report.md", "report.html", "junit.xml", "timings.json")
 # Claims about more than one checkpoint: what each kind needs, and the command that runs it.
 NOT_HERE = {
     "series": ("a checkpoint series (a training run's folder)", "assignadd-report RUN_DIR"),
