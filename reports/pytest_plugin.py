@@ -1,15 +1,6 @@
-"""pytest plugin: every registered claim as a test item, on any checkpoint.
-
-    pytest --assignadd-checkpoint run/step_040000.pt --assignadd-checkpoint reference -m assignadd_claim
-
-collects one item per registered claim per checkpoint, with ids like
-``assignadd.claims::previous_token_head[reference.pt]`` (JUnit: classname ``assignadd.claims``, as in
-``assignadd-verify``'s junit.xml, name ``previous_token_head[reference.pt]``); an item that does not pass (fail, inconclusive, error) fails with the claim's
-one-line reason as its message and its evidence below. ``reference`` names the bundled reference
-checkpoint. Options: ``--assignadd-only ID,...``, ``--assignadd-n N`` (pool size, default 2000),
-``--assignadd-seed N``, ``--assignadd-device``, and for a checkpoint that records no task
-``--assignadd-f``, ``--assignadd-r``, ``--assignadd-split-seed``. Results match ``assignadd-verify``
-with the same seed and pool size.
+"""pytest plugin: every registered claim as a test item, on any checkpoint (``--assignadd-checkpoint PATH``,
+repeatable; ``reference`` is the bundled one). Ids, options and an example: docs/reports.md, "The pytest
+plugin"; results match ``assignadd-verify`` with the same seed and pool size.
 
 Installed as the ``pytest11`` entry point ``assignadd``, so it is loaded by every pytest run in the
 environment: nothing heavy is imported here unless ``--assignadd-checkpoint`` is given.

@@ -416,33 +416,20 @@ def render_html(doc: dict) -> str:
             or H.tag("li", "(no claims evaluated)"),
         ),
     ]
-    figures = [
-        (
-            "accuracy",
-            "Accuracy by number of variables",
-            _panels(doc, ACCURACY_PANELS, "Accuracy by number of variables"),
-            "accuracy on each evaluation pool against the training step; " + ONSETS_NOTE,
-        ),
-        (
-            "progress",
-            "Progress measures",
-            _panels(doc, PROGRESS_PANELS, "Progress measures"),
-            "the authors' progress measures (defined under measures in series.json) against the training step; "
-            + ONSETS_NOTE,
-        ),
-    ]
+
+    def section(key: str, title: str, png: bytes, caption: str) -> list:
+        return [H.tag("h2", title), H.figure(key, title, caption, png)]
+
+    title = "Accuracy by number of variables"
+    caption = "accuracy on each evaluation pool against the training step; "
+    body += section("accuracy", title, _panels(doc, ACCURACY_PANELS, title), caption + ONSETS_NOTE)
+    body += timeline_section(doc)  # the verdicts over training beside the curves they are read against
+    caption = "the authors' progress measures (defined under measures in series.json) against the training step; "
+    body += section(
+        "progress", "Progress measures", _panels(doc, PROGRESS_PANELS, "Progress measures"), caption + ONSETS_NOTE
+    )
     claims_png = _claims_figure(doc)
     if claims_png:
-        figures.append(
-            (
-                "claims",
-                "Per-checkpoint claims",
-                claims_png,
-                "each registered claim's verdict at the checkpoints it ran on (--claims)",
-            )
-        )
-    for key, title, png, caption in figures:
-        body += [H.tag("h2", title), H.figure(key, title, caption, png)]
-        if key == "accuracy":  # the verdicts over training beside the curves they are read against
-            body += timeline_section(doc)
+        caption = "each registered claim's verdict at the checkpoints it ran on (--claims)"
+        body += section("claims", "Per-checkpoint claims", claims_png, caption)
     return H.page(f"assignadd series: {doc['source']}", *body)

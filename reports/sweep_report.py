@@ -3,13 +3,8 @@ threshold, and the ``data_requirements`` verdict (SPEC §4.5).
 
 ``SWEEP_DIR`` is a sweep folder of ``assignadd-sweep`` (it holds ``sweep.json``), or a folder whose
 sub-folders are sweep folders (an f sweep and an r sweep side by side: one report, both halves of the
-claim). Writes into ``out``:
-    sweep.json   schema ``assignadd.sweep/1``: the grids, every point's metric, the thresholds, the verdict
-                 (byte-identical for the same folders: no timestamps, no absolute paths)
-    sweep.csv    one row per point
-    sweep.html   self-contained (``reports/html.py``'s template; figures as base64 PNG)
-Exit status: 0 when ``data_requirements`` passes, 1 when it does not (fail, inconclusive or error; the
-files are written and say why), 2 on bad input (one ``error: ...`` line, nothing written).
+claim). Writes sweep.json (schema ``assignadd.sweep/1``, byte-identical for the same folders), sweep.csv
+and sweep.html; exit status as for a series (docs/dynamics.md), the rule in docs/sweeps.md.
 
 ``rescore_report(sweep.json)`` applies the current rule to the points of a report written earlier (the
 shipped ``docs/sweep_results/sweep.json``, whose sweep folders and weights are not shipped).
@@ -105,15 +100,12 @@ def _training_summary(point_dir: Path, steps: int) -> dict:
     }
 
 
-def compute_sweep_report(path, *, union_sample=None, device: str = "cpu", progress: bool = False) -> dict:
-    """The ``assignadd.sweep/1`` document for a sweep folder (or a folder of sweep folders).
-
-    ``union_sample``: 2-var union sequences scored per r point (None: ``UNION_SAMPLE``; 0: all of them)."""
+def compute_sweep_report(path, *, progress: bool = False) -> dict:
+    """The ``assignadd.sweep/1`` document for a sweep folder (or a folder of sweep folders), each r point
+    scored on the claim's subsample of the 2-var union (``UNION_SAMPLE`` sequences)."""
     from ..hypotheses import data_requirements as dr
     from ..training.sweep_folder import points_dir
 
-    # None: the claim's default subsample of the 2-var union; 0: every sequence of it.
-    union_sample = dr.UNION_SAMPLE if union_sample is None else (union_sample or None)
     folders = find_sweeps(path)
     sweeps, by_param = [], {}
     for folder in folders:
@@ -124,7 +116,7 @@ def compute_sweep_report(path, *, union_sample=None, device: str = "cpu", progre
                 print(f"  {folder.name}/{r.name}: {r.metric} {acc}", file=sys.stderr)
 
         try:
-            grid_doc, results = dr.sweep_results(folder, union_sample=union_sample, device=device, progress=note)
+            grid_doc, results = dr.sweep_results(folder, progress=note)
         except Exception as e:
             raise SweepReportError(f"{folder}: {e}") from None
         param = grid_doc["grid"]["param"]
@@ -157,7 +149,7 @@ def compute_sweep_report(path, *, union_sample=None, device: str = "cpu", progre
             "band_half_width": dr.BAND_HALF_WIDTH,
             "paper": dr.PAPER,
             "metrics": dr.METRICS,
-            "union_sample": union_sample,
+            "union_sample": dr.UNION_SAMPLE,
             "preregistered_grid": {p: list(v) for p, v in dr.PREREGISTERED_GRID.items()},
         },
         "sweeps": sweeps,
@@ -354,7 +346,7 @@ def render_html(doc: dict, figures: dict[str, bytes] | None = None) -> str:
     return H.page("assignadd sweep report: data_requirements", *body)
 
 
-def main_for_sweep(path, out=None, *, quiet: bool = False, union_sample: int | None = None, device: str = "cpu") -> int:
+def main_for_sweep(path, out=None, *, quiet: bool = False) -> int:
     """What ``assignadd-report SWEEP_DIR [--out OUT]`` runs: writes sweep.json/.csv/.html and one
     ``sweep_<param>.png`` per swept parameter into ``out``
     (default ``out/report-<folder name>``); bad input exits 2 with one ``error:`` line."""
@@ -370,7 +362,7 @@ def main_for_sweep(path, out=None, *, quiet: bool = False, union_sample: int | N
         exit_bad_input(f"{out}: is the sweep folder itself (its sweep.json is the grid); choose another --out")
     t0 = time.perf_counter()
     try:
-        doc = compute_sweep_report(path, union_sample=union_sample, device=device, progress=not quiet)
+        doc = compute_sweep_report(path, progress=not quiet)
     except SweepReportError as e:
         exit_bad_input(str(e))
     figures = {sw["param"]: sweep_figure(doc, sw) for sw in doc["sweeps"]}

@@ -1,12 +1,7 @@
 """``assignadd-verify``: run every registered claim on a checkpoint and report which hold and why.
 
-    assignadd-verify [CHECKPOINT] [--only ID,...] [--out DIR] [--json PATH] [--junit PATH]
-                     [--seed N] [--n N] [--device cpu|cuda] [--f F] [--r R] [--split-seed N] [--quiet]
-
-Exit status: 0 every claim run passed; 1 a claim failed, was inconclusive or errored; 2 bad input or usage
-(one ``error:`` line on stderr). Claims about a checkpoint series or a sweep are listed as not run here,
-with the command that runs them. Same checkpoint and flags give a byte-identical report.json; run times
-go to timings.json. Report schema: docs/reports.md.
+Options, exit status (0 every claim run passed, 1 not, 2 bad input) and the report files: docs/reports.md.
+The same checkpoint and flags give a byte-identical report.json; run times go to timings.json.
 """
 
 from __future__ import annotations
@@ -116,16 +111,13 @@ def _stage_out_dir(out: Path) -> Path:
 def not_run_here(only: list[str] | None) -> list[dict]:
     """The claims this command cannot run on one checkpoint (series and sweep claims), each with what it
     needs and the command that runs it; none when ``--only`` chose the claims."""
-    import importlib
+    from ..hypotheses.data_requirements import SWEEP_REGISTRY
+    from ..hypotheses.learning_phases import SERIES_REGISTRY
 
     if only is not None:
         return []
     out = []
-    for kind, (module, name) in (
-        ("series", ("learning_phases", "SERIES_REGISTRY")),
-        ("sweep", ("data_requirements", "SWEEP_REGISTRY")),
-    ):
-        registry = getattr(importlib.import_module(f"..hypotheses.{module}", __package__), name, {})
+    for kind, registry in (("series", SERIES_REGISTRY), ("sweep", SWEEP_REGISTRY)):
         needs, command = NOT_HERE[kind]
         out += [
             {"claim": cid, "spec": cls.spec, "statement": cls.statement, "needs": needs, "command": command}
