@@ -33,7 +33,6 @@ from ..random_streams import torch_generator
 from .html import join, tag
 from .png import REPORT_DPI, png_bytes, pyplot
 
-DPI = REPORT_DPI
 # The look of every figure: a white background, small type (the figures sit beside text in a page).
 RC = {
     "font.size": 9,
@@ -77,8 +76,8 @@ def styled_pyplot():
 
 
 def figure_png(fig) -> bytes:
-    """A report figure as PNG bytes (``png.png_bytes`` at ``DPI``); the figure is closed."""
-    return png_bytes(fig, dpi=DPI)
+    """A report figure as PNG bytes (``png.png_bytes`` at ``REPORT_DPI``); the figure is closed."""
+    return png_bytes(fig, dpi=REPORT_DPI)
 
 
 def _model_figure(key: str, title: str, caption, fig) -> Figure:

@@ -183,27 +183,21 @@ class ClaimItem(pytest.Item):
         if key not in cache:
             from ..hypotheses.session import load_context
 
-            if not self.path.exists():
-                cache[key] = ValueError(
-                    f"{self.path}: no such file"
-                    + (" (the bundled reference checkpoint is missing)" if self.given == "reference" else "")
-                )
-            else:
-                try:
-                    task = {
-                        "f": self.config.getoption("assignadd_f"),
-                        "r": self.config.getoption("assignadd_r"),
-                        "seed": self.config.getoption("assignadd_split_seed"),
-                    }
-                    cache[key] = load_context(
-                        self.path,
-                        seed=self.config.getoption("assignadd_seed"),
-                        n=self.config.getoption("assignadd_n"),
-                        device=self.config.getoption("assignadd_device"),
-                        task=task,
-                    )[0]
-                except ValueError as e:  # CheckpointError included
-                    cache[key] = e
+            opt = self.config.getoption
+            try:
+                if not self.path.exists():
+                    missing = " (the bundled reference checkpoint is missing)" if self.given == "reference" else ""
+                    raise ValueError(f"{self.path}: no such file{missing}")
+                task = {"f": opt("assignadd_f"), "r": opt("assignadd_r"), "seed": opt("assignadd_split_seed")}
+                cache[key] = load_context(
+                    self.path,
+                    seed=opt("assignadd_seed"),
+                    n=opt("assignadd_n"),
+                    device=opt("assignadd_device"),
+                    task=task,
+                )[0]
+            except ValueError as e:  # CheckpointError included
+                cache[key] = e
         got = cache[key]
         if isinstance(got, Exception):
             raise got

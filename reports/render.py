@@ -96,9 +96,7 @@ def fmt(x) -> str:
     an interval, ``fmt_interval``; a pair of steps, ``fmt_span``."""
     if x is None:
         return "n/a"
-    if isinstance(x, bool):
-        return str(x)
-    if isinstance(x, int):
+    if isinstance(x, int):  # bool included
         return str(x)
     if abs(x) >= 1e4 or (x != 0 and abs(x) < 1e-3):
         return f"{x:.3g}"

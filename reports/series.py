@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import re
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -221,8 +221,6 @@ def compute_series(
                 max_workers=jobs, mp_context=mp.get_context("spawn"), initializer=_init_worker, initargs=args
             ) as pool:
                 futures = {pool.submit(_measure_one, str(e.path), with_claims[i]): i for i, e in enumerate(entries)}
-                from concurrent.futures import as_completed
-
                 try:
                     for fut in as_completed(futures):
                         take(futures[fut], fut.result())

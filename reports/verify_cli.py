@@ -98,16 +98,6 @@ def _check_writable(path: Path, flag: str, want_dir: bool) -> None:
         exit_bad_input(f"{flag} {path}: cannot write there ({e.strerror or e})")
 
 
-def _stage_out_dir(out: Path) -> Path:
-    """A temporary folder for the reports (``fileio.stage_folder``): written there, moved in only when complete."""
-    from ..fileio import stage_folder
-
-    try:
-        return stage_folder(out)
-    except OSError as e:
-        exit_bad_input(f"--out {out}: cannot write there ({e.strerror or e})")
-
-
 def not_run_here(only: list[str] | None) -> list[dict]:
     """The claims this command cannot run on one checkpoint (series and sweep claims), each with what it
     needs and the command that runs it; none when ``--only`` chose the claims."""
@@ -181,7 +171,7 @@ def verify(args) -> int:
 def _run(args, path, shown_path, only, ids, json_path, junit_path, out, staging_dirs, t_start, version) -> int:
     import torch
 
-    from ..fileio import atomic_write, commit_folder, sha256_file
+    from ..fileio import atomic_write, commit_folder, sha256_file, stage_folder
     from . import render
 
     if args.device == "cuda" and not torch.cuda.is_available():
@@ -276,7 +266,10 @@ def _run(args, path, shown_path, only, ids, json_path, junit_path, out, staging_
     report_json = render.dumps(report)
     staging = None
     if out is not None:
-        staging = _stage_out_dir(out)
+        try:  # written into a temporary folder, moved in only when complete
+            staging = stage_folder(out)
+        except OSError as e:
+            exit_bad_input(f"--out {out}: cannot write there ({e.strerror or e})")
         staging_dirs.append(staging)
         t2 = time.perf_counter()
         try:
