@@ -85,12 +85,6 @@ def _model_figure(key: str, title: str, caption, fig) -> Figure:
     return Figure(key, CLAIM_OF[key], title, caption, figure_png(fig))
 
 
-def _example(task, seed: int) -> torch.Tensor:
-    """One 2-variable training sequence (both operands through variables): [SEQ_LEN] token ids."""
-    tokens, _ = task.pool("2var_train", 1, seed=seed)
-    return tokens[0]
-
-
 def _mark(ax, cells, color="#d62728"):
     from matplotlib.patches import Rectangle
 
@@ -103,7 +97,7 @@ def attention_figures(model, task, seed: int) -> list[Figure]:
 
     plt = styled_pyplot()
     vocab = task.vocab
-    tokens = _example(task, seed)
+    tokens = task.pool("2var_train", 1, seed=seed)[0][0]  # one sequence, both operands variables: (SEQ_LEN,)
     _, cache = model.run_with_cache(
         tokens[None].to(_device(model)), names_filter=[hooks.act_name("pattern", l) for l in range(model.cfg.n_layers)]
     )
