@@ -33,7 +33,6 @@ from ..random_streams import torch_generator
 from .html import join, tag
 from .png import REPORT_DPI, png_bytes, pyplot
 
-DPI = REPORT_DPI
 # The look of every figure: a white background, small type (the figures sit beside text in a page).
 RC = {
     "font.size": 9,
@@ -48,7 +47,7 @@ RC = {
     "figure.facecolor": "white",
     "axes.facecolor": "white",
 }
-# Which claim each model figure illustrates (claim ids as registered in ``assignadd.hypotheses``).
+# Which claim each model figure illustrates (claim ids as registered in ``assignadd.hypotheses``), in report order.
 CLAIM_OF = {
     "attention_layer1": "previous_token_head",
     "positional_qk": "previous_token_head",
@@ -77,14 +76,13 @@ def styled_pyplot():
 
 
 def figure_png(fig) -> bytes:
-    """A report figure as PNG bytes (``png.png_bytes`` at ``DPI``); the figure is closed."""
-    return png_bytes(fig, dpi=DPI)
+    """A report figure as PNG bytes (``png.png_bytes`` at ``REPORT_DPI``); the figure is closed."""
+    return png_bytes(fig, dpi=REPORT_DPI)
 
 
-def _example(task, seed: int) -> torch.Tensor:
-    """One 2-variable training sequence (both operands through variables): [SEQ_LEN] token ids."""
-    tokens, _ = task.pool("2var_train", 1, seed=seed)
-    return tokens[0]
+def _model_figure(key: str, title: str, caption, fig) -> Figure:
+    """Model figure ``key`` (the claim it illustrates from ``CLAIM_OF``), drawn; ``fig`` is closed."""
+    return Figure(key, CLAIM_OF[key], title, caption, figure_png(fig))
 
 
 def _mark(ax, cells, color="#d62728"):
@@ -99,7 +97,7 @@ def attention_figures(model, task, seed: int) -> list[Figure]:
 
     plt = styled_pyplot()
     vocab = task.vocab
-    tokens = _example(task, seed)
+    tokens = task.pool("2var_train", 1, seed=seed)[0][0]  # one sequence, both operands variables: (SEQ_LEN,)
     _, cache = model.run_with_cache(
         tokens[None].to(_device(model)), names_filter=[hooks.act_name("pattern", l) for l in range(model.cfg.n_layers)]
     )
@@ -128,9 +126,8 @@ def attention_figures(model, task, seed: int) -> list[Figure]:
         fig.colorbar(im, ax=ax, fraction=0.046, pad=0.04, label="attention weight")
         ax.set_title(f"Layer {layer + 1} [blocks.{layer}] attention")
         figs.append(
-            Figure(
+            _model_figure(
                 f"attention_layer{layer + 1}",
-                CLAIM_OF[f"attention_layer{layer + 1}"],
                 f"Layer {layer + 1} attention pattern on an example sequence",
                 join(
                     [
@@ -139,7 +136,7 @@ def attention_figures(model, task, seed: int) -> list[Figure]:
                         f". Red outlines: the cells the claim predicts ({what[layer]}).",
                     ]
                 ),
-                figure_png(fig),
+                fig,
             )
         )
     return figs
@@ -177,14 +174,13 @@ def positional_qk_figure(model) -> Figure:
     hits = sum(
         int(np.nanargmax(np.where(_prev_token_mask(q), shown[q], np.nan)) == q - 1) for q in range(1, PREFIX_LEN)
     )
-    return Figure(
+    return _model_figure(
         "positional_qk",
-        CLAIM_OF["positional_qk"],
         "Layer 1 positional QK matrix",
         f"Scores between prefix positions from the positional embeddings alone (future keys blank). "
         f"Red outlines: the previous position q−1. With keys &gt; q, q and q−2 masked (SPEC §4.1), "
         f"the argmax is q−1 in {hits}/{PREFIX_LEN - 1} rows.",
-        figure_png(fig),
+        fig,
     )
 
 
@@ -223,13 +219,12 @@ def identity_matrix_figure(model, task) -> Figure:
     ax.set_ylabel("query: '=' reading variable")
     ax.set_title("Layer 2 identity QK  M = (E_var OV₁) QK₂ (E_var OV₁)ᵀ")
     fig.colorbar(im, ax=ax, fraction=0.046, pad=0.04)
-    return Figure(
+    return _model_figure(
         "identity_matrix",
-        CLAIM_OF["identity_matrix"],
         "Layer 2 variable-identity matrix",
         f"Black outlines: the diagonal (same variable); yellow dots: each row's argmax. "
         f"Diagonal argmax in {diag}/{V} rows (chance {1}/{V}); mean diagonal margin {margin:.3g}.",
-        figure_png(fig),
+        fig,
     )
 
 
@@ -268,13 +263,12 @@ def resid_mid_cosine_figure(model, task, seed: int, n: int = 400) -> Figure:
     ax.set_xlabel("cosine similarity of blocks.1.hook_resid_mid at '='")
     ax.legend(loc="upper left", fontsize=8)
     ax.set_title("Constant vs variable operands with the same values")
-    return Figure(
+    return _model_figure(
         "resid_mid_cosine",
-        CLAIM_OF["resid_mid_cosine"],
         "Shared residual at the Layer-2 MLP input",
         f"Median cosine: matched {np.median(matched):.3f}, mismatched {np.median(mismatched):.3f}. "
         f"Pairs from the 1- and 2-variable training pools (seed {seed}).",
-        figure_png(fig),
+        fig,
     )
 
 
@@ -312,9 +306,8 @@ def fourier_figures(model, task) -> list[Figure]:
         ax.set_title(title, fontsize=9)
     fig.colorbar(im, ax=axes, fraction=0.025, pad=0.02)
     figs.append(
-        Figure(
+        _model_figure(
             "fourier_neuron",
-            CLAIM_OF["fourier_neuron"],
             "A Layer-2 MLP neuron and its Fourier fit",
             join(
                 [
@@ -326,7 +319,7 @@ def fourier_figures(model, task) -> list[Figure]:
                     f"{float(r['fve'].median()):.1%}.",
                 ]
             ),
-            figure_png(fig),
+            fig,
         )
     )
 
@@ -347,15 +340,14 @@ def fourier_figures(model, task) -> list[Figure]:
     ax.set_title("Layer 2 MLP pre-activations: power by frequency (live neurons)")
     keys = ", ".join(str(kk) for kk in sorted(key)) or "none"
     figs.append(
-        Figure(
+        _model_figure(
             "fourier_spectrum",
-            CLAIM_OF["fourier_spectrum"],
             "Spectrum of key frequencies",
             f"Each frequency's share of the single-frequency power of the live Layer-2 MLP neurons on the "
             f"grid above (the fourier_neurons claim's spectrum). Red: key frequencies by the claim's rule, "
             f"at least {fourier.KEY_SHARE_FACTOR:g} times the even share (dashed; k = {keys}). Numbers "
             f"over bars: neurons whose best frequency is k and explains ≥ 50% of their variance.",
-            figure_png(fig),
+            fig,
         )
     )
     return figs
@@ -379,15 +371,7 @@ def model_figures(model, task, seed: int = 0) -> list[Figure]:
             except Exception as e:  # noqa: BLE001 (reported in the page instead)
                 claim = CLAIM_OF.get(key) or CLAIM_OF.get(f"{key}_neuron") or CLAIM_OF.get(f"{key}_layer1")
                 figs.append(Figure(key, claim, f"Figure '{key}' could not be drawn", f"{type(e).__name__}: {e}", b""))
-    order = [
-        "attention_layer1",
-        "positional_qk",
-        "attention_layer2",
-        "identity_matrix",
-        "resid_mid_cosine",
-        "fourier_neuron",
-        "fourier_spectrum",
-    ]
+    order = list(CLAIM_OF)
     return sorted(figs, key=lambda f: order.index(f.key) if f.key in order else len(order))
 
 

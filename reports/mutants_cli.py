@@ -1,15 +1,8 @@
 """``assignadd-mutants``: mutation testing of the claims on a checkpoint.
 
-    assignadd-mutants [CHECKPOINT] [--mutants NAME,...] [--only ID,...] [--seed N] [--n N]
-                      [--json PATH] [--md PATH] [--html PATH] [--quiet]
-
-Builds each component mutant of the checkpoint (``interventions/mutants.py``: one component changed,
-every other weight bit-identical), runs every claim on it and prints the claim x mutant matrix, each
-cell marked against the expected pattern (SPEC §6): on a break mutant the broken component's claim
-fails, claims upstream of the break pass, behaviour claims fail, downstream claims are shown but not
-judged; on a symmetry mutant (the same function, other weights) every claim keeps its verdict.
-
-Exit status: 0 every judged cell as expected; 1 a judged cell is not; 2 bad input or usage.
+Builds each component mutant of the checkpoint (``interventions/mutants.py``), runs every claim on it and
+prints the claim x mutant matrix, each cell marked against the expected pattern of SPEC §6
+(docs/hypotheses.md). Exit status: 0 every judged cell as expected; 1 a judged cell is not; 2 bad input.
 """
 
 from __future__ import annotations

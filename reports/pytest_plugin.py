@@ -1,15 +1,6 @@
-"""pytest plugin: every registered claim as a test item, on any checkpoint.
-
-    pytest --assignadd-checkpoint run/step_040000.pt --assignadd-checkpoint reference -m assignadd_claim
-
-collects one item per registered claim per checkpoint, with ids like
-``assignadd.claims::previous_token_head[reference.pt]`` (JUnit: classname ``assignadd.claims``, as in
-``assignadd-verify``'s junit.xml, name ``previous_token_head[reference.pt]``); an item that does not pass (fail, inconclusive, error) fails with the claim's
-one-line reason as its message and its evidence below. ``reference`` names the bundled reference
-checkpoint. Options: ``--assignadd-only ID,...``, ``--assignadd-n N`` (pool size, default 2000),
-``--assignadd-seed N``, ``--assignadd-device``, and for a checkpoint that records no task
-``--assignadd-f``, ``--assignadd-r``, ``--assignadd-split-seed``. Results match ``assignadd-verify``
-with the same seed and pool size.
+"""pytest plugin: every registered claim as a test item, on any checkpoint (``--assignadd-checkpoint PATH``,
+repeatable; ``reference`` is the bundled one). Ids, options and an example: docs/reports.md, "The pytest
+plugin"; results match ``assignadd-verify`` with the same seed and pool size.
 
 Installed as the ``pytest11`` entry point ``assignadd``, so it is loaded by every pytest run in the
 environment: nothing heavy is imported here unless ``--assignadd-checkpoint`` is given.
@@ -28,6 +19,40 @@ _CONTEXTS = pytest.StashKey[dict]()
 _RUNS = pytest.StashKey[dict]()
 
 
+# The options after ``--assignadd-checkpoint``, in help order; ``--assignadd-NAME`` lands in ``assignadd_NAME``.
+OPTIONS = {
+    "only": dict(metavar="ID,...", default=None, help="comma-separated claim ids (default: all registered)"),
+    "n": dict(type=int, default=2000, metavar="N", help="evaluation pool size (default 2000)"),
+    "seed": dict(type=int, default=0, metavar="N", help="seed for pools and resampling (default 0)"),
+    "device": dict(default="cpu", choices=("cpu", "cuda"), help="device (default cpu)"),
+    "f": dict(
+        type=float,
+        default=None,
+        metavar="F",
+        help="the task's f for checkpoints that record no task (default: the paper's 0.7)",
+    ),
+    "r": dict(
+        type=float,
+        default=None,
+        metavar="R",
+        help="the task's r for checkpoints that record no task (default: the paper's 1.0)",
+    ),
+    "split-seed": dict(
+        type=int,
+        default=None,
+        metavar="N",
+        help="the task's split seed for checkpoints that record no task (default: the paper's 42)",
+    ),
+    "jobs": dict(
+        type=int,
+        default=None,
+        metavar="N",
+        help="run a checkpoint's claims side by side in N forked processes (default: one per usable "
+        "core; 1 where fork is unavailable); verdicts do not depend on N",
+    ),
+}
+
+
 def pytest_addoption(parser):
     group = parser.getgroup("assignadd", "assignadd: the paper's claims as test items")
     group.addoption(
@@ -38,69 +63,8 @@ def pytest_addoption(parser):
         dest="assignadd_checkpoints",
         help="checkpoint to test every registered claim on (repeatable; 'reference' = the bundled one)",
     )
-    group.addoption(
-        "--assignadd-only",
-        metavar="ID,...",
-        default=None,
-        dest="assignadd_only",
-        help="comma-separated claim ids (default: all registered)",
-    )
-    group.addoption(
-        "--assignadd-n",
-        type=int,
-        default=2000,
-        metavar="N",
-        dest="assignadd_n",
-        help="evaluation pool size (default 2000)",
-    )
-    group.addoption(
-        "--assignadd-seed",
-        type=int,
-        default=0,
-        metavar="N",
-        dest="assignadd_seed",
-        help="seed for pools and resampling (default 0)",
-    )
-    group.addoption(
-        "--assignadd-device",
-        default="cpu",
-        choices=("cpu", "cuda"),
-        dest="assignadd_device",
-        help="device (default cpu)",
-    )
-    group.addoption(
-        "--assignadd-f",
-        type=float,
-        default=None,
-        metavar="F",
-        dest="assignadd_f",
-        help="the task's f for checkpoints that record no task (default: the paper's 0.7)",
-    )
-    group.addoption(
-        "--assignadd-r",
-        type=float,
-        default=None,
-        metavar="R",
-        dest="assignadd_r",
-        help="the task's r for checkpoints that record no task (default: the paper's 1.0)",
-    )
-    group.addoption(
-        "--assignadd-split-seed",
-        type=int,
-        default=None,
-        metavar="N",
-        dest="assignadd_split_seed",
-        help="the task's split seed for checkpoints that record no task (default: the paper's 42)",
-    )
-    group.addoption(
-        "--assignadd-jobs",
-        type=int,
-        default=None,
-        metavar="N",
-        dest="assignadd_jobs",
-        help="run a checkpoint's claims side by side in N forked processes (default: one per usable "
-        "core; 1 where fork is unavailable); verdicts do not depend on N",
-    )
+    for name, kwargs in OPTIONS.items():
+        group.addoption(f"--assignadd-{name}", dest="assignadd_" + name.replace("-", "_"), **kwargs)
 
 
 def pytest_configure(config):
@@ -219,27 +183,21 @@ class ClaimItem(pytest.Item):
         if key not in cache:
             from ..hypotheses.session import load_context
 
-            if not self.path.exists():
-                cache[key] = ValueError(
-                    f"{self.path}: no such file"
-                    + (" (the bundled reference checkpoint is missing)" if self.given == "reference" else "")
-                )
-            else:
-                try:
-                    task = {
-                        "f": self.config.getoption("assignadd_f"),
-                        "r": self.config.getoption("assignadd_r"),
-                        "seed": self.config.getoption("assignadd_split_seed"),
-                    }
-                    cache[key] = load_context(
-                        self.path,
-                        seed=self.config.getoption("assignadd_seed"),
-                        n=self.config.getoption("assignadd_n"),
-                        device=self.config.getoption("assignadd_device"),
-                        task=task,
-                    )[0]
-                except ValueError as e:  # CheckpointError included
-                    cache[key] = e
+            opt = self.config.getoption
+            try:
+                if not self.path.exists():
+                    missing = " (the bundled reference checkpoint is missing)" if self.given == "reference" else ""
+                    raise ValueError(f"{self.path}: no such file{missing}")
+                task = {"f": opt("assignadd_f"), "r": opt("assignadd_r"), "seed": opt("assignadd_split_seed")}
+                cache[key] = load_context(
+                    self.path,
+                    seed=opt("assignadd_seed"),
+                    n=opt("assignadd_n"),
+                    device=opt("assignadd_device"),
+                    task=task,
+                )[0]
+            except ValueError as e:  # CheckpointError included
+                cache[key] = e
         got = cache[key]
         if isinstance(got, Exception):
             raise got

@@ -21,7 +21,6 @@ from . import html as H
 SCHEMA = "assignadd.verify/1"
 TIMINGS_SCHEMA = "assignadd.verify.timings/1"
 VERDICTS = ("pass", "inconclusive", "fail", "error")  # the order a summary counts them in
-CSS = H.STYLESHEET  # the one stylesheet of every HTML report
 
 
 def clean_json(x):
@@ -97,9 +96,7 @@ def fmt(x) -> str:
     an interval, ``fmt_interval``; a pair of steps, ``fmt_span``."""
     if x is None:
         return "n/a"
-    if isinstance(x, bool):
-        return str(x)
-    if isinstance(x, int):
+    if isinstance(x, int):  # bool included
         return str(x)
     if abs(x) >= 1e4 or (x != 0 and abs(x) < 1e-3):
         return f"{x:.3g}"
@@ -176,13 +173,9 @@ def fmt_threshold(t: dict) -> str:
 
 
 def item_status(e: dict) -> str:
-    """An evidence item's result: ``pass``, ``fail``, ``inconclusive``, or ``no data``."""
+    """An evidence item's result, or a control's on the item's bar (``pass`` there means the item cannot
+    tell them apart): ``pass``, ``fail``, ``inconclusive``, or ``no data``."""
     return e.get("status") or e.get("verdict") or ("pass" if e.get("passed") else "fail")
-
-
-def control_status(m: dict) -> str:
-    """A control's result on an item's bar: ``pass`` there means the item cannot tell them apart."""
-    return m.get("status") or m.get("verdict") or ("pass" if m.get("passed") else "fail")
 
 
 def headline(claim: dict) -> dict | None:
@@ -268,7 +261,7 @@ def _step(ck: dict) -> str:
     return f", step {ck['step']}" + (" (from the file name)" if ck.get("step_source") == "file name" else "")
 
 
-def terminal_table(report: dict, width: int = 160) -> str:
+def terminal_table(report: dict) -> str:
     """A plain-text table, the reasons for anything that did not pass, notes, then the summary line."""
     rows = summary_rows(report)
     cols = list(zip(HEADER, *rows)) if rows else [(h,) for h in HEADER]
@@ -312,7 +305,7 @@ def evidence_lines(e: dict) -> list[str]:
 
 
 def _control_words(m: dict) -> str:
-    status = control_status(m)
+    status = item_status(m)
     if status == "pass":
         return "passes: the item cannot tell them apart"
     if status == "fail":
@@ -458,11 +451,27 @@ def evidence_table(
     )
 
 
-def controls_paragraph(controls: dict[str, str]) -> H.Markup:
-    """A claim's controls, each with what it is, as one paragraph (the verify report, the series and sweep pages)."""
-    return H.tag(
-        "p", "Controls: ", H.join([[H.tag("i", k), f": {v}"] for k, v in sorted(controls.items())], "; "), class_="meta"
-    )
+def claim_heading(claim: str, verdict: str, spec: str) -> H.Markup:
+    """A claim's ``h2``: its id, its verdict, its SPEC section; the anchor ``#claim-<id>``."""
+    return H.tag("h2", claim, " ", H.verdict(verdict), " ", H.tag("span", spec, class_="meta"), id=f"claim-{claim}")
+
+
+def claim_section(claim: dict, table) -> list:
+    """A claim as every page shows one (the verify report, the series and sweep pages): its id and verdict,
+    the statement, the verdict's reason, ``table(evidence)`` and what each control is."""
+    out = [
+        claim_heading(claim["claim"], claim["verdict"], claim.get("spec", "")),
+        H.tag("blockquote", claim.get("statement", "")),
+        H.tag("p", "Verdict ", H.tag("b", claim["verdict"]), f": {claim['reason']}"),
+    ]
+    if claim.get("evidence"):
+        out.append(table(claim["evidence"]))
+    if claim.get("controls"):
+        controls = sorted(claim["controls"].items())
+        out.append(
+            H.tag("p", "Controls: ", H.join([[H.tag("i", k), f": {v}"] for k, v in controls], "; "), class_="meta")
+        )
+    return out
 
 
 def _evidence_table(e_list: list[dict]) -> H.Markup:
@@ -529,35 +538,10 @@ def html_page(report: dict, figures: list | None = None) -> str:
     body.append(H.table(HEADER, rows, cell_classes=["text", "nowrap", "text", "nowrap", "text"]))
 
     for c in report["claims"]:
-        body += [
-            H.tag(
-                "h2",
-                c["claim"],
-                " ",
-                H.verdict(c["verdict"]),
-                " ",
-                H.tag("span", c["spec"], class_="meta"),
-                id=f"claim-{c['claim']}",
-            ),
-            H.tag("blockquote", c["statement"]),
-            H.tag("p", "Verdict ", H.tag("b", c["verdict"]), f": {c['reason']}"),
-        ]
-        if c.get("evidence"):
-            body.append(_evidence_table(c["evidence"]))
-        if c.get("controls"):
-            body.append(controls_paragraph(c["controls"]))
-        body += [_figure(f) for f in by_claim.get(c["claim"], [])]
+        body += claim_section(c, _evidence_table) + [_figure(f) for f in by_claim.get(c["claim"], [])]
     for c in report.get("not_run") or []:
         body += [
-            H.tag(
-                "h2",
-                c["claim"],
-                " ",
-                H.verdict("not-run"),
-                " ",
-                H.tag("span", c["spec"], class_="meta"),
-                id=f"claim-{c['claim']}",
-            ),
+            claim_heading(c["claim"], "not-run", c["spec"]),
             H.tag("blockquote", c["statement"]),
             H.tag("p", f"Not run on one checkpoint: it needs {c['needs']}. Run ", H.tag("code", c["command"]), "."),
         ]

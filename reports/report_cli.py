@@ -1,13 +1,8 @@
 """``assignadd-report PATH``: a checkpoint series into curves, learning phases and per-step verdicts.
 
-Writes ``series.json`` (schema ``assignadd.series/1``, byte-identical for the same inputs),
-``series.csv`` (long form: step, measure, value) and ``series.html`` (self-contained) into ``--out``.
-A sweep folder (``assignadd-sweep``) is reported instead as the ``data_requirements`` claim
-(``reports/sweep_report.py``).
-
-Exit status, so that a CI job can gate on the claims: 0 when every series (or sweep) claim passes; 1 when
-one does not (``fail``, ``inconclusive`` or ``error``: only a pass is a pass); 2 on bad input (one
-``error: ...`` line, nothing written). The files are written in the first two cases.
+Writes ``series.json``, ``series.csv`` and ``series.html`` into ``--out``; a sweep folder is reported
+instead as the ``data_requirements`` claim (``reports/sweep_report.py``). Options and exit status: the
+epilog below and docs/dynamics.md.
 """
 
 from __future__ import annotations

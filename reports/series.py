@@ -1,11 +1,7 @@
 """A checkpoint series turned into curves (SPEC §4.5): per checkpoint, every pool's accuracy, the
 authors' progress measures and each registered claim's verdict; then the learning phases.
 
-Reading a folder. A run folder of ``assignadd-train`` (``checkpoints/step_NNNNNN.pt`` and
-``final.pt``), or any folder of checkpoints in either format of SPEC §2.4, named as we name them
-(``step_NNNNNN.pt``: after N steps) or as the paper's authors do (``checkpoint_step_N.pth``: after N
-optimizer steps, every 100 from 1); ``final.pt`` / ``model_state_dict.pth`` are the last. Ordered by
-step. Other files are ignored.
+The folders and file names it reads (ours and the authors'): docs/dynamics.md.
 
 Speed. The pools and the task are built once per process and reused for every checkpoint; accuracy
 goes through ``model.last_logits`` (the last position only); the probe is a closed-form least-squares
@@ -17,7 +13,7 @@ from __future__ import annotations
 
 import json
 import re
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -225,8 +221,6 @@ def compute_series(
                 max_workers=jobs, mp_context=mp.get_context("spawn"), initializer=_init_worker, initargs=args
             ) as pool:
                 futures = {pool.submit(_measure_one, str(e.path), with_claims[i]): i for i, e in enumerate(entries)}
-                from concurrent.futures import as_completed
-
                 try:
                     for fut in as_completed(futures):
                         take(futures[fut], fut.result())
@@ -308,20 +302,16 @@ DECIDED = ("pass", "fail")
 
 
 def verdict_timeline(steps: list[int], verdicts: list[str | None]) -> dict:
-    """A claim's verdicts along a series, read as a timeline: where it settles, and every flip.
+    """A claim's verdicts along a series, read as a timeline: where it settles, and every flip. A
+    mechanism, once formed, should not come and go; the timeline says whether it did (definitions and
+    examples: docs/reports.md, "A series: the verdict timeline").
 
-    A mechanism, once formed, should not come and go; the timeline says whether it did. Definitions
-    (docs/reports.md, "The verdict timeline"), over the checkpoints where the claim ran, in step order:
-
-    - a *flip* is a change between two consecutive *decided* verdicts (``pass`` or ``fail``): an
-      ``inconclusive``, an ``error`` or a missing verdict (``None``) between them neither makes nor hides
-      one (pass, inconclusive, fail is one flip, from the pass's step to the fail's; pass, inconclusive,
-      pass is none), and the steps it skipped are listed with the flip (``undecided_between``);
-    - the claim *settles at* the first step from which every verdict up to the last equals the last one
-      (the verdict settled somewhere in ``(settled_after, settles_at]``); None when the last verdict is
-      not ``pass`` or ``fail``: a series that ends undecided has not settled;
-    - it is *flagged* when it flips more than once (``multiple_flips``: it came and went) or when any
-      checkpoint gave an ``error`` (a claim that could not be measured there).
+    - a *flip* is a change between two consecutive decided verdicts (``pass``, ``fail``); an undecided one
+      between them (``inconclusive``, ``error``, None) neither makes nor hides one, and is listed with it
+      (``undecided_between``);
+    - the claim *settles at* the first step from which every verdict equals the last, a decided one (it
+      settled in ``(settled_after, settles_at]``); None when the series ends undecided;
+    - it is *flagged* when it flips more than once or gives an ``error`` anywhere.
 
     ``steps`` ascending and ``verdicts`` of the same length. Pure: the same lists give the same dict.
     """

@@ -13,7 +13,7 @@ import fnmatch
 
 from . import html as H
 from .png import PAGE_DPI, png_bytes, pyplot
-from .render import controls_paragraph
+from .render import claim_section as render_claim_section
 from .render import evidence_table as render_evidence_table
 from .render import fmt, fmt_interval, fmt_measurement, fmt_span
 
@@ -87,8 +87,6 @@ def _panels(doc, panels, title) -> bytes:
 
 def _claims_figure(doc) -> bytes | None:
     evaluated = [c for c in doc["checkpoints"] if "claims" in c]
-    if not evaluated:
-        return None
     ids = sorted({cid for c in evaluated for cid in c["claims"]})
     if not ids:
         return None
@@ -132,19 +130,18 @@ def fmt_item_value(m: dict) -> str:
     return bracket if m.get("value") is None else f"{v} {bracket}"
 
 
-def written_status(e: dict, m: dict) -> str:
-    """The status written with item ``e``'s measurement ``m`` (its own or a control's)."""
-    return (e if m is e["measurement"] else m).get("status") or "no data"
-
-
-def evidence_table(evidence: list[dict], status=written_status) -> H.Markup:
+def evidence_table(evidence: list[dict], recompute) -> H.Markup:
     """A claim's evidence items as the verify report shows them (``render.evidence_table``), for a claim
     decided over many checkpoints or runs: the interval is what the checkpoints or the grid allow, and an
     item they cannot resolve says why under its result.
 
-    ``status(e, m)``: ``pass``, ``fail``, ``inconclusive`` or ``no data`` for item ``e``'s measurement
-    ``m`` (``e["measurement"]`` or one of its controls)."""
+    A result is the status written with item ``e``'s measurement ``m`` (``e["measurement"]`` or one of its
+    controls), else ``recompute(e, m)``: ``pass``, ``fail``, ``inconclusive`` or ``no data``."""
     words = {"pass": "passes", "fail": "fails"}
+
+    def status(e: dict, m: dict) -> str:
+        return (e if m is e["measurement"] else m).get("status") or recompute(e, m)
+
     return render_evidence_table(
         evidence,
         value=fmt_item_value,
@@ -156,36 +153,15 @@ def evidence_table(evidence: list[dict], status=written_status) -> H.Markup:
     )
 
 
-def claim_section(claim: dict, status=written_status) -> list:
-    """A claim as the verify report shows one: its id and verdict, the statement, the verdict's reason, the
-    evidence table and what each control is."""
-    out = [
-        H.tag(
-            "h2",
-            claim["claim"],
-            " ",
-            H.verdict(claim["verdict"]),
-            " ",
-            H.tag("span", claim.get("spec", ""), class_="meta"),
-            id=f"claim-{claim['claim']}",
-        ),
-        H.tag("blockquote", claim.get("statement", "")),
-        H.tag("p", "Verdict ", H.tag("b", claim["verdict"]), f": {claim['reason']}"),
-    ]
-    if claim.get("evidence"):
-        out.append(evidence_table(claim["evidence"], status))
-    if claim.get("controls"):
-        out.append(controls_paragraph(claim["controls"]))
-    return out
+def claim_section(claim: dict, recompute) -> list:
+    """A claim as the verify report shows one (``render.claim_section``), with this page's evidence table."""
+    return render_claim_section(claim, lambda evidence: evidence_table(evidence, recompute))
 
 
-def _series_status(e: dict, m: dict) -> str:
-    """The status written with the item (or its control), else recomputed from its interval."""
+def _interval_status(e: dict, m: dict) -> str:
+    """A series item's (or control's) status from its interval, where the document wrote none."""
     from ..hypotheses.learning_phases import interval_state
 
-    written = (e if m is e["measurement"] else m).get("status")
-    if written:
-        return written
     lo, hi = (m.get("ci") or [None, None])[:2]
     return interval_state(e["threshold"]["direction"], e["threshold"]["value"], lo, hi)
 
@@ -427,7 +403,7 @@ def render_html(doc: dict) -> str:
         ),
         _flagged_summary(doc),
         _phase_section(doc),
-        [claim_section(r, _series_status) for _, r in claims],
+        [claim_section(r, _interval_status) for _, r in claims],
         H.tag("h2", "Per-checkpoint claims: where each starts to hold", id="first-hold"),
         H.tag(
             "ul",
@@ -438,33 +414,20 @@ def render_html(doc: dict) -> str:
             or H.tag("li", "(no claims evaluated)"),
         ),
     ]
-    figures = [
-        (
-            "accuracy",
-            "Accuracy by number of variables",
-            _panels(doc, ACCURACY_PANELS, "Accuracy by number of variables"),
-            "accuracy on each evaluation pool against the training step; " + ONSETS_NOTE,
-        ),
-        (
-            "progress",
-            "Progress measures",
-            _panels(doc, PROGRESS_PANELS, "Progress measures"),
-            "the authors' progress measures (defined under measures in series.json) against the training step; "
-            + ONSETS_NOTE,
-        ),
-    ]
+
+    def section(key: str, title: str, png: bytes, caption: str) -> list:
+        return [H.tag("h2", title), H.figure(key, title, caption, png)]
+
+    title = "Accuracy by number of variables"
+    caption = "accuracy on each evaluation pool against the training step; "
+    body += section("accuracy", title, _panels(doc, ACCURACY_PANELS, title), caption + ONSETS_NOTE)
+    body += timeline_section(doc)  # the verdicts over training beside the curves they are read against
+    caption = "the authors' progress measures (defined under measures in series.json) against the training step; "
+    body += section(
+        "progress", "Progress measures", _panels(doc, PROGRESS_PANELS, "Progress measures"), caption + ONSETS_NOTE
+    )
     claims_png = _claims_figure(doc)
     if claims_png:
-        figures.append(
-            (
-                "claims",
-                "Per-checkpoint claims",
-                claims_png,
-                "each registered claim's verdict at the checkpoints it ran on (--claims)",
-            )
-        )
-    for key, title, png, caption in figures:
-        body += [H.tag("h2", title), H.figure(key, title, caption, png)]
-        if key == "accuracy":  # the verdicts over training beside the curves they are read against
-            body += timeline_section(doc)
+        caption = "each registered claim's verdict at the checkpoints it ran on (--claims)"
+        body += section("claims", "Per-checkpoint claims", claims_png, caption)
     return H.page(f"assignadd series: {doc['source']}", *body)

@@ -3,13 +3,8 @@ threshold, and the ``data_requirements`` verdict (SPEC §4.5).
 
 ``SWEEP_DIR`` is a sweep folder of ``assignadd-sweep`` (it holds ``sweep.json``), or a folder whose
 sub-folders are sweep folders (an f sweep and an r sweep side by side: one report, both halves of the
-claim). Writes into ``out``:
-    sweep.json   schema ``assignadd.sweep/1``: the grids, every point's metric, the thresholds, the verdict
-                 (byte-identical for the same folders: no timestamps, no absolute paths)
-    sweep.csv    one row per point
-    sweep.html   self-contained (``reports/html.py``'s template; figures as base64 PNG)
-Exit status: 0 when ``data_requirements`` passes, 1 when it does not (fail, inconclusive or error; the
-files are written and say why), 2 on bad input (one ``error: ...`` line, nothing written).
+claim). Writes sweep.json (schema ``assignadd.sweep/1``, byte-identical for the same folders), sweep.csv
+and sweep.html; exit status as for a series (docs/dynamics.md), the rule in docs/sweeps.md.
 
 ``rescore_report(sweep.json)`` applies the current rule to the points of a report written earlier (the
 shipped ``docs/sweep_results/sweep.json``, whose sweep folders and weights are not shipped).
@@ -22,6 +17,7 @@ import io
 import json
 import sys
 import time
+from dataclasses import fields
 from pathlib import Path
 
 from ..cli_util import exit_bad_input
@@ -52,6 +48,7 @@ CSV_FIELDS = (
     "final_sha256",
     "train_wall_s",
 )
+CSV_KEYS = {"point": "name", "ci_low": "low", "ci_high": "high"}  # a column's key in a point where it differs
 
 
 class SweepReportError(ValueError):
@@ -103,15 +100,12 @@ def _training_summary(point_dir: Path, steps: int) -> dict:
     }
 
 
-def compute_sweep_report(path, *, union_sample=None, device: str = "cpu", progress: bool = False) -> dict:
-    """The ``assignadd.sweep/1`` document for a sweep folder (or a folder of sweep folders).
-
-    ``union_sample``: 2-var union sequences scored per r point (None: ``UNION_SAMPLE``; 0: all of them)."""
+def compute_sweep_report(path, *, progress: bool = False) -> dict:
+    """The ``assignadd.sweep/1`` document for a sweep folder (or a folder of sweep folders), each r point
+    scored on the claim's subsample of the 2-var union (``UNION_SAMPLE`` sequences)."""
     from ..hypotheses import data_requirements as dr
     from ..training.sweep_folder import points_dir
 
-    # None: the claim's default subsample of the 2-var union; 0: every sequence of it.
-    union_sample = dr.UNION_SAMPLE if union_sample is None else (union_sample or None)
     folders = find_sweeps(path)
     sweeps, by_param = [], {}
     for folder in folders:
@@ -122,7 +116,7 @@ def compute_sweep_report(path, *, union_sample=None, device: str = "cpu", progre
                 print(f"  {folder.name}/{r.name}: {r.metric} {acc}", file=sys.stderr)
 
         try:
-            grid_doc, results = dr.sweep_results(folder, union_sample=union_sample, device=device, progress=note)
+            grid_doc, results = dr.sweep_results(folder, progress=note)
         except Exception as e:
             raise SweepReportError(f"{folder}: {e}") from None
         param = grid_doc["grid"]["param"]
@@ -155,7 +149,7 @@ def compute_sweep_report(path, *, union_sample=None, device: str = "cpu", progre
             "band_half_width": dr.BAND_HALF_WIDTH,
             "paper": dr.PAPER,
             "metrics": dr.METRICS,
-            "union_sample": union_sample,
+            "union_sample": dr.UNION_SAMPLE,
             "preregistered_grid": {p: list(v) for p, v in dr.PREREGISTERED_GRID.items()},
         },
         "sweeps": sweeps,
@@ -169,26 +163,8 @@ def results_from_report(doc: dict) -> dict:
 
     if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
         raise SweepReportError(f"not an {SCHEMA} document")
-    out = {}
-    for sw in doc["sweeps"]:
-        out[sw["param"]] = [
-            dr.PointResult(
-                p["name"],
-                p["param"],
-                p["value"],
-                p["seed"],
-                p["f"],
-                p["r"],
-                p["metric"],
-                p["accuracy"],
-                p["low"],
-                p["high"],
-                p["n"],
-                p["sample"],
-            )
-            for p in sw["points"]
-        ]
-    return out
+    names = [f.name for f in fields(dr.PointResult)]
+    return {sw["param"]: [dr.PointResult(**{k: p[k] for k in names}) for p in sw["points"]] for sw in doc["sweeps"]}
 
 
 def rescore_report(path):
@@ -212,28 +188,7 @@ def to_csv(doc: dict) -> str:
     w.writeheader()
     for s in doc["sweeps"]:
         for p in s["points"]:
-            w.writerow(
-                {
-                    "param": s["param"],
-                    "point": p["name"],
-                    "value": p["value"],
-                    "seed": p["seed"],
-                    "f": p["f"],
-                    "r": p["r"],
-                    "metric": p["metric"],
-                    "accuracy": p["accuracy"],
-                    "ci_low": p["low"],
-                    "ci_high": p["high"],
-                    "n": p["n"],
-                    "sample": p["sample"],
-                    "generalizes": p["generalizes"],
-                    "status": p.get("status"),
-                    "steps_trained": p["steps_trained"],
-                    "stopped_early": p["stopped_early"],
-                    "final_sha256": p.get("final_sha256"),
-                    "train_wall_s": p.get("train_wall_s"),
-                }
-            )
+            w.writerow({"param": s["param"], **{f: p.get(CSV_KEYS.get(f, f)) for f in CSV_FIELDS[1:]}})
     return buf.getvalue()
 
 
@@ -344,23 +299,11 @@ def _minutes(seconds) -> str:
 def render_html(doc: dict, figures: dict[str, bytes] | None = None) -> str:
     """``sweep.html`` from an ``assignadd.sweep/1`` document (``reports/html.py``'s template, the evidence
     table of the series page); ``figures``: PNG bytes per swept parameter (drawn here when missing)."""
-    from ..hypotheses.base import Evidence, Measurement, Threshold
-    from ..hypotheses.data_requirements import item_state
+    from ..hypotheses.data_requirements import bracket_state
 
-    def status(e: dict, m: dict) -> str:  # as written, else the claim's own rule on the item's JSON
-        written = (e if m is e["measurement"] else m).get("status")
-        if written:
-            return written
-        t = e["threshold"]
-        return item_state(
-            Evidence(
-                e["name"],
-                "",
-                e["kind"],
-                Threshold(t["value"], t["direction"], ""),
-                Measurement(m["value"], m["ci"][0], m["ci"][1], m["n"], m.get("extra") or {}),
-            )
-        )
+    def status(e: dict, m: dict) -> str:  # the claim's own rule (``item_state``) on the item's JSON
+        t, open_low = e["threshold"], bool((m.get("extra") or {}).get("open_low"))
+        return bracket_state(t["direction"], t["value"], m["ci"][0], m["ci"][1], open_low)
 
     claim, rule = doc["claim"], doc["rule"]
     body = [
@@ -394,7 +337,7 @@ def render_html(doc: dict, figures: dict[str, bytes] | None = None) -> str:
     return H.page("assignadd sweep report: data_requirements", *body)
 
 
-def main_for_sweep(path, out=None, *, quiet: bool = False, union_sample: int | None = None, device: str = "cpu") -> int:
+def main_for_sweep(path, out=None, *, quiet: bool = False) -> int:
     """What ``assignadd-report SWEEP_DIR [--out OUT]`` runs: writes sweep.json/.csv/.html and one
     ``sweep_<param>.png`` per swept parameter into ``out``
     (default ``out/report-<folder name>``); bad input exits 2 with one ``error:`` line."""
@@ -410,7 +353,7 @@ def main_for_sweep(path, out=None, *, quiet: bool = False, union_sample: int | N
         exit_bad_input(f"{out}: is the sweep folder itself (its sweep.json is the grid); choose another --out")
     t0 = time.perf_counter()
     try:
-        doc = compute_sweep_report(path, union_sample=union_sample, device=device, progress=not quiet)
+        doc = compute_sweep_report(path, progress=not quiet)
     except SweepReportError as e:
         exit_bad_input(str(e))
     figures = {sw["param"]: sweep_figure(doc, sw) for sw in doc["sweeps"]}

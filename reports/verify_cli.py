@@ -1,12 +1,7 @@
 """``assignadd-verify``: run every registered claim on a checkpoint and report which hold and why.
 
-    assignadd-verify [CHECKPOINT] [--only ID,...] [--out DIR] [--json PATH] [--junit PATH]
-                     [--seed N] [--n N] [--device cpu|cuda] [--f F] [--r R] [--split-seed N] [--quiet]
-
-Exit status: 0 every claim run passed; 1 a claim failed, was inconclusive or errored; 2 bad input or usage
-(one ``error:`` line on stderr). Claims about a checkpoint series or a sweep are listed as not run here,
-with the command that runs them. Same checkpoint and flags give a byte-identical report.json; run times
-go to timings.json. Report schema: docs/reports.md.
+Options, exit status (0 every claim run passed, 1 not, 2 bad input) and the report files: docs/reports.md.
+The same checkpoint and flags give a byte-identical report.json; run times go to timings.json.
 """
 
 from __future__ import annotations
@@ -22,7 +17,6 @@ from pathlib import Path
 from ..cli_util import exit_bad_input
 
 DEFAULT_N = 2000
-REPORT_FILES = ("report.json", "report.md", "report.html", "junit.xml", "timings.json")
 # Claims about more than one checkpoint: what each kind needs, and the command that runs it.
 NOT_HERE = {
     "series": ("a checkpoint series (a training run's folder)", "assignadd-report RUN_DIR"),
@@ -161,29 +155,16 @@ def _check_writable(path: Path, flag: str, want_dir: bool) -> None:
         exit_bad_input(f"{flag} {path}: cannot write there ({e.strerror or e})")
 
 
-def _stage_out_dir(out: Path) -> Path:
-    """A temporary folder for the reports (``fileio.stage_folder``): written there, moved in only when complete."""
-    from ..fileio import stage_folder
-
-    try:
-        return stage_folder(out)
-    except OSError as e:
-        exit_bad_input(f"--out {out}: cannot write there ({e.strerror or e})")
-
-
 def not_run_here(only: list[str] | None) -> list[dict]:
     """The claims this command cannot run on one checkpoint (series and sweep claims), each with what it
     needs and the command that runs it; none when ``--only`` chose the claims."""
-    import importlib
+    from ..hypotheses.data_requirements import SWEEP_REGISTRY
+    from ..hypotheses.learning_phases import SERIES_REGISTRY
 
     if only is not None:
         return []
     out = []
-    for kind, (module, name) in (
-        ("series", ("learning_phases", "SERIES_REGISTRY")),
-        ("sweep", ("data_requirements", "SWEEP_REGISTRY")),
-    ):
-        registry = getattr(importlib.import_module(f"..hypotheses.{module}", __package__), name, {})
+    for kind, registry in (("series", SERIES_REGISTRY), ("sweep", SWEEP_REGISTRY)):
         needs, command = NOT_HERE[kind]
         out += [
             {"claim": cid, "spec": cls.spec, "statement": cls.statement, "needs": needs, "command": command}
@@ -271,7 +252,7 @@ def _run(
 ) -> int:
     import torch
 
-    from ..fileio import atomic_write, commit_folder, sha256_file
+    from ..fileio import atomic_write, commit_folder, sha256_file, stage_folder
     from . import render
 
     if args.device == "cuda" and not torch.cuda.is_available():
@@ -371,7 +352,10 @@ def _run(
     report_json = render.dumps(report)
     staging = None
     if out is not None:
-        staging = _stage_out_dir(out)
+        try:  # written into a temporary folder, moved in only when complete
+            staging = stage_folder(out)
+        except OSError as e:
+            exit_bad_input(f"--out {out}: cannot write there ({e.strerror or e})")
         staging_dirs.append(staging)
         t2 = time.perf_counter()
         try:
