@@ -5,6 +5,10 @@ Kept generic: nothing here knows a particular test. Everything is seeded and CPU
 
 from __future__ import annotations
 
+# Imported before any in-process pytest run: pytester restores sys.modules after each, so a module first
+# imported inside one such run is imported afresh by the next, and a process pool then holds two versions
+# of its classes, which pickling refuses (the claims' forked workers of the pytest plugin's tests).
+import concurrent.futures.process  # noqa: F401
 import math
 
 import pytest
@@ -23,20 +27,6 @@ def single_threaded_torch():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
-
-
-@pytest.fixture(scope="session", autouse=True)
-def private_precision_cache(tmp_path_factory):
-    """Training's measured-precision cache goes to a folder of the test session, never the user's."""
-    import os
-
-    before = os.environ.get("ASSIGNADD_CACHE_DIR")
-    os.environ["ASSIGNADD_CACHE_DIR"] = str(tmp_path_factory.mktemp("assignadd-cache"))
-    yield
-    if before is None:
-        os.environ.pop("ASSIGNADD_CACHE_DIR", None)
-    else:
-        os.environ["ASSIGNADD_CACHE_DIR"] = before
 
 
 @pytest.fixture(scope="session")
