@@ -84,7 +84,7 @@ def test_verify_runs_every_claim_on_a_variant_and_reports_its_config(variant_run
     assert report["model_config"] == cfg.to_dict()
     assert report["task"]["modulus"] == cfg.d_vocab_out and report["task"]["n_vars"] == cfg.n_vars
     assert report["task_source"] == "checkpoint"
-    verdicts = {c["id"]: c["verdict"] for c in report["claims"]}
+    verdicts = {c["claim"]: c["verdict"] for c in report["claims"]}
     assert len(verdicts) == 7 and set(verdicts.values()) <= {"pass", "fail", "inconclusive", "error"}
     for claim in report["claims"]:
         if claim["verdict"] == "error":  # a measurement the variant does not have: one line saying why
