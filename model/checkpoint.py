@@ -274,17 +274,24 @@ def infer_config(state_dict: dict, path: Path | str = "<state dict>") -> ModelCo
     mlp_layers = tuple(
         layer for layer in layers if nonzero(f"blocks.{layer}.mlp.W_in", 2) or nonzero(f"blocks.{layer}.mlp.W_out", 2)
     )
-    return ModelConfig(
-        d_vocab=d_vocab,
-        d_vocab_out=d_vocab_out,
-        n_ctx=n_ctx,
-        d_model=d_model,
-        d_head=d_head,
-        n_heads=n_heads,
-        d_mlp=d_mlp,
-        n_layers=len(layers),
-        mlp_layers=mlp_layers,
-    )
+    # A TransformerLens "LN" model holds ln_final.w, and ln1/ln2 weights in every block: the key check
+    # of loading then names any that lack (and a stray LayerNorm key in a model without one).
+    layernorm = "ln_final.w" in state_dict
+    try:
+        return ModelConfig(
+            d_vocab=d_vocab,
+            d_vocab_out=d_vocab_out,
+            n_ctx=n_ctx,
+            d_model=d_model,
+            d_head=d_head,
+            n_heads=n_heads,
+            d_mlp=d_mlp,
+            n_layers=len(layers),
+            mlp_layers=mlp_layers,
+            layernorm=layernorm,
+        )
+    except ValueError as e:
+        raise CheckpointError(f"{path}: its shapes make no model ({e})") from None
 
 
 def _check_and_load(model: AssignAddTransformer, state_dict: dict, path, zero_keys=()) -> None:

@@ -13,6 +13,11 @@ Forward (SPEC §2.2), per layer l:
     mlp_out = relu(resid_mid W_in + b_in) W_out + b_out        # zero in Layer 1 (no MLP)
     x = resid_mid + mlp_out
 logits = x W_U + b_U
+
+With ``ModelConfig.layernorm`` (an extension beyond the paper's model, SPEC §2.1) the blocks are
+pre-LayerNorm, as TransformerLens' ``normalization_type="LN"``: attention reads ln1(x), the MLP reads
+ln2(resid_mid), the unembedding reads ln_final(x), where
+    ln(x) = (x - mean(x)) / sqrt(mean((x - mean(x))^2) + 1e-5) * w + b   # over d_model
 """
 
 from __future__ import annotations
@@ -50,8 +55,26 @@ class ModelConfig:
     n_layers: int = 2
     # Layers whose MLP computes; the others hold zero, frozen MLP weights (the paper: Layer 2 only).
     mlp_layers: tuple[int, ...] = (1,)
+    # Pre-LayerNorm blocks and a final LayerNorm (TransformerLens "LN"); the paper's model has none.
+    layernorm: bool = False
     # Where the weights are (TransformerLens' patching allocates its results there); not compared, not saved.
     device: str = field(default="cpu", compare=False)
+
+    def __post_init__(self):
+        """Refuse a config that builds no model, with one line naming the field."""
+        for name in ("d_vocab", "d_vocab_out", "n_ctx", "d_model", "d_head", "n_heads", "d_mlp", "n_layers"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        bad = [
+            m for m in self.mlp_layers if isinstance(m, bool) or not isinstance(m, int) or not 0 <= m < self.n_layers
+        ]
+        if bad:
+            raise ValueError(f"mlp_layers: {bad[0]!r} is not a layer index 0..{self.n_layers - 1}")
+        if len(set(self.mlp_layers)) != len(self.mlp_layers):
+            raise ValueError(f"mlp_layers lists a layer twice: {list(self.mlp_layers)}")
+        if not isinstance(self.layernorm, bool):
+            raise ValueError(f"layernorm must be true or false, got {self.layernorm!r}")
 
     @property
     def modulus(self) -> int:
@@ -73,9 +96,15 @@ class ModelConfig:
         return not self.mlp_layers
 
     @property
-    def normalization_type(self) -> None:
-        """No LayerNorm anywhere (SPEC §2.1): ``apply_ln_to_stack`` returns the stack unchanged."""
-        return None
+    def normalization_type(self) -> str | None:
+        """None: no LayerNorm anywhere (SPEC §2.1), so ``apply_ln_to_stack`` returns the stack unchanged;
+        ``"LN"`` with ``layernorm``: it centres the stack and divides by the cached ``hook_scale``."""
+        return "LN" if self.layernorm else None
+
+    @property
+    def eps(self) -> float:
+        """LayerNorm's epsilon, TransformerLens' default."""
+        return 1e-5
 
     @property
     def n_key_value_heads(self) -> None:
@@ -83,9 +112,12 @@ class ModelConfig:
         return None
 
     def to_dict(self) -> dict:
+        """The stored fields; ``layernorm`` only when on, so the paper's config reads as it always has."""
         d = asdict(self)
         d.pop("device")
         d["mlp_layers"] = list(self.mlp_layers)
+        if not self.layernorm:
+            d.pop("layernorm")
         return d
 
     @classmethod
@@ -94,6 +126,38 @@ class ModelConfig:
         d.pop("device", None)
         d["mlp_layers"] = tuple(d.get("mlp_layers", (1,)))
         return cls(**d)
+
+
+class LayerNorm(nn.Module):
+    """TransformerLens' LayerNorm ("LN"): centre, divide by the root mean square, then scale and shift
+    by the learned ``w`` (init 1) and ``b`` (init 0), computed in fp32. ``hook_scale`` (B, T, 1) is the
+    divisor ActivationCache's ``apply_ln_to_stack`` reads; ``hook_normalized`` is the output, as in
+    TransformerLens 2.x. Works on any (..., d_model), e.g. the per-head copies (B, T, H, d_model)."""
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.eps = cfg.eps
+        self.w = nn.Parameter(torch.ones(cfg.d_model))
+        self.b = nn.Parameter(torch.zeros(cfg.d_model))
+        self.hook_scale = HookPoint()  # (..., 1)
+        self.hook_normalized = HookPoint()  # (..., d_model)
+
+    def forward(self, x):
+        dtype = x.dtype
+        x = x.float()
+        x = x - x.mean(-1, keepdim=True)
+        scale = self.hook_scale((x.pow(2).mean(-1, keepdim=True) + self.eps).sqrt())
+        return self.hook_normalized(x / scale * self.w + self.b).to(dtype)
+
+
+def layer_norm_unhooked(ln: LayerNorm | None, x: torch.Tensor) -> torch.Tensor:
+    """``ln(x)`` with no hook point on the way; ``x`` itself when the model has no LayerNorm."""
+    if ln is None:
+        return x
+    dtype = x.dtype
+    x = x.float()
+    x = x - x.mean(-1, keepdim=True)
+    return (x / (x.pow(2).mean(-1, keepdim=True) + ln.eps).sqrt() * ln.w + ln.b).to(dtype)
 
 
 class Embed(nn.Module):
@@ -145,15 +209,23 @@ class Attention(nn.Module):
         self.hook_v_input = HookPoint()
         self.split_qkv_input = False
 
-    def forward(self, x):  # (B, T, D) -> (B, T, D)
+    def forward(self, x, norm: LayerNorm | None = None):  # (B, T, D) -> (B, T, D)
+        """``norm``: the block's ln1 (with ``layernorm``), applied to what the queries, keys and values
+        read: to x, or to each head's copy of x while ``split_qkv_input`` is on (the copies are the
+        pre-ln1 residual stream, as TransformerLens' direct-path patching expects)."""
         B, T, D = x.shape
         H, Dh = self.W_Q.shape[0], self.W_Q.shape[2]
         if self.split_qkv_input:  # each head reads its own copy of x, so one head's input can be edited
             x_h = x[:, :, None, :].expand(B, T, H, D)
-            q = self.hook_q(torch.einsum("bthd,hde->bthe", self.hook_q_input(x_h), self.W_Q) + self.b_Q)
-            k = self.hook_k(torch.einsum("bthd,hde->bthe", self.hook_k_input(x_h), self.W_K) + self.b_K)
-            v = self.hook_v(torch.einsum("bthd,hde->bthe", self.hook_v_input(x_h), self.W_V) + self.b_V)
+            q_in, k_in, v_in = self.hook_q_input(x_h), self.hook_k_input(x_h), self.hook_v_input(x_h)
+            if norm is not None:
+                q_in, k_in, v_in = norm(q_in), norm(k_in), norm(v_in)
+            q = self.hook_q(torch.einsum("bthd,hde->bthe", q_in, self.W_Q) + self.b_Q)
+            k = self.hook_k(torch.einsum("bthd,hde->bthe", k_in, self.W_K) + self.b_K)
+            v = self.hook_v(torch.einsum("bthd,hde->bthe", v_in, self.W_V) + self.b_V)
         else:  # one (D, 3·H·Dh) matmul rather than three einsums: the same sums, markedly faster on CPU
+            if norm is not None:
+                x = norm(x)
             W_qkv = torch.cat([self.W_Q, self.W_K, self.W_V], 0).permute(1, 0, 2).reshape(D, 3 * H * Dh)
             q, k, v = (x @ W_qkv).view(B, T, 3, H, Dh).unbind(2)  # each (B, T, H, Dh)
             q, k, v = self.hook_q(q + self.b_Q), self.hook_k(k + self.b_K), self.hook_v(v + self.b_V)
@@ -186,12 +258,17 @@ class Block(nn.Module):
     def __init__(self, cfg: ModelConfig, layer: int):
         super().__init__()
         self.has_mlp = layer in cfg.mlp_layers
+        # With ``layernorm``: ln1 before attention, ln2 before the MLP (in every block, as TransformerLens).
+        self.ln1 = LayerNorm(cfg) if cfg.layernorm else None
         self.attn = Attention(cfg)
+        self.ln2 = LayerNorm(cfg) if cfg.layernorm else None
         self.mlp = MLP(cfg)
         if not self.has_mlp:
             # Its weights exist (zero, frozen: SPEC §2.1) but it never runs, so its hook points are not
             # offered: a hook there would be silently ignored. (``hook_mlp_out`` stays: it fires, with 0.)
             del self.mlp.hook_pre, self.mlp.hook_post
+            if self.ln2 is not None:
+                del self.ln2.hook_scale, self.ln2.hook_normalized
         self.hook_resid_pre = HookPoint()  # (B, T, D)
         self.hook_attn_out = HookPoint()
         self.hook_resid_mid = HookPoint()
@@ -200,9 +277,14 @@ class Block(nn.Module):
 
     def forward(self, x):  # (B, T, D) -> (B, T, D)
         x = self.hook_resid_pre(x)
-        resid_mid = self.hook_resid_mid(x + self.hook_attn_out(self.attn(x)))
+        resid_mid = self.hook_resid_mid(x + self.hook_attn_out(self.attn(x, self.ln1)))
         # A layer without MLP has zero weights and biases: its output is exactly zero.
-        mlp_out = self.mlp(resid_mid) if self.has_mlp else torch.zeros_like(resid_mid)
+        if not self.has_mlp:
+            mlp_out = torch.zeros_like(resid_mid)
+        elif self.ln2 is not None:
+            mlp_out = self.mlp(self.ln2(resid_mid))
+        else:
+            mlp_out = self.mlp(resid_mid)
         return self.hook_resid_post(resid_mid + self.hook_mlp_out(mlp_out))
 
 
@@ -229,6 +311,8 @@ _UP_TO_RESID_MID = frozenset(
         "attn.hook_z",
         "attn.hook_attn_scores",
         "attn.hook_pattern",
+        "ln1.hook_scale",
+        "ln1.hook_normalized",
     }
 )
 
@@ -251,8 +335,13 @@ def last_block_at_last_position(model: "AssignAddTransformer", x: torch.Tensor, 
     a = last.attn
     H, D, Dh = a.W_Q.shape
     x_last = x[:, -1]  # (B, D)
-    q = x_last @ a.W_Q.permute(1, 0, 2).reshape(D, H * Dh)
-    k, v = (x @ W.permute(1, 0, 2).reshape(D, H * Dh) for W in (a.W_K, a.W_V))
+    if last.ln1 is None:  # q reads x_last itself: one slice of x, so the backward sums as it always has
+        x_in, q_in = x, x_last
+    else:
+        x_in = layer_norm_unhooked(last.ln1, x)
+        q_in = x_in[:, -1]
+    q = q_in @ a.W_Q.permute(1, 0, 2).reshape(D, H * Dh)
+    k, v = (x_in @ W.permute(1, 0, 2).reshape(D, H * Dh) for W in (a.W_K, a.W_V))
     if biases:
         q, k, v = q + a.b_Q.reshape(H * Dh), k + a.b_K.reshape(H * Dh), v + a.b_V.reshape(H * Dh)
     k, v = (t.view(B, T, H, Dh).transpose(1, 2) for t in (k, v))  # each (B, H, T, Dh)
@@ -262,15 +351,16 @@ def last_block_at_last_position(model: "AssignAddTransformer", x: torch.Tensor, 
     if biases:
         resid = resid + a.b_O
     if last.has_mlp:
-        resid = resid + mlp_unhooked(last.mlp, resid, biases)
-    logits = resid @ model.unembed.W_U
+        resid = resid + mlp_unhooked(last.mlp, layer_norm_unhooked(last.ln2, resid), biases)
+    logits = layer_norm_unhooked(model.ln_final, resid) @ model.unembed.W_U
     if biases:
         logits = logits + model.unembed.b_U
     return logits.float()
 
 
 class AssignAddTransformer(HookedRootModule):
-    """The 2-layer, 1-head, attention-only-Layer-1 transformer of the paper."""
+    """The 2-layer, 1-head, attention-only-Layer-1 transformer of the paper, or a variant of it
+    (``ModelConfig``: layers, heads, widths, MLP layers, LayerNorm, vocabulary)."""
 
     def __init__(self, cfg: ModelConfig | None = None, seed: int | None = None):
         super().__init__()
@@ -284,6 +374,7 @@ class AssignAddTransformer(HookedRootModule):
         self.pos_embed = PosEmbed(self.cfg)
         self.hook_pos_embed = HookPoint()
         self.blocks = nn.ModuleList([Block(self.cfg, layer) for layer in range(self.cfg.n_layers)])
+        self.ln_final = LayerNorm(self.cfg) if self.cfg.layernorm else None
         self.unembed = Unembed(self.cfg)
         self.init_weights(seed)
         self.freeze_structural_zeros()
@@ -291,13 +382,16 @@ class AssignAddTransformer(HookedRootModule):
 
     def init_weights(self, seed: int | None = None):
         """TransformerLens' default for this config: every W_* ~ N(0, (0.8/sqrt(d_model))^2); biases
-        and the MLP weights of MLP-less layers are zero."""
+        and the MLP weights of MLP-less layers are zero; LayerNorm weights one, their biases zero."""
         gen = torch.Generator().manual_seed(seed) if seed is not None else None
         std = 0.8 / math.sqrt(self.cfg.d_model)
         with torch.no_grad():
             for name, p in self.named_parameters():
-                if name.rsplit(".", 1)[-1].startswith("W_"):
+                leaf = name.rsplit(".", 1)[-1]
+                if leaf.startswith("W_"):
                     p.copy_(torch.randn(p.shape, generator=gen) * std)
+                elif leaf == "w":  # a LayerNorm's scale
+                    p.fill_(1.0)
                 else:
                     p.zero_()
             for layer, block in enumerate(self.blocks):
@@ -306,10 +400,12 @@ class AssignAddTransformer(HookedRootModule):
                     block.mlp.W_out.zero_()
 
     def freeze_structural_zeros(self):
-        """Biases and the MLP of MLP-less layers stay zero and untrained (SPEC §2.1)."""
+        """Biases and the MLP of MLP-less layers stay zero and untrained (SPEC §2.1); so does the ln2 of
+        such a layer (it never runs). LayerNorm's own ``w`` and ``b`` are learned."""
         for name, p in self.named_parameters():
             leaf = name.rsplit(".", 1)[-1]
-            layer_mlp_off = ".mlp." in name and not self.blocks[int(name.split(".")[1])].has_mlp
+            in_mlp = ".mlp." in name or ".ln2." in name
+            layer_mlp_off = in_mlp and not self.blocks[int(name.split(".")[1])].has_mlp
             if leaf.startswith("b_") or layer_mlp_off:
                 p.requires_grad_(False)
 
@@ -348,6 +444,8 @@ class AssignAddTransformer(HookedRootModule):
             x = block(x)
         if stop_at_layer is not None:
             return x
+        if self.ln_final is not None:
+            x = self.ln_final(x)
         return self.unembed(x).float()
 
     def _last_block(self, x: torch.Tensor) -> torch.Tensor:
@@ -355,15 +453,19 @@ class AssignAddTransformer(HookedRootModule):
         more work than the TransformerLens hooks attached to the last block need (see ``forward``)."""
         last = self.blocks[-1]
         hooked = {name for name, m in last.named_modules() if isinstance(m, HookPoint) and m.has_hooks()}
-        if last.attn.split_qkv_input or not hooked <= _UP_TO_RESID_MID:
+        if self.ln_final is not None:  # ln_final's hooks see every position: any of them needs the full forward
+            final_hooked = self.ln_final.hook_scale.has_hooks() or self.ln_final.hook_normalized.has_hooks()
+            if last.attn.split_qkv_input or final_hooked or not hooked <= _UP_TO_RESID_MID:
+                return self.unembed(self.ln_final(last(x)))[:, -1].float()
+        elif last.attn.split_qkv_input or not hooked <= _UP_TO_RESID_MID:
             return self.unembed(last(x)[:, -1]).float()
         if not hooked:
             return last_block_at_last_position(self, x)
         x = last.hook_resid_pre(x)
-        resid = last.hook_resid_mid(x + last.hook_attn_out(last.attn(x)))[:, -1]
+        resid = last.hook_resid_mid(x + last.hook_attn_out(last.attn(x, last.ln1)))[:, -1]
         if last.has_mlp:
-            resid = resid + mlp_unhooked(last.mlp, resid)
-        return (resid @ self.unembed.W_U + self.unembed.b_U).float()
+            resid = resid + mlp_unhooked(last.mlp, layer_norm_unhooked(last.ln2, resid))
+        return (layer_norm_unhooked(self.ln_final, resid) @ self.unembed.W_U + self.unembed.b_U).float()
 
     def biases_are_zero(self) -> bool:
         return all(not p.any() for n, p in self.named_parameters() if n.rsplit(".", 1)[-1].startswith("b_"))

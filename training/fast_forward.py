@@ -14,7 +14,12 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from ..model.transformer import AssignAddTransformer, last_block_at_last_position, mlp_unhooked
+from ..model.transformer import (
+    AssignAddTransformer,
+    last_block_at_last_position,
+    layer_norm_unhooked,
+    mlp_unhooked,
+)
 
 
 class HookedModelError(ValueError):
@@ -45,7 +50,8 @@ def last_logits(model: AssignAddTransformer, tokens: torch.Tensor, biases: bool 
         # Three products rather than one fused one: each output is contiguous, so neither the forward
         # (per-head views) nor the backward (re-assembling a fused gradient) copies; about an eighth
         # faster for this block's forward and backward together (bench/RESULTS.md).
-        q, k, v = (x @ W.permute(1, 0, 2).reshape(D, H * Dh) for W in (a.W_Q, a.W_K, a.W_V))
+        x_in = layer_norm_unhooked(block.ln1, x)  # x itself without LayerNorm
+        q, k, v = (x_in @ W.permute(1, 0, 2).reshape(D, H * Dh) for W in (a.W_Q, a.W_K, a.W_V))
         if biases:
             q, k, v = q + a.b_Q.reshape(H * Dh), k + a.b_K.reshape(H * Dh), v + a.b_V.reshape(H * Dh)
         q, k, v = (t.view(B, T, H, Dh).transpose(1, 2) for t in (q, k, v))  # each (B, H, T, Dh)
@@ -56,5 +62,5 @@ def last_logits(model: AssignAddTransformer, tokens: torch.Tensor, biases: bool 
         if biases:
             x = x + a.b_O
         if block.has_mlp:
-            x = x + mlp_unhooked(block.mlp, x, biases)
+            x = x + mlp_unhooked(block.mlp, layer_norm_unhooked(block.ln2, x), biases)
     return last_block_at_last_position(model, x, biases)

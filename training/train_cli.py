@@ -1,4 +1,4 @@
-"""``assignadd-train RUN_DIR``: train the paper's model (SPEC §3), resumable."""
+"""``assignadd-train RUN_DIR``: train the paper's model (SPEC §3), or a variant of it, resumable."""
 
 from __future__ import annotations
 
@@ -43,9 +43,43 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--lr", type=float, default=1e-3, help="AdamW learning rate, constant (default %(default)g)")
     p.add_argument("--weight-decay", type=float, default=0.02, help="AdamW weight decay (default %(default)g)")
     add_run_options(p, checkpoint_every=100)
+    arch = p.add_argument_group(
+        "architecture and task (defaults: the paper's; other values train a variant, SPEC §2.1)"
+    )
+    arch.add_argument("--n-layers", type=int, default=2, help="transformer blocks (default %(default)s)")
+    arch.add_argument("--n-heads", type=int, default=1, help="attention heads per block (default %(default)s)")
+    arch.add_argument("--d-model", type=int, default=128, help="residual stream width (default %(default)s)")
+    arch.add_argument("--d-head", type=int, default=None, help="width of each head (default: d_model / n_heads)")
+    arch.add_argument("--d-mlp", type=int, default=None, help="MLP hidden width (default: 4 d_model)")
+    arch.add_argument(
+        "--mlp-layers",
+        type=mlp_layers_arg,
+        default=None,
+        help="blocks whose MLP computes: comma-separated 0-based indices, 'all' or 'none' "
+        "(default: the last block only, as the paper's Layer 2)",
+    )
+    arch.add_argument(
+        "--layernorm", action="store_true", help="pre-LayerNorm blocks and a final LayerNorm (the paper has none)"
+    )
+    arch.add_argument("--modulus", type=int, default=59, help="numbers 0..modulus-1, answers mod it (default 59)")
+    arch.add_argument("--n-vars", type=int, default=12, help="variables a, b, ... (3..26, default 12)")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     return p
+
+
+def mlp_layers_arg(text: str) -> tuple[int, ...] | str:
+    """``--mlp-layers``: ``"0,2"`` -> (0, 2); ``"none"`` -> (); ``"all"`` stays ``"all"`` until the number
+    of layers is known."""
+    text = text.strip().lower()
+    if text in ("all", "none"):
+        return () if text == "none" else "all"
+    try:
+        return tuple(int(part) for part in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated layer indices, 'all' or 'none', got {text!r}"
+        ) from None
 
 
 def main(argv=None) -> int:
@@ -66,6 +100,15 @@ def main(argv=None) -> int:
         eval_every=args.eval_every,
         eval_size=args.eval_size,
         threads=args.threads,
+        n_layers=args.n_layers,
+        n_heads=args.n_heads,
+        d_model=args.d_model,
+        d_head=args.d_head,
+        d_mlp=args.d_mlp,
+        mlp_layers=tuple(range(max(args.n_layers, 0))) if args.mlp_layers == "all" else args.mlp_layers,
+        layernorm=args.layernorm,
+        modulus=args.modulus,
+        n_vars=args.n_vars,
     )
     try:
         final = train(args.run_dir, cfg, progress=not args.quiet)
