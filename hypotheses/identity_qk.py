@@ -103,7 +103,7 @@ class IdentityQK(Hypothesis):
 
         def eq_values(model):
             pattern = attention_patterns(model, mixed)[1]
-            src, rows = operand_sources(mixed), torch.arange(len(mixed))
+            src, rows = operand_sources(mixed, model.vocab), torch.arange(len(mixed))
             w1, w2 = (pattern[rows, -1, src[:, k].clamp(min=0)] for k in (0, 1))  # the `=` row's operand weights
             share = w1 + w2
             ok = eq_top2_is(pattern, src) & (share >= CLEAR_SHARE) & (src >= 0).all(1)

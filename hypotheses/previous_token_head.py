@@ -171,7 +171,7 @@ class PreviousTokenHead(Hypothesis):
         const_tokens, const_labels = ctx.pool("0var_train")
 
         def ablated_correct(model, tokens, labels):
-            ablation = Mean(Site(ATTN_OUT_1, positions=value_positions(tokens)), tokens)
+            ablation = Mean(Site(ATTN_OUT_1, positions=value_positions(tokens, model.vocab)), tokens)
             out = run(model, tokens, [ablation], last_only=True)
             return out.last_logits.argmax(-1) == labels
 

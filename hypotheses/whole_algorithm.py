@@ -279,7 +279,7 @@ class WholeAlgorithm(Hypothesis):
             groups[f"variable {name}"] = (lhs == first_var + i) | (rhs == first_var + i)
         groups["variable in LHS slot"] = lhs >= first_var
         groups["variable in RHS slot"] = rhs >= first_var
-        src = operand_sources(tokens)
+        src = operand_sources(tokens, ctx.task.vocab)
         rows = torch.arange(len(tokens))
         groups["doubled pair (n, n)"] = tokens[rows, src[:, 0]] == tokens[rows, src[:, 1]]
         groups = {g: mask for g, mask in groups.items() if mask.any()}

@@ -55,7 +55,6 @@ from typing import Callable
 
 import torch
 
-from ..data.tokens import VOCAB
 from ..random_streams import torch_generator
 
 # The circuit's components in order, upstream first (SPEC §6).
@@ -253,7 +252,7 @@ def layer2_query_inputs_at_eq(model) -> torch.Tensor:
     W_pos[15] + b_V^1 W_O^1 + b_O^1 plus a convex combination of the OV_1 images of Layer 1's inputs
     (attention weights sum to 1). (1 + d_vocab * n_ctx, d_model); the span holds every such residual."""
     ov, bias = _layer1_ov(model)
-    base = model.embed.W_E[VOCAB.eq] + model.pos_embed.W_pos[-1] + bias
+    base = model.embed.W_E[model.vocab.eq] + model.pos_embed.W_pos[-1] + bias
     return torch.cat([base[None], layer1_inputs(model) @ ov])
 
 

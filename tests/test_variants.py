@@ -89,6 +89,8 @@ def test_verify_runs_every_claim_on_a_variant_and_reports_its_config(variant_run
     for claim in report["claims"]:
         if claim["verdict"] == "error":  # a measurement the variant does not have: one line saying why
             assert claim["reason"] and "\n" not in claim["reason"] and "Traceback" not in claim["reason"]
+    if (cfg.d_vocab_out, cfg.n_vars) != (59, 12):  # every claim reads the model's own vocabulary
+        assert "error" not in verdicts.values(), {c["claim"]: c["reason"] for c in report["claims"]}
 
 
 # ----- the forward paths on variants ------------------------------------------------------------------

@@ -50,7 +50,7 @@ def operand_value_interchange(
     """
     N = model.cfg.d_vocab_out
     rng = numpy_rng(seed, "operand value interchange")  # one stream for every arm: the same x' per sequence
-    src = operand_sources(tokens)  # (B, 2)
+    src = operand_sources(tokens, model.vocab)  # (B, 2)
     B = len(tokens)
     drawn = torch.from_numpy(rng.integers(0, 2, size=B))
     which = drawn if which is None else which.long()
@@ -74,8 +74,8 @@ def operand_value_interchange(
         # A real edit where the claim says the answer is not read: a *distractor's* value position d,
         # patched from a run in which that distractor's value became x'. Sequences with no distractor
         # are dropped from this arm.
-        free = value_positions(tokens)
-        free[torch.arange(len(keep))[:, None], operand_sources(tokens).clamp(min=0)] = False
+        free = value_positions(tokens, model.vocab)
+        free[torch.arange(len(keep))[:, None], operand_sources(tokens, model.vocab).clamp(min=0)] = False
         rows = free.any(dim=1).nonzero().squeeze(1)
         d = free.float().argmax(dim=1)[rows]
         tokens, source, counterfactual, new_x = tokens[rows], tokens[rows].clone(), counterfactual[rows], new_x[rows]

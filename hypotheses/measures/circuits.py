@@ -131,7 +131,7 @@ def prev_token_attention(model: AssignAddTransformer, tokens: torch.Tensor, patt
     """Layer-1 attention from prefix value tokens (a number right after a variable): per token, is the
     argmax key t-1, and the weight on t-1. Returns (argmax_is_prev bool (K,), weight (K,))."""
     p = attention_patterns(model, tokens, (LAYER1,))[LAYER1] if pattern1 is None else pattern1
-    mask = value_positions(tokens)
+    mask = value_positions(tokens, model.vocab)
     b, t = mask.nonzero(as_tuple=True)
     rows = p[b, t]  # (K, Tk)
     return rows.argmax(-1) == t - 1, rows[torch.arange(len(t)), t - 1]
@@ -154,7 +154,7 @@ def layer2_eq_to_operand_values(model, tokens, pattern2=None) -> torch.Tensor:
     tokens of variable operands, the slots of constant ones)? Bool (B,). Sequences whose two operands
     resolve to one position (never, for valid sequences) count as misses."""
     p = attention_patterns(model, tokens)[LAYER2] if pattern2 is None else pattern2
-    src = operand_sources(tokens)
+    src = operand_sources(tokens, model.vocab)
     ok = eq_top2_is(p, src)
     return ok & (src[:, 0] != src[:, 1]) & (src >= 0).all(dim=1)
 

@@ -94,7 +94,7 @@ def ideal_input_runs(model, sets: dict, break_routing: dict | None = None) -> di
 
     base = run(model, tokens, extra_edits, read=[PATTERN_2], last_only=True)
     fed = run(model, tokens, extra_edits + [Replace(Site(ATTN_OUT_2, positions=POS_EQ), feed_ideal)], last_only=True)
-    src = operand_sources(tokens)
+    src = operand_sources(tokens, model.vocab)
     rows = torch.arange(B)
     eq_row = base.activations[PATTERN_2][:, 0, POS_EQ]  # (B, T)
     on_operands = eq_row[rows, src[:, 0]] + eq_row[rows, src[:, 1]]

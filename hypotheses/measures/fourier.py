@@ -61,9 +61,10 @@ def activations_at(
     return {h: a.double() for h, a in capture(model, tokens, hooks, pos=pos).items()}
 
 
-def grids(model: AssignAddTransformer, vocab: Vocab = VOCAB) -> dict[str, torch.Tensor]:
+def grids(model: AssignAddTransformer, vocab: Vocab | None = None) -> dict[str, torch.Tensor]:
     """Both grids a Fourier analysis needs, from one forward: {MLP2_PRE: (N, N, d_mlp), RESID_MID2:
     (N, N, d_model)}, A(n, m) at `=`, float64."""
+    vocab = vocab or model.vocab  # the model's own vocabulary (its modulus and variables)
     tokens, _ = grid_tokens(vocab)
     N = vocab.modulus
     acts = activations_at(model, tokens, (RESID_MID2, MLP2_PRE))
@@ -167,9 +168,10 @@ def key_frequency_share(model: AssignAddTransformer, r: dict) -> torch.Tensor:
     return frequency_share(weighted[:, r["live"]])
 
 
-def key_frequencies(model: AssignAddTransformer, vocab: Vocab = VOCAB, grid: dict | None = None) -> list[int]:
+def key_frequencies(model: AssignAddTransformer, vocab: Vocab | None = None, grid: dict | None = None) -> list[int]:
     """The model's key frequencies (1-based, ascending) by the rule above, from its own grid (``grids``),
     over its live Layer-2 neurons."""
+    vocab = vocab or model.vocab  # the model's own vocabulary (its modulus and variables)
     grid = grids(model, vocab) if grid is None else grid
     pre = grid[MLP2_PRE]
     r = neuron_fve(pre, mlp_input_scale(model, grid[RESID_MID2]))
@@ -247,10 +249,11 @@ def unembedding_input(model: AssignAddTransformer, x: torch.Tensor) -> torch.Ten
     return x.double() + out.double().to(x.device)
 
 
-def answer_centroids(model: AssignAddTransformer, grid: dict, vocab: Vocab = VOCAB) -> torch.Tensor:
+def answer_centroids(model: AssignAddTransformer, grid: dict, vocab: Vocab | None = None) -> torch.Tensor:
     """The model's own answer directions where the unembedding reads them, without the unembedding: for
     each sum s, the mean of ``unembedding_input`` over the grid's N cells (n, m) with n + m = s mod N.
     (N, d) float64. ``grid``: the model's ``grids``."""
+    vocab = vocab or model.vocab  # the model's own vocabulary (its modulus and variables)
     N = vocab.modulus
     x = grid[RESID_MID2].reshape(N * N, -1)
     post = unembedding_input(model, x)
@@ -273,7 +276,7 @@ def key_frequency_edits(
     labels: torch.Tensor,
     *,
     seed: int,
-    vocab: Vocab = VOCAB,
+    vocab: Vocab | None = None,
     grid: dict | None = None,
 ) -> dict:
     """Restricted / excluded / placebo edits of the Layer-2 MLP input (``blocks.1.hook_resid_mid`` at `=`),
@@ -301,6 +304,7 @@ def key_frequency_edits(
     "norm_placebo", "through_unembedding"} (the norms: the mean size of φ_K and φ_P, to show how much
     each edit moves the input). ``grid``: the model's ``grids`` if already computed.
     """
+    vocab = vocab or model.vocab  # the model's own vocabulary (its modulus and variables)
     from ...data import operand_sources
     from ...interventions import capture
 
@@ -359,7 +363,7 @@ def key_frequency_edits(
 
 
 def key_frequencies_removed(
-    model: AssignAddTransformer, reference_tokens: torch.Tensor, vocab: Vocab = VOCAB, grid: dict | None = None
+    model: AssignAddTransformer, reference_tokens: torch.Tensor, vocab: Vocab | None = None, grid: dict | None = None
 ):
     """A control model: a copy of ``model`` with its key-frequency directions Q (orthonormal rows)
     permanently mean-ablated from the Layer-2 MLP input at `=`, via the engine's ``knockout``:
@@ -368,6 +372,7 @@ def key_frequencies_removed(
 
     About the mean rather than the origin, so that the constant part of the input (the `=` embedding, the
     position), which carries no operand information but sets every neuron's offset, is kept."""
+    vocab = vocab or model.vocab  # the model's own vocabulary (its modulus and variables)
     from ...interventions import Replace, Site, knockout
 
     grid = grids(model, vocab) if grid is None else grid
@@ -381,9 +386,10 @@ def key_frequencies_removed(
     return knockout(model, [Replace(Site(RESID_MID2, positions=POS_EQ), remove)])
 
 
-def embedding_spectrum(model: AssignAddTransformer, vocab: Vocab = VOCAB) -> torch.Tensor:
+def embedding_spectrum(model: AssignAddTransformer, vocab: Vocab | None = None) -> torch.Tensor:
     """Fourier spectrum of the number embeddings W_E[0:N] (centred over numbers): the share of their
     variance at each frequency k = 1..⌊N/2⌋ (K,)."""
+    vocab = vocab or model.vocab  # the model's own vocabulary (its modulus and variables)
     N = vocab.modulus
     E = model.embed.W_E[:N].detach().double()
     E = E - E.mean(0, keepdim=True)

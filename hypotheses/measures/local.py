@@ -87,7 +87,7 @@ def identity_edits(model: AssignAddTransformer, tokens: torch.Tensor, *, seed: i
     (``redirect=False`` skips them: two fewer Layer-1 forwards).
     """
     B, T = tokens.shape
-    vals = value_positions(tokens)
+    vals = value_positions(tokens, model.vocab)
     b, t = vals.nonzero(as_tuple=True)
     var_id = (tokens[b, t - 1] - model.cfg.first_var).numpy()
     attn_out, pattern = _layer1_out(model, tokens)
@@ -189,11 +189,11 @@ def identity_swap_attention(
     N = model.cfg.d_vocab_out
     B = len(tokens)
     g = torch_generator(seed, "identity_swap")
-    src = operand_sources(tokens)
+    src = operand_sources(tokens, model.vocab)
     pick, picked_var = _variable_operand(tokens, model.cfg.first_var, g)
     rows = torch.arange(B)
     p, other = src[rows, pick], src[rows, 1 - pick]
-    vals = value_positions(tokens)
+    vals = value_positions(tokens, model.vocab)
     vals[rows[:, None], src.clamp(min=0)] = False  # distractor values only
     d = (torch.rand(vals.shape, generator=g) * vals).argmax(dim=1)
     z, x, y = tokens[rows, d], tokens[rows, p], tokens[rows, other]
@@ -244,7 +244,7 @@ def value_route_patch(
     """
     B = len(tokens)
     g = torch_generator(seed, "value_route_patch")
-    src = operand_sources(tokens)
+    src = operand_sources(tokens, model.vocab)
     slots = torch.tensor([POS_LHS, POS_RHS])
     pick, picked_var = _variable_operand(tokens, model.cfg.first_var, g)
     rows = torch.arange(B)

@@ -112,7 +112,7 @@ class SeriesMeasurer:
         self._all_tokens = torch.cat([self.pools[p][0] for p in POOL_NAMES])
         self._all_labels = torch.cat([self.pools[p][1] for p in POOL_NAMES])
         tokens = self.pools[ROUTING_POOL][0]
-        b, t = value_positions(tokens).nonzero(as_tuple=True)
+        b, t = value_positions(tokens, task.vocab).nonzero(as_tuple=True)
         self._probe_index = (b, t)
         self._probe_labels = tokens[b, t - 1] - task.vocab.first_var
         in_train = torch.from_numpy(numpy_rng(POOL_SEED, "series identity probe split").random(len(tokens)) < 0.5)

@@ -91,9 +91,9 @@ def matched_vs_mismatched(model: AssignAddTransformer, tokens: torch.Tensor, see
     (uncentred cos(r(x), r(c(x))), the paper's number, in the same subspace)} (B,) each.
     """
     B = len(tokens)
-    const = constant_rewrite(tokens)
+    const = constant_rewrite(tokens, model.vocab)
     rewrites = [
-        other_values_rewrite(tokens, seed, label=f"matched vs mismatched rewrite {j}")[0]
+        other_values_rewrite(tokens, seed, model.vocab, label=f"matched vs mismatched rewrite {j}")[0]
         for j in range(N_REFERENCE_REWRITES + 1)
     ]
     r = activations_at(model, torch.cat([tokens, const, *rewrites]), [RESID_MID2])[RESID_MID2]
@@ -121,7 +121,7 @@ def ov2_additivity(model: AssignAddTransformer, tokens: torch.Tensor, seed: int)
     Per sequence: cos(attn_out_2[15] - μ_a, s_i - μ_s) with s_i = OV_2 e_{n1} + OV_2 e_{n2} (matched)
     and the same with s_{π(i)} for a seeded permutation π (shuffled), μ the means over the pool.
     Returns {"matched", "shuffled", "difference"} (B,) each."""
-    vals = operand_values(tokens)
+    vals = operand_values(tokens, model.vocab)
     ov = ov2_number_images(model)
     s = ov[vals[:, 0]] + ov[vals[:, 1]]
     a = activations_at(model, tokens, [ATTN_OUT2])[ATTN_OUT2]
@@ -146,10 +146,10 @@ def constant_difference_interchange(
     values (a seeded permutation) instead of c(x), so nothing cancels x's own operands.
     """
     N = model.cfg.d_vocab_out
-    const = constant_rewrite(tokens)
+    const = constant_rewrite(tokens, model.vocab)
     # one c'(x) for every arm (the claim, the mismatched constant run)
-    other, other_sum = other_values_rewrite(tokens, seed, label="constant difference interchange rewrite")
-    vals = operand_values(tokens)
+    other, other_sum = other_values_rewrite(tokens, seed, model.vocab, label="constant difference interchange rewrite")
+    vals = operand_values(tokens, model.vocab)
     if not matched:
         perm = torch.from_numpy(numpy_rng(seed, "constant difference interchange mismatch").permutation(len(tokens)))
         const = const.clone()
@@ -196,7 +196,7 @@ def operand_value_readout(model: AssignAddTransformer, tokens: torch.Tensor, see
     so the mean of score_i over the held-out half is the held-out R² (the share of the values'
     embedded variance the read-out explains). Returns {"score": (B_test,), "fit_size": int}."""
     N = model.cfg.d_vocab_out
-    vals = operand_values(tokens)
+    vals = operand_values(tokens, model.vocab)
     E = model.embed.W_E[:N].detach().double()
     E = E - E.mean(0)
     y = E[vals[:, 0]] + E[vals[:, 1]]  # (B, d_model)

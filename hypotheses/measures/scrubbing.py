@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 from ...data import KIND_0VAR, KIND_1VAR_LHS, KIND_1VAR_RHS, KIND_2VAR, POS_EQ, build_sequences, operand_sources
-from ...data.tokens import POS_LHS, POS_PLUS, POS_RHS
+from ...data.tokens import POS_LHS, POS_PLUS, POS_RHS, Vocab
 from ...interventions import Patch, Replace, Site, run
 from ...model.hooks import ATTN_OUT_1, ATTN_OUT_2, VALUES_2, act_name
 from ...random_streams import numpy_rng, torch_generator
@@ -160,7 +160,7 @@ def addition_scrub(model, tokens: torch.Tensor, labels: torch.Tensor, task, *, s
     if features not in ADDITION_FEATURES:
         raise ValueError(f"features must be one of {ADDITION_FEATURES}")
     rng = numpy_rng(seed, f"addition scrub donors: {features}")
-    src = operand_sources(tokens)
+    src = operand_sources(tokens, model.vocab)
     rows = torch.arange(len(tokens))
     values = torch.stack([tokens[rows, src[:, 0]], tokens[rows, src[:, 1]]], 1)
     if features == "none":
@@ -260,7 +260,7 @@ def _differing(n_cells: int, cells, key, carry, gen: torch.Generator, candidates
     return m, float(ok.double().mean()) if len(ok) else 0.0
 
 
-def _cells(tokens: torch.Tensor, first_var: int, modulus: int) -> dict:
+def _cells(tokens: torch.Tensor, first_var: int, modulus: int, n_vars: int) -> dict:
     """Per-batch cell sets (flat indices b * T + t) and their features."""
     B, T = tokens.shape
     is_var = tokens >= first_var
@@ -268,7 +268,7 @@ def _cells(tokens: torch.Tensor, first_var: int, modulus: int) -> dict:
     pos = torch.arange(T).expand(B, T)
     prev = torch.cat([torch.full((B, 1), -1, dtype=torch.long), tokens[:, :-1]], 1)
     flat = torch.arange(B * T).reshape(B, T)
-    src = operand_sources(tokens)
+    src = operand_sources(tokens, Vocab(modulus=modulus, n_vars=n_vars))
     rows = torch.arange(B)
     # cells holding a number `=` could read as an operand: value tokens and constant operand slots
     number_cell = value_tok | ((pos >= POS_PLUS + 1) & (pos <= POS_RHS) & (tokens < modulus))
@@ -303,7 +303,7 @@ def scrub_plans(model, tokens: torch.Tensor, labels: torch.Tensor, *, seed: int)
     A map is a LongTensor (B * T,) of the flat cell each cell reads; the identity leaves a cell alone.
     ``removed[part]`` holds only that part's cells (apply it over a plan, or alone on the clean model)."""
     cfg = model.cfg
-    c = _cells(tokens, cfg.first_var, cfg.d_vocab_out)
+    c = _cells(tokens, cfg.first_var, cfg.d_vocab_out, cfg.n_vars)
     B, T, flat, pos, tok = c["B"], c["T"], c["flat"], c["pos"], tokens
     V2 = 2 * cfg.d_vocab
     ident = torch.arange(B * T)
@@ -421,7 +421,7 @@ def identity_removed(model, tokens: torch.Tensor, *, seed: int, label: str) -> t
     """The donor map for ``blocks.0.hook_attn_out`` that removes the variable identity at value tokens:
     each value token reads a value token at the same position after another variable (the
     ``value_token_identity`` part removed, alone)."""
-    c = _cells(tokens, model.cfg.first_var, model.cfg.d_vocab_out)
+    c = _cells(tokens, model.cfg.first_var, model.cfg.d_vocab_out, model.cfg.n_vars)
     vt = c["value_tok"]
     gen = torch_generator(seed, label)
     return _differing(c["B"] * c["T"], c["flat"][vt], c["pos"][vt], c["prev"][vt][:, None], gen)[0]
