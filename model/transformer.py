@@ -142,22 +142,21 @@ class LayerNorm(nn.Module):
         self.hook_scale = HookPoint()  # (..., 1)
         self.hook_normalized = HookPoint()  # (..., d_model)
 
-    def forward(self, x):
+    def forward(self, x, hooked: bool = True):
+        """``hooked=False``: the same sums with no hook point on the way (the fast paths)."""
         dtype = x.dtype
         x = x.float()
         x = x - x.mean(-1, keepdim=True)
-        scale = self.hook_scale((x.pow(2).mean(-1, keepdim=True) + self.eps).sqrt())
+        scale = (x.pow(2).mean(-1, keepdim=True) + self.eps).sqrt()
+        if not hooked:
+            return (x / scale * self.w + self.b).to(dtype)
+        scale = self.hook_scale(scale)
         return self.hook_normalized(x / scale * self.w + self.b).to(dtype)
 
 
 def layer_norm_unhooked(ln: LayerNorm | None, x: torch.Tensor) -> torch.Tensor:
     """``ln(x)`` with no hook point on the way; ``x`` itself when the model has no LayerNorm."""
-    if ln is None:
-        return x
-    dtype = x.dtype
-    x = x.float()
-    x = x - x.mean(-1, keepdim=True)
-    return (x / (x.pow(2).mean(-1, keepdim=True) + ln.eps).sqrt() * ln.w + ln.b).to(dtype)
+    return x if ln is None else ln(x, hooked=False)
 
 
 class Embed(nn.Module):
