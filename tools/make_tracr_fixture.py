@@ -22,9 +22,9 @@ encodings, which head is which, and tracr's outputs on a fixed sample of inputs.
 
 Run (outside the package's install; needs JAX and tracr, not torch nor assignadd):
 
-    python3 -m venv /work/tracr-venv
-    /work/tracr-venv/bin/pip install tracr-pypi "jax[cpu]" dm-haiku numpy
-    /work/tracr-venv/bin/python tools/make_tracr_fixture.py
+    python3 -m venv tracr-venv
+    tracr-venv/bin/pip install tracr-pypi "jax[cpu]" dm-haiku numpy
+    tracr-venv/bin/python tools/make_tracr_fixture.py
 
 Made with tracr-pypi 1.0.0, jax 0.10.2, jaxlib 0.10.2, dm-haiku 0.0.17, numpy 2.4.6, Python 3.11.7.
 """
@@ -46,7 +46,7 @@ MAX_SEQ_LEN = 8
 BOS = "BOS"
 N_SAMPLE = 256  # saved input sequences (of the maximum length) with tracr's outputs
 OUT = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "tracr_prev_token"
-COMMAND = "/work/tracr-venv/bin/python tools/make_tracr_fixture.py"
+COMMAND = "tracr-venv/bin/python tools/make_tracr_fixture.py"
 
 
 def program():
