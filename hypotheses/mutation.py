@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass
 from ..data import Task
 from ..interventions.mutants import COMPONENTS, MUTANTS, Mutant, changed_parameters
 from .base import Context, _r
+from .interfaces import broken_naming, check_all
 from . import run_all
 
 # The claim that owns each component of the circuit (SPEC §6). The unembedding owns no claim: a break
@@ -84,6 +85,7 @@ class Cell:
     verdict: str
     expected: str  # "pass", "fail", "not judged"; on a symmetry mutant the unbroken verdict, whatever it is
     reason: str
+    interface: str | None = None  # an interface-broken check naming this claim (hypotheses/interfaces.py)
 
     @property
     def judged(self) -> bool:
@@ -91,8 +93,12 @@ class Cell:
 
     @property
     def right(self) -> bool | None:
-        """None for a cell that is not judged; else whether the verdict is the expected one."""
-        return None if not self.judged else self.verdict == self.expected
+        """None for a cell that is not judged; else whether the verdict is the expected one. A break the
+        claim is expected to fail is also seen when an interface naming the claim is broken: one
+        checkpoint cannot tell a writer that recoded its output from a reader that recoded its input."""
+        if not self.judged:
+            return None
+        return self.verdict == self.expected or (self.expected == "fail" and self.interface is not None)
 
 
 def mutation_matrix(
@@ -112,20 +118,31 @@ def mutation_matrix(
     # mutant would fail it too), so its cells are shown, not judged.
     if progress:
         progress("unbroken")
-    unbroken_results = run_all(Context(model, task, seed=seed, n=n), claims)
+    unbroken_ctx = Context(model, task, seed=seed, n=n)
+    unbroken_results = run_all(unbroken_ctx, claims)
     unbroken = {r.claim: r.verdict for r in unbroken_results}
     cells, changed, claim_ids, results_of = [], {}, None, {"(unbroken)": unbroken_results}
+    interfaces_of = {"(unbroken)": check_all(unbroken_ctx)}
     for name in names:
         if progress:
             progress(name)
         mutant = MUTANTS[name]
         mutated = build_mutant(name, model, seed)
         changed[name] = changed_parameters(model, mutated)
-        results = run_all(Context(mutated, task, seed=seed, n=n), claims)
+        ctx = Context(mutated, task, seed=seed, n=n)
+        results = run_all(ctx, claims)
         results_of[name] = results
+        interfaces_of[name] = checks = check_all(ctx)
         claim_ids = [r.claim for r in results]
         cells += [
-            Cell(r.claim, name, r.verdict, expected(r.claim, mutant, unbroken.get(r.claim, "error")), r.reason)
+            Cell(
+                r.claim,
+                name,
+                r.verdict,
+                expected(r.claim, mutant, unbroken.get(r.claim, "error")),
+                r.reason,
+                broken_naming(checks, r.claim),
+            )
             for r in results
         ]
     return {
@@ -134,6 +151,7 @@ def mutation_matrix(
         "cells": cells,
         "changed": changed,
         "unbroken": unbroken,
+        "interfaces": interfaces_of,  # hypotheses.interfaces.check_all per model
         "results": results_of,  # the ClaimResults themselves (not in the JSON): deciding values, evidence
     }
 
@@ -157,6 +175,9 @@ def matrix_to_dict(matrix: dict) -> dict:
             ],
             "claims": matrix["claims"],
             "unbroken": matrix.get("unbroken", {}),
+            "interfaces": {
+                m: {c["interface"]: c["verdict"] for c in checks} for m, checks in matrix.get("interfaces", {}).items()
+            },
             "cells": cells,
             "summary": {
                 "judged": len(judged),
@@ -178,7 +199,10 @@ def render_matrix(doc: dict, markdown: bool = False) -> str:
     def mark(c):
         return "·" if c["right"] is None else ("✓" if c["right"] else "✗")
 
-    rows = [[m] + [f"{cell[(c, m)]['verdict']} {mark(cell[(c, m)])}" for c in claims] for m in mutants]
+    def shown(c):  # "/if": an interface naming the claim is broken (hypotheses/interfaces.py)
+        return c["verdict"] + ("/if" if c.get("interface") else "") + " " + mark(c)
+
+    rows = [[m] + [shown(cell[(c, m)]) for c in claims] for m in mutants]
     if doc.get("unbroken"):  # the checkpoint itself, the row every other is read against
         rows.insert(0, ["(unbroken)"] + [doc["unbroken"].get(c, "-") for c in claims])
     header = ["mutant"] + claims
@@ -196,6 +220,11 @@ def render_matrix(doc: dict, markdown: bool = False) -> str:
     widths = [max(len(str(x[i])) for x in [header] + rows) for i in range(len(header))]
     fmt = "  ".join("{:<%d}" % w for w in widths)
     lines = [fmt.format(*header), fmt.format(*["-" * w for w in widths])] + [fmt.format(*r) for r in rows]
-    lines += ["", "✓ verdict as expected   ✗ not as expected   · downstream of the break: shown, not judged", foot]
+    lines += [
+        "",
+        "✓ verdict as expected   ✗ not as expected   · downstream of the break: shown, not judged   "
+        "/if an interface naming the claim is broken",
+        foot,
+    ]
     lines += [f"wrong: {w}" for w in s["wrong"]]
     return "\n".join(lines) + "\n"

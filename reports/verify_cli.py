@@ -328,6 +328,11 @@ def _run(
     }
     if meta.get("step_source"):
         checkpoint["step_source"] = meta["step_source"]
+    from ..hypotheses import interfaces as interface_checks
+
+    t_interfaces = time.perf_counter()
+    interfaces = interface_checks.check_all(ctx) if interface_checks.applicable(model) else None
+    timings["interfaces_seconds"] = time.perf_counter() - t_interfaces
     report = render.build_report(
         checkpoint=checkpoint,
         model_config=model.cfg.to_dict(),
@@ -340,6 +345,7 @@ def _run(
         claims=results,
         tool_version=version,
         not_run=not_run_here(only),
+        interfaces=interfaces,
     )
     from .claim_document import claim_documents
 
