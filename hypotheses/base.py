@@ -293,12 +293,12 @@ class Context:
         """Where the components sit in the model under test and how each was found
         (``hypotheses.locate.Located``): the pre-registered search, run once per context, or the
         components the caller gave. Raises ``LocateError`` (one line) when a role has no candidate."""
-        from . import locate
+        from .locate import given, locate, search_pools
 
         def find():
             if self._given is not None:
-                return locate.given(self._given, self.model)
-            return locate.locate(self.model, *locate.search_pools(self))
+                return given(self._given, self.model)
+            return locate(self.model, *search_pools(self))
 
         return self.memo("located", find)
 

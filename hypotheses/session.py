@@ -76,9 +76,9 @@ def load_context(path, *, seed: int, n: int, device: str, task: dict | None = No
     try:
         ctx = Context(model, task, seed=seed, n=n, device=device, components=components)
         if components is not None:
-            from . import locate
+            from .locate import check
 
-            locate.check(components, model.cfg)
+            check(components, model.cfg)
     except ValueError as e:
         raise ValueError(f"{path}: {e}") from None
     return ctx, meta, task_source

@@ -37,7 +37,7 @@ class DocumentError(ValueError):
 
 def _describe_context(n: int, components=None) -> Context:
     from ..data import Task
-    from ..hypotheses import locate
+    from ..hypotheses.locate import given
     from ..model import AssignAddTransformer, ModelConfig
     from ..model.components import PAPER
 
@@ -45,7 +45,7 @@ def _describe_context(n: int, components=None) -> Context:
     # drawn because some statistics are stated for the pool size they run on. The sites are named at
     # ``components`` (where the claims ran; default the paper's), so nothing is searched here.
     ctx = Context(AssignAddTransformer(ModelConfig(), seed=0), Task(), n=n)
-    ctx.pin(locate.given(components or PAPER))
+    ctx.pin(given(components or PAPER))
     return ctx
 
 
