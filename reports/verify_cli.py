@@ -315,11 +315,18 @@ def _run(
         import copy
         from concurrent.futures import ThreadPoolExecutor
 
+        from ..model.components import PAPER
         from .figures import claim_figures, model_figures
 
         painter = ThreadPoolExecutor(max_workers=1, thread_name_prefix="assignadd-figures")
         figure_jobs = {
-            "model": painter.submit(model_figures, copy.deepcopy(model).eval(), task, seed=args.seed),
+            "model": painter.submit(
+                model_figures,
+                copy.deepcopy(model).eval(),
+                task,
+                seed=args.seed,
+                components=located.components if located is not None else PAPER,
+            ),
             "forest": {},
         }
     # On a terminal, a bar that clears itself; in a log (stderr not a terminal), one finished line per

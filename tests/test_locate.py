@@ -308,3 +308,20 @@ def test_bad_components_are_one_line_and_exit_2(saved, value, says, capsys):
     err = capsys.readouterr().err
     assert code == 2 and says in err and "Traceback" not in err
     assert len(err.strip().splitlines()) == 1
+
+
+def test_the_model_figures_draw_the_located_components(reference):
+    """On the two-head layout the figures drawn at the found components are the reference's, byte for byte,
+    but for the attention figures, whose titles name the head (``blocks.0 head 1``); drawn at the paper's
+    sites, the weights figures read the dead head and differ."""
+    from assignadd.reports.figures import model_figures
+
+    model, where = two_heads(reference), LAYOUTS["two_heads"][1]
+    ref = {f.key: f for f in model_figures(reference, Task(), seed=0)}
+    found = {f.key: f for f in model_figures(model, Task(), seed=0, components=where)}
+    assert found.keys() == ref.keys()
+    assert all(f.png for f in found.values())  # every figure was drawn
+    same = {k for k in ref if found[k].png == ref[k].png}
+    assert same == set(ref) - {"attention_layer1", "attention_layer2"}
+    at_paper = {f.key: f for f in model_figures(model, Task(), seed=0)}
+    assert at_paper["identity_matrix"].png != ref["identity_matrix"].png
