@@ -14,7 +14,11 @@ Pre-registered searches, in this order (each reads the one before):
                       left out). At the rows a search reads, a head whose mean ||o|| is below
                       ``SILENT_SHARE`` (0.01) of the largest head's (over every head of the model, at the
                       same rows) is not a candidate: it writes nothing anyone could read, so no attention
-                      pattern of its own can make it the component (a dead head, W_O = 0, is never chosen).
+                      pattern of its own can make it the component (a dead head, W_O = 0, is never chosen
+                      while a head that writes is a candidate; when every candidate of a role is silent,
+                      none is left out, and the claim decides on a head that writes nothing: it fails on
+                      its own items rather than erroring, as on the paper's model, where each role has one
+                      candidate whatever its size).
     previous-token    candidates: heads in layers 0 .. n_layers - 2 (a later layer must read what it
     head              writes). score = mean over value tokens t of 1-var and 2-var training sequences of
                       A[t, t - 1]: the weight from each assignment's value token to its variable token.
@@ -140,9 +144,15 @@ def _head_writes(model, z: dict, rows) -> dict:
     return out
 
 
-def _live(writes: dict) -> set:
+def _without_silent(scores: dict, writes: dict) -> tuple[dict, int]:
+    """(the candidates of ``scores`` that write, how many were left out as silent): a head writing less
+    than ``SILENT_SHARE`` of the largest head's mean norm (``writes``, every head of the model) is left
+    out, unless every candidate is (then none is)."""
     top = max(writes.values(), default=0.0)
-    return {site for site, w in writes.items() if top > 0 and w >= SILENT_SHARE * top}
+    live = {site: v for site, v in scores.items() if top > 0 and writes[site] >= SILENT_SHARE * top}
+    if not live:
+        return scores, 0
+    return live, len(scores) - len(live)
 
 
 @torch.no_grad()
@@ -161,13 +171,11 @@ def locate(model, assignments: torch.Tensor, mixed: torch.Tensor) -> Located:
     b, t = vals.nonzero(as_tuple=True)
     a = acts["assignments"]
     writes = _head_writes(model, {layer: a[act_name("z", layer)] for layer in layers}, (b, t))
-    live = _live(writes)
     scores = {}
     for layer in range(cfg.n_layers - 1):
         weight = a[act_name("pattern", layer)][b, :, t, t - 1].double().mean(0)  # (H,)
-        scores.update({(layer, h): float(weight[h]) for h in range(cfg.n_heads) if (layer, h) in live})
-    silent = sum(1 for layer, h in writes if layer < cfg.n_layers - 1 and (layer, h) not in live)
-    prev = _role("previous_token_head", scores, silent)
+        scores.update({(layer, h): float(weight[h]) for h in range(cfg.n_heads)})
+    prev = _role("previous_token_head", *_without_silent(scores, writes))
 
     # fetching head: `=` -> the two operand sources
     m = acts["mixed"]
@@ -176,16 +184,13 @@ def locate(model, assignments: torch.Tensor, mixed: torch.Tensor) -> Located:
     rows = ok.nonzero().squeeze(1)
     eq_rows = (rows, torch.full_like(rows, POS_EQ))
     writes = _head_writes(model, {layer: m[act_name("z", layer)] for layer in layers}, eq_rows)
-    live = _live(writes)
-    after = range(prev.found[0] + 1, cfg.n_layers)
     scores = {}
-    for layer in after:
+    for layer in range(prev.found[0] + 1, cfg.n_layers):
         eq = m[act_name("pattern", layer)][rows, :, POS_EQ].double()  # (K, H, T)
         s = src[rows]
         on = eq.gather(2, s[:, None, :].expand(-1, eq.shape[1], -1)).sum(-1).mean(0)  # (H,)
-        scores.update({(layer, h): float(on[h]) for h in range(cfg.n_heads) if (layer, h) in live})
-    silent = sum(1 for layer, h in writes if layer in after and (layer, h) not in live)
-    fetch = _role("fetching_head", scores, silent)
+        scores.update({(layer, h): float(on[h]) for h in range(cfg.n_heads)})
+    fetch = _role("fetching_head", *_without_silent(scores, writes))
 
     # adding MLP: mean-ablate its output at `=`; how many answers change?
     clean = run(model, mixed, [], last_only=True).last_logits.argmax(-1)

@@ -14,6 +14,7 @@ must still pick the paper's heads over it). Claims run at n = 200 (as tests/test
 
 from __future__ import annotations
 
+import copy
 import json
 
 import pytest
@@ -175,6 +176,15 @@ def test_a_live_distractor_head_is_the_runner_up_and_loses(reference):
         "silent_heads": 0,
         "how": "searched",
     }
+
+
+def test_on_the_papers_shape_a_role_keeps_its_one_candidate_even_when_it_writes_almost_nothing(reference):
+    quiet = copy.deepcopy(reference)
+    with torch.no_grad():
+        quiet.blocks[0].attn.W_O.mul_(1e-4)  # far below 1% of Layer 2's head
+    found = Context(quiet, Task(), n=N).located
+    assert found.components == PAPER and not found.reported
+    assert found.roles["previous_token_head"].silent == 0
 
 
 def test_ties_go_to_the_lowest_layer_and_head():
