@@ -43,7 +43,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from ..model import hooks
+from ..model.components import Components
 from ..random_streams import torch_generator
 from .base import Threshold, _r, rate
 
@@ -65,12 +65,16 @@ class Interface:
     writer: str  # the claim about the component that writes
     reader: str  # the claim about the component that reads ("" where no claim owns it, e.g. the unembedding)
     reader_part: str  # the reading component, in words
-    hook: str  # where the writer's output is read; recoded at `=` (the last position)
+    output: str  # the writer's output, read at `=`: "attn_out" (the fetching head's layer) or "mlp_out"
+
+    def hook(self, components: Components) -> str:
+        """Where the writer's output is read, at the located components (SPEC §2.1)."""
+        return components.ATTN_OUT_2 if self.output == "attn_out" else components.MLP_OUT_2
 
 
 INTERFACES = (
-    Interface("ov2_to_mlp", "shared_residual", "fourier_neurons", "the Layer-2 MLP", hooks.ATTN_OUT_2),
-    Interface("mlp_to_unembedding", "fourier_neurons", "", "the unembedding", hooks.act_name("mlp_out", 1)),
+    Interface("ov2_to_mlp", "shared_residual", "fourier_neurons", "the adding MLP", "attn_out"),
+    Interface("mlp_to_unembedding", "fourier_neurons", "", "the unembedding", "mlp_out"),
 )
 
 
@@ -79,22 +83,21 @@ def _pool(ctx) -> tuple[torch.Tensor, torch.Tensor]:
     return torch.cat(tokens), torch.cat(labels)
 
 
-def _at_eq(model, tokens: torch.Tensor) -> dict[str, torch.Tensor]:
-    """{hook: activation at `=` (B, d_model)} for Layer 2's input to its MLP and both interfaces' hooks,
-    from one forward."""
+def _at_eq(model, tokens: torch.Tensor, components: Components) -> dict[str, torch.Tensor]:
+    """{"mid", "attn_out", "mlp_out": activation at `=` (B, d_model)}: the adding MLP's input and both
+    interfaces' writer outputs, from one forward."""
     from ..interventions import run
 
-    read = [hooks.RESID_MID_2] + [i.hook for i in INTERFACES]
-    acts = run(model, tokens, [], read=read).activations
-    return {h: acts[h][:, -1] for h in read}
+    names = {"mid": components.RESID_MID_2, "attn_out": components.ATTN_OUT_2, "mlp_out": components.MLP_OUT_2}
+    acts = run(model, tokens, [], read=list(names.values())).activations
+    return {k: acts[h][:, -1] for k, h in names.items()}
 
 
 def _split(acts: dict, interface: Interface) -> tuple[torch.Tensor, torch.Tensor]:
-    """(what the rest of the model adds the writer's output to, the writer's output) at `=`: for Layer 2's
-    attention output, Layer 2's input there; for the MLP's output, the MLP's input."""
-    a = acts[interface.hook]
-    mid = acts[hooks.RESID_MID_2]
-    return (mid - a if interface.hook == hooks.ATTN_OUT_2 else mid), a
+    """(what the rest of the model adds the writer's output to, the writer's output) at `=`: for the
+    fetching layer's attention output, that layer's input there; for the MLP's output, the MLP's input."""
+    a = acts[interface.output]
+    return (acts["mid"] - a if interface.output == "attn_out" else acts["mid"]), a
 
 
 def _logits(model, interface: Interface, base: torch.Tensor, a: torch.Tensor) -> torch.Tensor:
@@ -104,7 +107,7 @@ def _logits(model, interface: Interface, base: torch.Tensor, a: torch.Tensor) ->
 
     block = model.blocks[-1]
     resid = base + a
-    if interface.hook == hooks.ATTN_OUT_2 and block.has_mlp:
+    if interface.output == "attn_out" and block.has_mlp:
         resid = resid + mlp_unhooked(block.mlp, layer_norm_unhooked(block.ln2, resid))
     return layer_norm_unhooked(model.ln_final, resid) @ model.unembed.W_U + model.unembed.b_U
 
@@ -145,7 +148,7 @@ def check(ctx, interface: Interface, acts: dict | None = None) -> dict:
     tokens, labels = _pool(ctx)
     model = ctx.model
     with torch.no_grad():
-        acts = acts or _at_eq(model, tokens)
+        acts = acts or _at_eq(model, tokens, ctx.components)
         plain = rate(_logits(model, interface, *_split(acts, interface)).argmax(-1) == labels)
     recoded = None
     if plain.high < BAR.value:
@@ -173,7 +176,7 @@ def check(ctx, interface: Interface, acts: dict | None = None) -> dict:
             "writer": interface.writer,
             "reader": interface.reader or None,  # None: no claim owns the reading component
             "reads": interface.reader_part,
-            "hook": f"{interface.hook} at `=`",
+            "hook": f"{interface.hook(ctx.components)} at `=`",
             "verdict": verdict,
             "plain": plain.to_dict(),
             "recoded": None if recoded is None else recoded.to_dict(),
@@ -183,21 +186,30 @@ def check(ctx, interface: Interface, acts: dict | None = None) -> dict:
     )
 
 
-def applicable(model) -> bool:
-    """The interfaces are named on the paper's layout: two layers, the adding MLP in the last."""
-    return model.cfg.n_layers == 2 and model.blocks[-1].has_mlp
+def applicable(ctx) -> bool:
+    """The checks recompute the answers from the interface on at `=` alone: they need the fetching head
+    and the adding MLP in the last block (the paper's layout, and any variant that keeps it)."""
+    try:
+        c = ctx.components
+    except ValueError:  # no candidate for some role: the claims report it
+        return False
+    last = ctx.model.cfg.n_layers - 1
+    return c.fetch_layer == c.mlp_layer == last and ctx.model.blocks[last].has_mlp
 
 
-def check_all(ctx) -> list[dict]:
-    """Every interface of ``INTERFACES`` on ``ctx.model``, from one forward of the pools."""
+def check_all(ctx) -> list[dict] | None:
+    """Every interface of ``INTERFACES`` on ``ctx.model``, from one forward of the pools; None where
+    ``applicable`` says the checks cannot be made."""
+    if not applicable(ctx):
+        return None
     with torch.no_grad():
-        acts = _at_eq(ctx.model, _pool(ctx)[0])
+        acts = _at_eq(ctx.model, _pool(ctx)[0], ctx.components)
     return [check(ctx, i, acts) for i in INTERFACES]
 
 
-def broken_naming(checks: list[dict], claim: str) -> str | None:
+def broken_naming(checks: list[dict] | None, claim: str) -> str | None:
     """The first interface-broken check that names ``claim`` as writer or reader, or None."""
-    for c in checks:
+    for c in checks or []:
         if c["verdict"] == "interface-broken" and claim in (c["writer"], c["reader"]):
             return c["interface"]
     return None
