@@ -197,14 +197,16 @@ def applicable(ctx) -> bool:
     return c.fetch_layer == c.mlp_layer == last and ctx.model.blocks[last].has_mlp
 
 
-def check_all(ctx) -> list[dict] | None:
-    """Every interface of ``INTERFACES`` on ``ctx.model``, from one forward of the pools; None where
-    ``applicable`` says the checks cannot be made."""
-    if not applicable(ctx):
+def check_all(ctx, claims=None) -> list[dict] | None:
+    """The interfaces of ``INTERFACES`` on ``ctx.model`` (those naming one of ``claims``, when given),
+    from one forward of the pools; None where ``applicable`` says the checks cannot be made, or none is
+    asked for."""
+    chosen = [i for i in INTERFACES if claims is None or {i.writer, i.reader} & set(claims)]
+    if not chosen or not applicable(ctx):
         return None
     with torch.no_grad():
         acts = _at_eq(ctx.model, _pool(ctx)[0], ctx.components)
-    return [check(ctx, i, acts) for i in INTERFACES]
+    return [check(ctx, i, acts) for i in chosen]
 
 
 def broken_naming(checks: list[dict] | None, claim: str) -> str | None:

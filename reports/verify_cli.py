@@ -366,7 +366,7 @@ def _run(
     from ..hypotheses import interfaces as interface_checks
 
     t_interfaces = time.perf_counter()
-    interfaces = interface_checks.check_all(ctx)
+    interfaces = interface_checks.check_all(ctx, claims=ids)  # those naming a claim this run asks about
     timings["interfaces_seconds"] = time.perf_counter() - t_interfaces
     report = render.build_report(
         checkpoint=checkpoint,
