@@ -257,7 +257,8 @@ class Context:
 
     Pools are drawn once per (name, size) and shared across hypotheses. ``n`` is the default pool
     size (SPEC §1.4: 2000). ``pools``: a dict to keep the pools in, shared with other contexts of the
-    same task and seed (e.g. every checkpoint of a series).
+    same task and seed (e.g. every checkpoint of a series). ``components``: where the components sit,
+    given by the caller (``model.components.Components``); None searches for them (``located``).
     """
 
     def __init__(
@@ -269,6 +270,7 @@ class Context:
         n: int = 2000,
         device: str | torch.device = "cpu",
         pools: dict | None = None,
+        components=None,
     ):
         self.model = model.to(device).eval()
         self.task = task or Task()
@@ -282,6 +284,33 @@ class Context:
         self.device = device
         self._pools: dict = {} if pools is None else pools  # keyed by (name, size), drawn from the seed alone
         self._memo: dict = {}
+        # ``model.components.Components`` pinned by the caller (``--components``), or None: searched on
+        # first use (``located``).
+        self._given = components
+
+    @property
+    def located(self):
+        """Where the components sit in the model under test and how each was found
+        (``hypotheses.locate.Located``): the pre-registered search, run once per context, or the
+        components the caller gave. Raises ``LocateError`` (one line) when a role has no candidate."""
+        from .locate import given, locate, search_pools
+
+        def find():
+            if self._given is not None:
+                return given(self._given, self.model)
+            return locate(self.model, *search_pools(self))
+
+        return self.memo("located", find)
+
+    def pin(self, located) -> "Context":
+        """Use ``located`` (a ``hypotheses.locate.Located``) as where the components sit, unsearched."""
+        self._memo["located"] = located
+        return self
+
+    @property
+    def components(self):
+        """The ``Components`` every claim reads (``located.components``)."""
+        return self.located.components
 
     def pool(self, name: str, size: int | None = None):
         key = (name, size or self.n)
@@ -306,7 +335,10 @@ class Context:
         c = Context.__new__(Context)
         c.model, c.task, c.seed, c.n, c.device = model, self.task, self.seed, self.n, self.device
         c._pools, c._memo = self._pools, {}
-        return c
+        # A control asks whether the same component of another model shows the property: it keeps the
+        # model under test's components rather than searching its own.
+        c._given = None
+        return c.pin(self.located)
 
 
 class Hypothesis:

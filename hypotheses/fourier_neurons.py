@@ -77,21 +77,25 @@ class FourierNeurons(Hypothesis):
         tokens = torch.cat([p[0][:half] for p in pools])
         labels = torch.cat([p[1][:half] for p in pools])
         reinit = ctx.reinitialised_model()
+        c = ctx.components  # the adding MLP (§2.1)
 
         def grid(model):
-            return ctx.memo(("fourier_neurons", "grids", id(model)), lambda: fourier.grids(model))
+            return ctx.memo(("fourier_neurons", "grids", id(model)), lambda: fourier.grids(model, components=c))
 
         def edits(model):
             return ctx.memo(
                 ("fourier_neurons", "edits", id(model)),
-                lambda: fourier.key_frequency_edits(model, tokens, labels, seed=ctx.seed, grid=grid(model)),
+                lambda: fourier.key_frequency_edits(
+                    model, tokens, labels, seed=ctx.seed, grid=grid(model), components=c
+                ),
             )
 
         def neurons(model):
             g = grid(model)
-            r = fourier.neuron_fve(g[fourier.MLP2_PRE], fourier.mlp_input_scale(model, g[fourier.RESID_MID2]))
-            share = fourier.key_frequency_share(model, r)
-            key = fourier.key_frequencies(model, grid=g)
+            scale = fourier.mlp_input_scale(model, g[fourier.RESID_MID2], components=c)
+            r = fourier.neuron_fve(g[fourier.MLP2_PRE], scale)
+            share = fourier.key_frequency_share(model, r, components=c)
+            key = fourier.key_frequencies(model, grid=g, components=c)
             key_idx = torch.tensor(key, dtype=torch.long) - 1
             if len(r["fve"]) == 0:  # no neuron varies over the grid: none is a Fourier feature
                 return Measurement.exact(0.0, n=int(r["live"].numel()), live_neurons=0, key_frequencies=key)
@@ -102,7 +106,7 @@ class FourierNeurons(Hypothesis):
                 median_fve=float(r["fve"].median()) if len(r["fve"]) else None,
                 live_neurons=len(r["fve"]),
                 top_embedding_frequencies=(fourier.embedding_spectrum(model).topk(5).indices + 1).tolist(),
-                logit_key_share=float(fourier.logit_spectrum(model)[key_idx].sum()),
+                logit_key_share=float(fourier.logit_spectrum(model, components=c)[key_idx].sum()),
             )
 
         def kept(arm):
@@ -157,7 +161,7 @@ class FourierNeurons(Hypothesis):
         return [
             item(
                 "single_frequency_neurons",
-                site="blocks.1.mlp.hook_pre on the grid of operand pairs",
+                site=f"{c.MLP_PRE_2} on the grid of operand pairs",
                 intervention=None,
                 definition="fraction of live Layer-2 neurons u with max_k FVE_k(u) >= 0.5 on the grid, FVE_k(u) = variance of "
                 "pre_u(n, m) explained by {cos ω_k n, sin ω_k n, cos ω_k m, sin ω_k m}",
@@ -169,7 +173,7 @@ class FourierNeurons(Hypothesis):
             ),
             item(
                 "key_frequencies_kept",
-                site="blocks.1.hook_resid_mid at `=`; read at the logits at `=`",
+                site=f"{c.RESID_MID_2} at `=`; read at the logits at `=`",
                 intervention="replaced by the pool mean plus the key frequencies' part at the operands",
                 definition="mean_i 1[correct_i and correct_i | resid_mid_2[15] -> μ + β φ_K(n_i, m_i)] (only the key frequencies' "
                 "part of the grid's resid_mid, at the sequence's operands, at the pool's scale β), 0-var pools; "
@@ -183,7 +187,7 @@ class FourierNeurons(Hypothesis):
             ),
             item(
                 "key_frequencies_excluded",
-                site="blocks.1.hook_resid_mid at `=`; read at the logits at `=`",
+                site=f"{c.RESID_MID_2} at `=`; read at the logits at `=`",
                 intervention="the key frequencies' part at the operands subtracted",
                 definition="mean_i (correct_i - correct_i | resid_mid_2[15] -> x - β φ_K(n_i, m_i)), 0-var pools; correct as above",
                 kind="causal",
@@ -194,7 +198,7 @@ class FourierNeurons(Hypothesis):
             ),
             item(
                 "key_frequencies_vs_placebo",
-                site="blocks.1.hook_resid_mid at `=`; read at the logits at `=`",
+                site=f"{c.RESID_MID_2} at `=`; read at the logits at `=`",
                 intervention="as many random non-key frequencies' part subtracted, against the key frequencies'",
                 definition="mean_i (correct_i | x - β φ_P, P = |K| random non-key frequencies) - (correct_i | x - β φ_K)",
                 kind="causal",

@@ -106,8 +106,10 @@ class HeldoutGeneralization(Hypothesis):
             # its addition module errs there too while the routing is intact: the fault is the adder's.
             t = tokens[doubled]
             ok = last_position_correct(m, t, labels[doubled])
-            routed = eq_top2_is(attention_patterns(m, t, (1,))[1], torch.tensor([[POS_LHS, POS_RHS]]).expand(len(t), 2))
-            _, adder_ok = ov2_mlp2_accuracy(m)
+            c = ctx.components  # the fetching head and the adding MLP (§2.1)
+            pattern = attention_patterns(m, t, (1,), components=c)[1]
+            routed = eq_top2_is(pattern, torch.tensor([[POS_LHS, POS_RHS]]).expand(len(t), 2))
+            _, adder_ok = ov2_mlp2_accuracy(m, components=c)
             n_value = t[:, POS_LHS]
             adder = adder_ok[n_value, n_value]
             wrong = ~ok

@@ -84,13 +84,16 @@ class IdentityQK(Hypothesis):
     def evidence(self, ctx: Context) -> list[Evidence]:
         reinit = ctx.reinitialised_model()
         mixed = torch.cat([ctx.pool("1var_train")[0], ctx.pool("2var_train")[0]])
+        c = ctx.components  # the previous-token head and the fetching head (§2.1)
 
         def diagonal(model):
-            M = identity_qk_interaction(model) / model.cfg.d_head**0.5  # in attention-score units
+            M = identity_qk_interaction(model, components=c) / model.cfg.d_head**0.5  # in attention-score units
             on_diagonal, margin = diagonal_margin(M)
             wins = on_diagonal & (margin >= MIN_MARGIN_NATS)
             spread = float(M[~torch.eye(len(M), dtype=torch.bool)].std())  # the scores a variable gives the others
-            paper = identity_qk_diagonal(model)[0]  # the paper's M, uncentred: its argmax-diagonal fraction
+            paper = identity_qk_diagonal(model, components=c)[
+                0
+            ]  # the paper's M, uncentred: its argmax-diagonal fraction
             return Measurement.exact(
                 float(wins.double().mean()),
                 n=len(M),
@@ -102,7 +105,7 @@ class IdentityQK(Hypothesis):
             )
 
         def eq_values(model):
-            pattern = attention_patterns(model, mixed)[1]
+            pattern = attention_patterns(model, mixed, (1,), components=c)[1]
             src, rows = operand_sources(mixed, model.vocab), torch.arange(len(mixed))
             w1, w2 = (pattern[rows, -1, src[:, k].clamp(min=0)] for k in (0, 1))  # the `=` row's operand weights
             share = w1 + w2
@@ -118,7 +121,7 @@ class IdentityQK(Hypothesis):
         def swap(model, wrong):
             return ctx.memo(
                 ("identity_qk", "swap", id(model), wrong),
-                lambda: local.identity_swap_attention(model, mixed, seed=ctx.seed, wrong_site=wrong),
+                lambda: local.identity_swap_attention(model, mixed, seed=ctx.seed, wrong_site=wrong, components=c),
             )
 
         def moves(arm):
@@ -138,7 +141,7 @@ class IdentityQK(Hypothesis):
         return [
             item(
                 "identity_block_diagonal",
-                site="weights: blocks.1.attn.W_Q, blocks.1.attn.W_K, blocks.0 OV, W_E",
+                site=f"weights: {c.layer2}.attn.W_Q, {c.layer2}.attn.W_K, {c.layer1} OV, W_E",
                 intervention=None,
                 definition="fraction of rows i of M~ = X~ W_Q^2 W_K^2T X~^T / sqrt(d_head), X~ = (E_var - mean) OV_1, with "
                 "argmax_j M~[i, j] = i by a margin >= 1",
@@ -151,7 +154,7 @@ class IdentityQK(Hypothesis):
             ),
             item(
                 "eq_attends_to_operand_values",
-                site="blocks.1.attn.hook_pattern, the row of `=`",
+                site=f"{c.PATTERN_2}, the row of `=`",
                 intervention=None,
                 definition="mean_i 1[top2_k A2_i[15, k] = value positions of the two operands, and they hold >= 0.25], "
                 "1var_train + 2var_train",
@@ -163,7 +166,7 @@ class IdentityQK(Hypothesis):
             ),
             item(
                 "attention_follows_identity_swap",
-                site="blocks.0.hook_attn_out at an operand's value token and a distractor's; read at blocks.1.attn.hook_pattern, the row of `=`",
+                site=f"{c.ATTN_OUT_1} at an operand's value token and a distractor's; read at {c.PATTERN_2}, the row of `=`",
                 intervention="the two positions' Layer-1 outputs swapped",
                 definition="mean_i 1[A2[15, d] > A2[15, p] and A2[15, d] >= 2/16 | attn_out_1[p] <-> attn_out_1[d]], p the "
                 "operand's value token, d a distractor's",
@@ -175,7 +178,7 @@ class IdentityQK(Hypothesis):
             ),
             item(
                 "answer_follows_identity_swap",
-                site="blocks.0.hook_attn_out at an operand's value token and a distractor's; read at the logits at `=`",
+                site=f"{c.ATTN_OUT_1} at an operand's value token and a distractor's; read at the logits at `=`",
                 intervention="the two positions' Layer-1 outputs swapped",
                 definition="mean_i 1[argmax logits(x_i | attn_out_1[p] <-> attn_out_1[d])[15] = (z_i + y_i) mod 59], z the "
                 "distractor's value",

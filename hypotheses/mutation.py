@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass
 
 from ..data import Task
 from ..interventions.mutants import COMPONENTS, MUTANTS, Mutant, changed_parameters
+from ..model.components import PAPER, Components
 from .base import Context, _r
 from . import run_all
 
@@ -54,24 +55,24 @@ def expected(claim: str, mutant: Mutant, unbroken: str = "pass") -> str:
     return "fail" if i == j else "pass" if i < j else "not judged"
 
 
-def mutant_inputs(name: str, model) -> dict:
-    """The measurements of ``model`` a mutant needs (``Mutant.needs``), by name."""
+def mutant_inputs(name: str, model, components: Components = PAPER) -> dict:
+    """The measurements of ``model`` a mutant needs (``Mutant.needs``), by name, at ``components``."""
     needs = MUTANTS[name].needs
     given = {}
     if "directions" in needs:  # the key-frequency directions of the Layer-2 MLP input
         from .measures import fourier
 
-        grid = fourier.grids(model)
-        key = fourier.key_frequencies(model, grid=grid)
+        grid = fourier.grids(model, components=components)
+        key = fourier.key_frequencies(model, grid=grid, components=components)
         if not key:
             raise ValueError(f"{name}: the model has no key frequencies, so there is nothing to remove")
         given["directions"] = fourier.frequency_directions(grid[fourier.RESID_MID2], key)  # (k, D)
     return given
 
 
-def build_mutant(name: str, model, seed: int = 0):
-    """``MUTANTS[name]`` applied to ``model`` with the measurements it needs."""
-    return MUTANTS[name](model, seed, **mutant_inputs(name, model))
+def build_mutant(name: str, model, seed: int = 0, *, components: Components = PAPER):
+    """``MUTANTS[name]`` applied to ``model``'s components at ``components``, with the measurements it needs."""
+    return MUTANTS[name](model, seed, components=components, **mutant_inputs(name, model, components))
 
 
 MATRIX_SCHEMA = "assignadd.mutants/1"
@@ -96,13 +97,22 @@ class Cell:
 
 
 def mutation_matrix(
-    model, task: Task | None = None, *, seed: int = 0, n: int = 1000, mutants=None, claims=None, progress=None
+    model,
+    task: Task | None = None,
+    *,
+    seed: int = 0,
+    n: int = 1000,
+    mutants=None,
+    claims=None,
+    progress=None,
+    components: Components | None = None,
 ) -> dict:
     """{"mutants": [...], "claims": [...], "cells": [Cell, ...], "changed": {mutant: [parameter names]},
     "unbroken": {claim: verdict}, "results": {"(unbroken)" or mutant: [ClaimResult, ...]}}.
 
     ``mutants``: names from ``MUTANTS`` (default all); ``claims``: claim ids (default all registered
-    per-checkpoint claims); ``progress``: optional callable(message) for long runs.
+    per-checkpoint claims); ``progress``: optional callable(message) for long runs; ``components``: where
+    the components sit (default: searched on the unbroken model, SPEC §2.1).
     """
     names = list(MUTANTS) if mutants is None else list(mutants)
     unknown = [m for m in names if m not in MUTANTS]
@@ -112,16 +122,28 @@ def mutation_matrix(
     # mutant would fail it too), so its cells are shown, not judged.
     if progress:
         progress("unbroken")
-    unbroken_results = run_all(Context(model, task, seed=seed, n=n), claims)
+    # The components are found once, on the unbroken model: each mutant breaks that component, and its
+    # claims read the same sites (a break may make a search find another head; the claims ask about
+    # the one that was found).
+    unbroken_ctx = Context(model, task, seed=seed, n=n, components=components)
+    try:
+        located = unbroken_ctx.located
+    except ValueError:  # no candidate for a role: the claims say so as errors; mutants act on the paper's sites
+        located = None
+    where = located.components if located is not None else PAPER
+    unbroken_results = run_all(unbroken_ctx, claims)
     unbroken = {r.claim: r.verdict for r in unbroken_results}
     cells, changed, claim_ids, results_of = [], {}, None, {"(unbroken)": unbroken_results}
     for name in names:
         if progress:
             progress(name)
         mutant = MUTANTS[name]
-        mutated = build_mutant(name, model, seed)
+        mutated = build_mutant(name, model, seed, components=where)
         changed[name] = changed_parameters(model, mutated)
-        results = run_all(Context(mutated, task, seed=seed, n=n), claims)
+        mutant_ctx = Context(mutated, task, seed=seed, n=n)
+        if located is not None:
+            mutant_ctx.pin(located)
+        results = run_all(mutant_ctx, claims)
         results_of[name] = results
         claim_ids = [r.claim for r in results]
         cells += [

@@ -40,8 +40,6 @@ from .measures.circuits import (
     prev_token_attention,
 )
 
-from ..model.hooks import ATTN_OUT_1
-
 MAJORITY = 0.5  # "attends to" one key: the argmax, holding at least half the row's weight
 PAIR_SHARE = 0.25  # "attends to" two keys: the top two, holding twice what a uniform row gives them (2/16)
 
@@ -113,24 +111,28 @@ class PreviousTokenHead(Hypothesis):
     def evidence(self, ctx: Context) -> list[Evidence]:
         reinit = ctx.reinitialised_model()
         mixed = torch.cat([ctx.pool("1var_train")[0], ctx.pool("2var_train")[0]])
+        c = ctx.components  # the previous-token head: the paper's Layer 1 head, or the one found (§2.1)
+        L1 = c.layer1
 
         def layer1(m):  # one Layer-1 forward per model serves the observational items
-            return ctx.memo(("previous_token_head", "layer1", id(m)), lambda: layer1_activations(m, mixed))
+            return ctx.memo(
+                ("previous_token_head", "layer1", id(m)), lambda: layer1_activations(m, mixed, components=c)
+            )
 
         def edits(m):
             return ctx.memo(
                 ("previous_token_head", "edits", id(m)),
-                lambda: local.identity_edits(m, mixed, seed=ctx.seed, redirect=m is ctx.model),
+                lambda: local.identity_edits(m, mixed, seed=ctx.seed, redirect=m is ctx.model, components=c),
             )
 
         def value_rows(m):
-            is_prev, on_prev = prev_token_attention(m, mixed, pattern1=layer1(m)["pattern"])
+            is_prev, on_prev = prev_token_attention(m, mixed, pattern1=layer1(m)["pattern"], components=c)
             return rate(is_prev & (on_prev >= MAJORITY), mean_weight_on_prev=float(on_prev.mean()))
 
         def eq_rows(m):
             pattern = layer1(m)["pattern"]
             on_slots = pattern[:, -1, POS_LHS] + pattern[:, -1, POS_RHS]  # the `=` row's weight on the slots
-            ok = layer1_eq_to_operand_slots(m, mixed, pattern) & (on_slots >= PAIR_SHARE)
+            ok = layer1_eq_to_operand_slots(m, mixed, pattern, components=c) & (on_slots >= PAIR_SHARE)
             return rate(ok, mean_weight_on_slots=float(on_slots.mean()))
 
         def identity(m):
@@ -138,7 +140,7 @@ class PreviousTokenHead(Hypothesis):
             return rate(e["clean"], chance=e["chance"])
 
         def transmits(m):
-            below, gain, null = local.ov1_variables_against_placements(m, seed=ctx.seed)
+            below, gain, null = local.ov1_variables_against_placements(m, seed=ctx.seed, components=c)
             return rate(
                 below,
                 gain_ratio=gain,
@@ -171,7 +173,7 @@ class PreviousTokenHead(Hypothesis):
         const_tokens, const_labels = ctx.pool("0var_train")
 
         def ablated_correct(model, tokens, labels):
-            ablation = Mean(Site(ATTN_OUT_1, positions=value_positions(tokens, model.vocab)), tokens)
+            ablation = Mean(Site(c.ATTN_OUT_1, positions=value_positions(tokens, model.vocab)), tokens)
             out = run(model, tokens, [ablation], last_only=True)
             return out.last_logits.argmax(-1) == labels
 
@@ -196,7 +198,7 @@ class PreviousTokenHead(Hypothesis):
         return [
             item(
                 "value_attends_to_variable",
-                site="blocks.0.attn.hook_pattern, the rows of value tokens",
+                site=f"{c.PATTERN_1}, the rows of value tokens",
                 intervention=None,
                 definition="mean over prefix value tokens t of 1[argmax_k A1[t, k] = t - 1 and A1[t, t-1] >= 0.5]",
                 kind="observational",
@@ -207,13 +209,13 @@ class PreviousTokenHead(Hypothesis):
             ),
             item(
                 "positional_previous_token",
-                site="weights: W_pos, blocks.0.attn.W_Q, blocks.0.attn.W_K",
+                site=f"weights: W_pos, {L1}.attn.W_Q, {L1}.attn.W_K",
                 intervention=None,
                 definition="fraction of q in 1..11 with argmax_k S[q, k] = q - 1, S = W_pos W_Q^1 W_K^1T W_pos^T, keys > q, q, q-2 masked",
                 kind="observational",
                 threshold=POSITIONAL,
                 measure=lambda m: (lambda r: Measurement.exact(float(r.double().mean()), n=len(r)))(
-                    positional_prev_token_rows(m)
+                    positional_prev_token_rows(m, components=c)
                 ),
                 on=ctx.model,
                 controls={"reinitialised": reinit},
@@ -221,7 +223,7 @@ class PreviousTokenHead(Hypothesis):
             ),
             item(
                 "eq_attends_to_operand_slots",
-                site="blocks.0.attn.hook_pattern, the row of `=` (position 15)",
+                site=f"{c.PATTERN_1}, the row of `=` (position 15)",
                 intervention=None,
                 definition="mean_i 1[top2_k A1_i[15, k] = {13, 14} and A1_i[15, 13] + A1_i[15, 14] >= 0.25]",
                 kind="observational",
@@ -232,7 +234,7 @@ class PreviousTokenHead(Hypothesis):
             ),
             item(
                 "identity_written_at_value_tokens",
-                site="blocks.0.hook_attn_out at value tokens",
+                site=f"{c.ATTN_OUT_1} at value tokens",
                 intervention=None,
                 definition="held-out accuracy of a ridge probe: the variable v at t-1 from attn_out_1[t], t a value token "
                 "(probe fitted on the other half of the sequences)",
@@ -244,7 +246,7 @@ class PreviousTokenHead(Hypothesis):
             ),
             item(
                 "ov1_transmits_variables",
-                site="weights: blocks.0.attn.W_V, blocks.0.attn.W_O, W_E, W_pos",
+                site=f"weights: {L1}.attn.W_V, {L1}.attn.W_O, W_E, W_pos",
                 intervention=None,
                 definition="share of 1,000 Haar-random placements S of the centred E_var (its singular values kept) in the "
                 "span of Layer 1's inputs W_E[t] + W_pos[p] with g(S) < g(E_var); g(X) = (||X OV_1||_F^2 / ||X||_F^2) / "
@@ -257,7 +259,7 @@ class PreviousTokenHead(Hypothesis):
             ),
             item(
                 "identity_needs_previous_token",
-                site="blocks.0.attn.hook_pattern at value tokens; read at blocks.0.hook_attn_out there",
+                site=f"{c.PATTERN_1} at value tokens; read at {c.ATTN_OUT_1} there",
                 intervention="the weight on t-1 set to 0, the row renormalised",
                 definition="mean over held-out value tokens of probe_ok(clean) - probe_ok(A1[t, t-1] := 0, row renormalised)",
                 kind="causal",
@@ -268,7 +270,7 @@ class PreviousTokenHead(Hypothesis):
             ),
             item(
                 "redirect_carries_other_identity",
-                site="blocks.0.attn.hook_pattern at value tokens; read at blocks.0.hook_attn_out there",
+                site=f"{c.PATTERN_1} at value tokens; read at {c.ATTN_OUT_1} there",
                 intervention="the row set to one-hot on another assignment's variable token",
                 definition="fraction of value tokens t0 whose probe reads w after A1[t0] := one-hot on the variable token of "
                 "another assignment (variable w); extra: the same on that assignment's value token",
@@ -285,7 +287,7 @@ class PreviousTokenHead(Hypothesis):
             ),
             item(
                 "ablation_destroys_variable_answers",
-                site="blocks.0.hook_attn_out at value tokens; read at the logits at `=`",
+                site=f"{c.ATTN_OUT_1} at value tokens; read at the logits at `=`",
                 intervention="mean-ablated (per position, over the pool)",
                 definition="mean_i (c_i - c~_i) over 1var_train + 2var_train, c = correct, c~ = correct with attn_out_1 at value "
                 "tokens mean-ablated (per position, over the pool)",
@@ -298,7 +300,7 @@ class PreviousTokenHead(Hypothesis):
             ),
             item(
                 "ablation_spares_constants",
-                site="blocks.0.hook_attn_out at value tokens; read at the logits at `=`",
+                site=f"{c.ATTN_OUT_1} at value tokens; read at the logits at `=`",
                 intervention="mean-ablated (per position, over the pool)",
                 definition="accuracy on 0var_train with attn_out_1 at value tokens mean-ablated",
                 kind="causal",

@@ -63,17 +63,22 @@ def task_for(meta: dict, model_cfg, path, given: dict | None = None) -> tuple[ob
     return task, ("command line" if given else "default")
 
 
-def load_context(path, *, seed: int, n: int, device: str, task: dict | None = None):
+def load_context(path, *, seed: int, n: int, device: str, task: dict | None = None, components=None):
     """Checkpoint -> (Context, metadata, task source). Raises ``CheckpointError`` or ``ValueError``
     with one line naming the file. ``task``: the task's ``f``, ``r``, ``seed`` for a checkpoint that
-    does not record them."""
+    does not record them. ``components`` (``model.components.Components``): where the components sit,
+    given rather than searched; checked against the model here."""
     from ..model import load_checkpoint_full
     from .base import Context
 
     model, meta = load_checkpoint_full(path, device=device)
     task, task_source = task_for(meta, model.cfg, path, task)
     try:
-        ctx = Context(model, task, seed=seed, n=n, device=device)
+        ctx = Context(model, task, seed=seed, n=n, device=device, components=components)
+        if components is not None:
+            from .locate import check
+
+            check(components, model.cfg)
     except ValueError as e:
         raise ValueError(f"{path}: {e}") from None
     return ctx, meta, task_source

@@ -105,9 +105,11 @@ class SharedResidual(Hypothesis):
         quarter = max(ctx.n // 4, 1)
         tokens = torch.cat([ctx.pool("1var_train")[0][:quarter], ctx.pool("2var_train")[0][:quarter]])
         reinit = ctx.reinitialised_model()
+        c = ctx.components  # the fetching head and the adding MLP (§2.1)
 
         def matched(model):
-            r = residual.matched_vs_mismatched(model, tokens, ctx.seed, basis=local.ov2_number_basis(model))
+            basis = local.ov2_number_basis(model, components=c)
+            r = residual.matched_vs_mismatched(model, tokens, ctx.seed, basis=basis, components=c)
             return mean(
                 r["matched"],
                 seed=ctx.seed,
@@ -118,7 +120,7 @@ class SharedResidual(Hypothesis):
             )
 
         def transmits(model):
-            return Measurement.exact(local.ov2_number_transmission(model), n=model.cfg.d_vocab_out)
+            return Measurement.exact(local.ov2_number_transmission(model, components=c), n=model.cfg.d_vocab_out)
 
         readout_tokens = torch.cat(
             [
@@ -128,12 +130,12 @@ class SharedResidual(Hypothesis):
         )
 
         def readout(model):
-            r = residual.operand_value_readout(model, readout_tokens, ctx.seed)
+            r = residual.operand_value_readout(model, readout_tokens, ctx.seed, components=c)
             return mean(r["score"], seed=ctx.seed, label="shared_residual_readout", fit_size=r["fit_size"])
 
         def route(arm):
             model, other = arm.model, arm.variant == "other_number"
-            r = local.value_route_patch(model, tokens, seed=ctx.seed, other_number=other)
+            r = local.value_route_patch(model, tokens, seed=ctx.seed, other_number=other, components=c)
             return mean(
                 r["kept"],
                 seed=ctx.seed,
@@ -143,7 +145,7 @@ class SharedResidual(Hypothesis):
             )
 
         def additivity(model):
-            r = residual.ov2_additivity(model, tokens, ctx.seed)
+            r = residual.ov2_additivity(model, tokens, ctx.seed, components=c)
             return mean(
                 r["difference"],
                 seed=ctx.seed,
@@ -154,18 +156,20 @@ class SharedResidual(Hypothesis):
             )
 
         def ov2_mlp2(model):
-            acc, correct = ov2_mlp2_accuracy(model)
+            acc, correct = ov2_mlp2_accuracy(model, components=c)
             return Measurement.exact(acc, n=correct.numel())
 
         def interchange(arm):
             model, matched_difference = arm.model, arm.variant != "unmatched_difference"
-            r = residual.constant_difference_interchange(model, tokens, ctx.seed, matched=matched_difference)
+            r = residual.constant_difference_interchange(
+                model, tokens, ctx.seed, matched=matched_difference, components=c
+            )
             return rate(r["moved"], kept_original_sum=float(r["kept"].double().mean()))
 
         return [
             item(
                 "resid_mid_matches_constant_run",
-                site="blocks.1.hook_resid_mid at `=`, in the sequence and in its constant rewrite",
+                site=f"{c.RESID_MID_2} at `=`, in the sequence and in its constant rewrite",
                 intervention=None,
                 definition="mean_i cos(P(r(x_i) - μ_i), P(r(c(x_i)) - μ_i)), r = resid_mid_2[15], μ_i = mean of r over 8 "
                 "other-values rewrites of x_i's prefix, P = projection on the span of OV_2's centred number images; "
@@ -178,7 +182,7 @@ class SharedResidual(Hypothesis):
             ),
             item(
                 "ov2_transmits_numbers",
-                site="weights: blocks.1.attn.W_V, blocks.1.attn.W_O and what Layer 2 can receive",
+                site=f"weights: {c.layer2}.attn.W_V, {c.layer2}.attn.W_O and what Layer 2 can receive",
                 intervention=None,
                 definition="(||(E_num - mean) OV_2||_F^2 / ||E_num - mean||_F^2) / (||R OV_2||_F^2 / rank R), OV_2 = W_V^2 W_O^2, "
                 "R an orthonormal basis of the span of what Layer 2 can receive (Layer 1's inputs, their OV_1 images, "
@@ -191,7 +195,7 @@ class SharedResidual(Hypothesis):
             ),
             item(
                 "attn_out_2_carries_operand_values",
-                site="blocks.1.hook_attn_out at `=`",
+                site=f"{c.ATTN_OUT_2} at `=`",
                 intervention=None,
                 definition="held-out R² of a least-squares read-out of Ē[n1] + Ē[n2] (Ē = W_E[0:59] centred) from "
                 "attn_out_2[15], "
@@ -205,7 +209,7 @@ class SharedResidual(Hypothesis):
             ),
             item(
                 "value_route_shared",
-                site="blocks.1.attn.hook_v at the variable operand's value token; read at blocks.1.hook_resid_mid at `=`",
+                site=f"{c.VALUES_2} at the variable operand's value token; read at {c.RESID_MID_2} at `=`",
                 intervention="replaced by the constant rewrite's value at the operand slot (scale: by the other operand's)",
                 definition="mean_i 1 - |r(x_i | v_2[p] <- v_2[s] of c(x_i)) - r(x_i)| / |r(x_i | v_2[p] <- v_2[q] of x_i) - r(x_i)|, "
                 "p the variable operand's value token, s its slot in c(x_i), q the other operand's position",
@@ -217,7 +221,7 @@ class SharedResidual(Hypothesis):
             ),
             item(
                 "ov2_additivity",
-                site="blocks.1.hook_attn_out at `=`; weights: blocks.1 OV, W_E",
+                site=f"{c.ATTN_OUT_2} at `=`; weights: {c.layer2} OV, W_E",
                 intervention=None,
                 definition="mean_i [cos(attn_out_2[15] - μ, s_i - μ_s) - cos(attn_out_2[15] - μ, s_π(i) - μ_s)], "
                 "s_i = OV_2 e_{n1} + OV_2 e_{n2}, π a seeded shuffle",
@@ -230,7 +234,7 @@ class SharedResidual(Hypothesis):
             ),
             item(
                 "ov2_mlp2_accuracy",
-                site="weights: blocks.1 OV, blocks.1.mlp, W_U (the addition module on OV_2 e_a + OV_2 e_b)",
+                site=f"weights: {c.layer2} OV, {c.mlp}, W_U (the addition module on OV_2 e_a + OV_2 e_b)",
                 intervention=None,
                 definition="mean over all 59² (a, b) of 1[argmax (h + MLP_2(h)) W_U = (a + b) mod 59], h = OV_2 e_a + OV_2 e_b",
                 kind="observational",
@@ -242,7 +246,7 @@ class SharedResidual(Hypothesis):
             ),
             item(
                 "constant_difference_moves_variable_run",
-                site="blocks.1.hook_resid_mid at `=`; read at the logits at `=`",
+                site=f"{c.RESID_MID_2} at `=`; read at the logits at `=`",
                 intervention="the difference between two constant runs added",
                 definition="mean_i 1[argmax logits(x_i | r(x_i) += r(c'(x_i)) - r(c(x_i)))[15] = sum of c'(x_i)]",
                 kind="causal",

@@ -38,6 +38,7 @@ from .base import (
     register,
 )
 from ..data import POS_LHS, POS_RHS, operand_sources
+from ..model.components import PAPER, Components
 from .measures import doubled as doubled_pairs
 from .measures import scrubbing
 from .measures.circuits import last_position_correct
@@ -75,11 +76,18 @@ KEEPS = Threshold(
 CONSTANTS_ONLY = ("0var_heldout_pair",)  # pools whose operands are all constants: no value token is read
 # Each scrub and the wrong correspondence scrubbed the same way as its control.
 WRONG_CORRESPONDENCE = {"routing": "position_only", "addition": "first_operand_only"}
+
+
 # Where each scrub edits and what it does (the claim's document; the per-pool items name their scrub)
-SCRUB_SITE = {
-    "routing": "blocks.0.hook_attn_out at positions 0-14; read at the logits at `=`",
-    "addition": "blocks.1.hook_attn_out at `=`; read at the logits at `=`",
-}
+def scrub_sites(components: Components = PAPER) -> dict[str, str]:
+    """Where each scrub edits, at the ``components``' sites."""
+    return {
+        "routing": f"{components.ATTN_OUT_1} at positions 0-14; read at the logits at `=`",
+        "addition": f"{components.ATTN_OUT_2} at `=`; read at the logits at `=`",
+    }
+
+
+SCRUB_SITE = scrub_sites(PAPER)  # the paper's sites
 SCRUB_EDIT = {
     "routing": "resampled (causal scrubbing) from positions with the same position and variable before it (value "
     "tokens), or token and variable at t-1 (elsewhere)",
@@ -269,6 +277,8 @@ class WholeAlgorithm(Hypothesis):
         tokens = torch.cat([ctx.pool(p)[0][:share] for p in POOLS])
         labels = torch.cat([ctx.pool(p)[1][:share] for p in POOLS])
         reinit = ctx.reinitialised_model()
+        c = ctx.components  # every component of the circuit (§2.1)
+        SCRUB_SITE = scrub_sites(c)
         pool_of = torch.arange(len(tokens)) // share
         groups = {p: pool_of == i for i, p in enumerate(POOLS)}
         # where the hypothesis fails: by operand variable (in either slot), by slot holding a variable,
@@ -305,8 +315,12 @@ class WholeAlgorithm(Hypothesis):
 
             def scrub(features):
                 if which == "routing":
-                    return scrubbing.routing_scrub(arm.model, tokens, labels, seed=ctx.seed, features=features)
-                return scrubbing.addition_scrub(arm.model, tokens, labels, ctx.task, seed=ctx.seed, features=features)
+                    return scrubbing.routing_scrub(
+                        arm.model, tokens, labels, seed=ctx.seed, features=features, components=c
+                    )
+                return scrubbing.addition_scrub(
+                    arm.model, tokens, labels, ctx.task, seed=ctx.seed, features=features, components=c
+                )
 
             s = ctx.memo(("whole_algorithm", which, id(arm.model), features), lambda: scrub(features))
             f = ctx.memo(("whole_algorithm", f"{which}_floor", id(arm.model)), lambda: scrub("none"))
@@ -389,9 +403,10 @@ class WholeAlgorithm(Hypothesis):
 
             def compute():
                 tokens, labels = t_sub, l_sub
-                plans = scrubbing.scrub_plans(model, tokens, labels, seed=ctx.seed)
+                plans = scrubbing.scrub_plans(model, tokens, labels, seed=ctx.seed, components=c)
                 hyp, removed, targets = plans["hypothesis"], plans["removed"], plans["targets"]
-                measure = {p: (scrubbing.PART_HOOK[p], targets[p]) for p in scrubbing.PARTS}
+                part_hook = scrubbing.part_hooks(c)
+                measure = {p: (part_hook[p], targets[p]) for p in scrubbing.PARTS}
                 out = {
                     "plans": plans,
                     "C": scrubbing.run_plan(model, tokens, labels, hyp, measure),
@@ -532,7 +547,7 @@ class WholeAlgorithm(Hypothesis):
                 broken = scrubbing.identity_removed(
                     arm.model, sets["tokens"], seed=ctx.seed, label="doubled.routing_broken"
                 )
-            r = doubled_pairs.ideal_input_runs(arm.model, sets, broken)
+            r = doubled_pairs.ideal_input_runs(arm.model, sets, broken, components=c)
             wrong = ~r["model_ok"]
             m = rate(~r["ideal_ok"][wrong], acted=r["acted"].get("routing_broken") if broken is not None else None)
             m.extra.update(
@@ -558,7 +573,8 @@ class WholeAlgorithm(Hypothesis):
         minimality_items = [
             item(
                 f"minimality[{p}]",
-                site="the hypothesis' parts: blocks.0.hook_attn_out at 0-15, blocks.1.attn.hook_v at the operands' values, blocks.1.hook_mlp_out at `=`; read at the logits at `=`",
+                site=f"the hypothesis' parts: {c.ATTN_OUT_1} at 0-15, {c.VALUES_2} at the operands' values, "
+                f"{c.MLP_OUT_2} at `=`; read at the logits at `=`",
                 intervention=f"{p} resampled from cells that differ in what it carries, the rest scrubbed per the hypothesis",
                 definition=f"cost = (acc_C - acc_C\\p) / (acc_C - 1/59): C = every part resampled from a cell that agrees "
                 f"on what it carries (Layer 1 at 0-14 as the routing scrub, at `=` by operand variables; Layer 2's "
@@ -599,7 +615,7 @@ class WholeAlgorithm(Hypothesis):
             ),
             item(
                 "routing_scrub_recovers[paper]",
-                site="blocks.0.hook_attn_out at positions 0-14; read at the logits at `=`",
+                site=SCRUB_SITE["routing"],
                 intervention="resampled (causal scrubbing) from positions with the same position and, at value tokens, variable before it; elsewhere the same position and token",
                 definition="as routing_scrub_recovers, with the paper's correspondence (version 1): every non-value position "
                 "keyed by (position, token) alone, i.e. Layer 1 writes identities onto value tokens only (shown, "
@@ -627,7 +643,8 @@ class WholeAlgorithm(Hypothesis):
             *minimality_items,
             item(
                 "completeness",
-                site="the hypothesis' parts: blocks.0.hook_attn_out at 0-15, blocks.1.attn.hook_v at the operands' values, blocks.1.hook_mlp_out at `=`; read at the logits at `=`",
+                site=f"the hypothesis' parts: {c.ATTN_OUT_1} at 0-15, {c.VALUES_2} at the operands' values, "
+                f"{c.MLP_OUT_2} at `=`; read at the logits at `=`",
                 intervention="each subset K of parts resampled from cells that differ in what they carry, in the scrubbed circuit and in the clean model",
                 definition="max over K in {{}, each part but non_value_tokens, value_token_identity + eq_operand_identity, "
                 "lhs_value_read + rhs_value_read} of |F(C\\K) - F(M\\K)| / (F(M) - 1/59): K's cells resampled "
@@ -640,7 +657,7 @@ class WholeAlgorithm(Hypothesis):
             ),
             item(
                 "doubled_pair_errors_are_the_adders",
-                site="blocks.1.hook_attn_out at `=`; read at the logits at `=`",
+                site=f"{c.ATTN_OUT_2} at `=`; read at the logits at `=`",
                 intervention="patched from the constant twin (the same operands as constants)",
                 definition="P(still wrong with attn_out_2[15] <- the constant twin's | model wrong), over variable sequences "
                 f"of every held-out doubled pair ({doubled_pairs.PER_PAIR_AND_FORM} per pair and form) and as many "

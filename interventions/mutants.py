@@ -55,6 +55,7 @@ from typing import Callable
 
 import torch
 
+from ..model.components import PAPER, Components
 from ..random_streams import torch_generator
 
 # The circuit's components in order, upstream first (SPEC §6).
@@ -81,11 +82,13 @@ class Mutant:
     name: str
     component: str
     description: str
-    build: Callable
+    build: Callable  # (model, generator, components, **given): changes the model in place
     kind: str = "break"  # "break": the component is broken; "symmetry": the function is unchanged
     needs: tuple[str, ...] = ()
 
-    def __call__(self, model, seed: int = 0, **given):
+    def __call__(self, model, seed: int = 0, *, components: Components = PAPER, **given):
+        """A changed copy of ``model``, the change made to the component at ``components`` (Layer 1 is
+        the previous-token head's layer and head, Layer 2 the fetching head's, the MLP the adding one)."""
         missing = [k for k in self.needs if k not in given]
         if missing:
             raise ValueError(
@@ -94,7 +97,7 @@ class Mutant:
             )
         mutated = copy.deepcopy(model)
         with torch.no_grad():
-            self.build(mutated, generator(seed, self.name), **{k: given[k] for k in self.needs})
+            self.build(mutated, generator(seed, self.name), components, **{k: given[k] for k in self.needs})
         return mutated
 
 
@@ -102,21 +105,35 @@ def _attn(model, layer):
     return model.blocks[layer].attn
 
 
+def _head(c: Components, layer: int) -> tuple[int, int]:
+    """(layer, head) of the paper's Layer ``layer`` (0 or 1) at ``c``: the previous-token head or the
+    fetching head."""
+    return (c.prev_layer, c.prev_head) if layer == 0 else (c.fetch_layer, c.fetch_head)
+
+
 def _flatten(layer):
-    def build(model, gen):
-        a = _attn(model, layer)
-        a.W_Q.zero_()
-        a.b_Q.zero_()
+    def build(model, gen, c):
+        at, h = _head(c, layer)
+        a = _attn(model, at)
+        a.W_Q[h].zero_()
+        a.b_Q[h].zero_()
 
     return build
 
 
-def _rotate(param: str):
-    """The input (d_model) space of the weight named ``param`` (``"blocks.0.attn.W_K"``: (H, d_model,
-    d_head); ``"unembed.W_U"``: (d_model, d_out)) rotated by a random orthogonal matrix."""
+def _rotate(layer: int | None, param: str):
+    """The input (d_model) space of weight ``param`` rotated by a random orthogonal matrix: of the head
+    (``"attn.W_K"``: W_K[h] (d_model, d_head)) of the paper's Layer ``layer`` (0, 1) at the components,
+    of the adding MLP (``layer`` None, ``"mlp.W_in"``), or of ``"unembed.W_U"`` (d_model, d_out)."""
 
-    def build(model, gen):
-        W = model.get_parameter(param)
+    def build(model, gen, c):
+        if param.startswith("unembed."):
+            W = model.get_parameter(param)
+        elif param.startswith("mlp."):
+            W = model.get_parameter(f"blocks.{c.mlp_layer}.{param}")
+        else:
+            at, h = _head(c, layer)
+            W = model.get_parameter(f"blocks.{at}.{param}")[h : h + 1]  # (1, d_model, d_head)
         R = random_rotation(W.shape[-2], gen)
         W.copy_(R @ W if W.dim() == 2 else torch.einsum("ij,hjk->hik", R, W))
 
@@ -124,10 +141,11 @@ def _rotate(param: str):
 
 
 def _scale_scores(layer, factor):
-    def build(model, gen):
-        a = _attn(model, layer)
-        a.W_Q.mul_(factor)
-        a.b_Q.mul_(factor)
+    def build(model, gen, c):
+        at, h = _head(c, layer)
+        a = _attn(model, at)
+        a.W_Q[h].mul_(factor)
+        a.b_Q[h].mul_(factor)
 
     return build
 
@@ -140,33 +158,41 @@ def _span_out_of_input(param: torch.Tensor, rows: torch.Tensor) -> None:
     param.copy_(torch.einsum("ij,hjk->hik", P, param))
 
 
-def _identity_out_of_ov1(model, gen):
+def _head_weight(model, c: Components, layer: int, name: str) -> torch.Tensor:
+    """Weight ``name`` ("W_Q", ...) of the head at the paper's Layer ``layer`` (0, 1): a (1, ...) view."""
+    at, h = _head(c, layer)
+    return getattr(_attn(model, at), name)[h : h + 1]
+
+
+def _identity_out_of_ov1(model, gen, c):
     """Project the variables' embeddings out of Layer 1's value input: the head still attends as
     before, but whatever it copies carries no variable identity."""
     cfg = model.cfg
-    _span_out_of_input(_attn(model, 0).W_V, model.embed.W_E[cfg.first_var : cfg.first_var + cfg.n_vars])
+    variables = model.embed.W_E[cfg.first_var : cfg.first_var + cfg.n_vars]
+    _span_out_of_input(_head_weight(model, c, 0, "W_V"), variables)
 
 
-def _positions_out_of_k2(model, gen):
+def _positions_out_of_k2(model, gen, c):
     """Project the positional embeddings' span out of Layer 2's key input: `=` can no longer find the
     operand slots by position, while the rest of what the keys read stays."""
-    _span_out_of_input(_attn(model, 1).W_K, model.pos_embed.W_pos)
+    _span_out_of_input(_head_weight(model, c, 1, "W_K"), model.pos_embed.W_pos)
 
 
-def _numbers_out_of_v2(model, gen):
+def _numbers_out_of_v2(model, gen, c):
     """Project the number embeddings' span out of Layer 2's value input: `=` still attends where it did,
     but what it moves carries no number."""
-    _span_out_of_input(_attn(model, 1).W_V, model.embed.W_E[: model.cfg.d_vocab_out])
+    _span_out_of_input(_head_weight(model, c, 1, "W_V"), model.embed.W_E[: model.cfg.d_vocab_out])
 
 
 def _ov2_rank_cut(rank):
-    def build(model, gen):
+    def build(model, gen, c):
         """Layer 2's OV product W_V W_O cut to its top ``rank`` singular directions: W_O -> W_O P, P the
         projection (d_model, d_model) onto the top ``rank`` right singular vectors of W_V W_O. Then
         W_V W_O P = U_r S_r V_r^T; the value bias b_V W_O P is cut the same way. Layer 2 still writes
         its strongest directions, and only ``rank`` of them."""
-        a = _attn(model, 1)
-        for h in range(a.W_O.shape[0]):
+        at, head = _head(c, 1)
+        a = _attn(model, at)
+        for h in (head,):
             _, _, Vh = torch.linalg.svd((a.W_V[h] @ a.W_O[h]).double(), full_matrices=False)
             P = Vh[:rank].T @ Vh[:rank]
             a.W_O[h].copy_((a.W_O[h].double() @ P).float())
@@ -178,8 +204,8 @@ def _permute_neurons(outputs: bool):
     """The Layer-2 neurons shuffled: W_in's columns and b_in permuted; with ``outputs`` W_out's rows
     too, which is a symmetry (the same function), without them a break (inputs feed other outputs)."""
 
-    def build(model, gen):
-        mlp = model.blocks[1].mlp
+    def build(model, gen, c):
+        mlp = model.blocks[c.mlp_layer].mlp
         perm = torch.randperm(mlp.W_in.shape[1], generator=gen)
         mlp.W_in.copy_(mlp.W_in[:, perm])
         mlp.b_in.copy_(mlp.b_in[perm])
@@ -189,7 +215,7 @@ def _permute_neurons(outputs: bool):
     return build
 
 
-def _key_frequencies_out_of_mlp(model, gen, directions):
+def _key_frequencies_out_of_mlp(model, gen, c, directions):
     """Project the directions the operand grid's key frequencies occupy at the MLP input out of W_in:
     the MLP can no longer read the Fourier features it uses. ``directions`` (k, d_model), orthonormal
     rows, come from the caller (the key-frequency rule is a measurement, ``hypotheses.measures.fourier``)."""
@@ -197,7 +223,7 @@ def _key_frequencies_out_of_mlp(model, gen, directions):
         raise ValueError("mlp_key_frequencies_removed: the model has no key frequencies, so there is nothing to remove")
     directions = directions.double()
     P = (torch.eye(model.cfg.d_model, dtype=torch.float64) - directions.T @ directions).float()
-    mlp = model.blocks[1].mlp
+    mlp = model.blocks[c.mlp_layer].mlp
     mlp.W_in.copy_(P @ mlp.W_in)
 
 
@@ -229,29 +255,34 @@ def _complement(rows: torch.Tensor) -> torch.Tensor:
 
 def layer1_inputs(model) -> torch.Tensor:
     """Every vector Layer 1 can read: W_E[t] + W_pos[p] for every token t and position p
-    (d_vocab * n_ctx, d_model); there is nothing before Layer 1 to add anything else."""
+    (d_vocab * n_ctx, d_model); there is nothing before Layer 1 to add anything else. (For a
+    previous-token head found in a later layer, the layers before it are taken to add nothing: a known
+    limit of the weight-space items there.)"""
     return (model.embed.W_E[:, None, :] + model.pos_embed.W_pos[None, :, :]).reshape(-1, model.cfg.d_model)
 
 
-def _layer1_ov(model) -> tuple[torch.Tensor, torch.Tensor]:
-    """(OV_1 (d_model, d_model) summed over heads, the bias b_V^1 W_O^1 + b_O^1 (d_model,))."""
-    a = model.blocks[0].attn
+def _layer1_ov(model, components: Components = PAPER) -> tuple[torch.Tensor, torch.Tensor]:
+    """(OV_1 (d_model, d_model) summed over the previous-token head's layer's heads, the bias
+    b_V^1 W_O^1 + b_O^1 (d_model,))."""
+    a = model.blocks[components.prev_layer].attn
     return torch.einsum("hdk,hke->de", a.W_V, a.W_O), torch.einsum("hk,hke->e", a.b_V, a.W_O) + a.b_O
 
 
-def layer2_inputs(model) -> torch.Tensor:
+def layer2_inputs(model, components: Components = PAPER) -> torch.Tensor:
     """Rows spanning every residual Layer 2 can read, at any position: Layer 1's inputs, their OV_1
-    images (Layer 1 writes a convex combination of them) and Layer 1's bias. (1 + 2 d_vocab n_ctx, d_model)."""
-    ov, bias = _layer1_ov(model)
+    images (Layer 1 writes a convex combination of them) and Layer 1's bias. (1 + 2 d_vocab n_ctx, d_model).
+    With ``components``: what the fetching layer reads, taking the layers between the previous-token
+    head's and it to add nothing (exact for a layer that writes nothing, W_O = 0 and no MLP)."""
+    ov, bias = _layer1_ov(model, components)
     x = layer1_inputs(model)
     return torch.cat([bias[None], x, x @ ov])
 
 
-def layer2_query_inputs_at_eq(model) -> torch.Tensor:
+def layer2_query_inputs_at_eq(model, components: Components = PAPER) -> torch.Tensor:
     """Rows spanning every residual Layer 2's query can read at `=` (position n_ctx - 1): W_E[=] +
     W_pos[15] + b_V^1 W_O^1 + b_O^1 plus a convex combination of the OV_1 images of Layer 1's inputs
     (attention weights sum to 1). (1 + d_vocab * n_ctx, d_model); the span holds every such residual."""
-    ov, bias = _layer1_ov(model)
+    ov, bias = _layer1_ov(model, components)
     base = model.embed.W_E[model.vocab.eq] + model.pos_embed.W_pos[-1] + bias
     return torch.cat([base[None], layer1_inputs(model) @ ov])
 
@@ -264,60 +295,61 @@ def _add_unseen(param: torch.Tensor, P: torch.Tensor, gen, gain: float) -> None:
     param.add_((add * gain * param.double().norm() / add.norm()).float())
 
 
-def _layer1_unseen_inputs(model, gen):
+def _layer1_unseen_inputs(model, gen, c):
     """W_Q, W_K and W_V of Layer 1 each gain 10x their norm along the input directions orthogonal to every
     W_E[t] + W_pos[p] (128 - 89 = 39 directions in the reference)."""
     P = _complement(layer1_inputs(model))
-    a = _attn(model, 0)
     for name in ("W_Q", "W_K", "W_V"):
-        _add_unseen(getattr(a, name), P, gen, gain=10.0)
+        _add_unseen(_head_weight(model, c, 0, name), P, gen, gain=10.0)
 
 
-def _layer2_query_unseen_at_eq(model, gen):
+def _layer2_query_unseen_at_eq(model, gen, c):
     """Layer 2's W_Q gains 10x its norm along the input directions orthogonal to everything the residual
     at `=` can hold (``layer2_query_inputs_at_eq``)."""
-    _add_unseen(_attn(model, 1).W_Q, _complement(layer2_query_inputs_at_eq(model)), gen, gain=10.0)
+    unseen = _complement(layer2_query_inputs_at_eq(model, c))
+    _add_unseen(_head_weight(model, c, 1, "W_Q"), unseen, gen, gain=10.0)
 
 
 def _qk_gauge(layer):
-    def build(model, gen):
-        a = _attn(model, layer)
-        A = random_invertible(a.W_Q.shape[-1], gen)
+    def build(model, gen, c):
+        W_Q, b_Q = _head_weight(model, c, layer, "W_Q"), _head_weight(model, c, layer, "b_Q")
+        W_K, b_K = _head_weight(model, c, layer, "W_K"), _head_weight(model, c, layer, "b_K")
+        A = random_invertible(W_Q.shape[-1], gen)
         A_inv_T = torch.linalg.inv(A).T
-        a.W_Q.copy_((a.W_Q.double() @ A).float())
-        a.b_Q.copy_((a.b_Q.double() @ A).float())
-        a.W_K.copy_((a.W_K.double() @ A_inv_T).float())
-        a.b_K.copy_((a.b_K.double() @ A_inv_T).float())
+        W_Q.copy_((W_Q.double() @ A).float())
+        b_Q.copy_((b_Q.double() @ A).float())
+        W_K.copy_((W_K.double() @ A_inv_T).float())
+        b_K.copy_((b_K.double() @ A_inv_T).float())
 
     return build
 
 
 def _ov_gauge(layer):
-    def build(model, gen):
-        a = _attn(model, layer)
-        B = random_invertible(a.W_V.shape[-1], gen)
-        a.W_V.copy_((a.W_V.double() @ B).float())
-        a.b_V.copy_((a.b_V.double() @ B).float())
-        a.W_O.copy_((torch.linalg.inv(B) @ a.W_O.double()).float())
+    def build(model, gen, c):
+        W_V, b_V, W_O = (_head_weight(model, c, layer, n) for n in ("W_V", "b_V", "W_O"))
+        B = random_invertible(W_V.shape[-1], gen)
+        W_V.copy_((W_V.double() @ B).float())
+        b_V.copy_((b_V.double() @ B).float())
+        W_O.copy_((torch.linalg.inv(B) @ W_O.double()).float())
 
     return build
 
 
 def _softmax_shift(layer):
-    def build(model, gen):
+    def build(model, gen, c):
         """b_K += δ with |δ| 3x the largest key-weight column norm: each query's scores all move by q·δ."""
-        a = _attn(model, layer)
-        delta = torch.randn(a.b_K.shape, generator=gen, dtype=torch.float64)
-        scale = 3.0 * float(a.W_K.double().norm(dim=-2).max())
-        a.b_K.add_((delta / delta.norm() * scale).float())
+        W_K, b_K = _head_weight(model, c, layer, "W_K"), _head_weight(model, c, layer, "b_K")
+        delta = torch.randn(b_K.shape, generator=gen, dtype=torch.float64)
+        scale = 3.0 * float(W_K.double().norm(dim=-2).max())
+        b_K.add_((delta / delta.norm() * scale).float())
 
     return build
 
 
-def _mlp_neurons_rescaled(model, gen):
+def _mlp_neurons_rescaled(model, gen, c):
     """Every Layer-2 neuron j rescaled by c_j, log-uniform in [1/10, 10]; the neuron with the largest
     ||W_in[:, j]|| ||W_out[j]|| by 10: W_in[:, j], b_in[j] times c_j, W_out[j] over c_j."""
-    mlp = model.blocks[1].mlp
+    mlp = model.blocks[c.mlp_layer].mlp
     d = mlp.W_in.shape[1]
     c = torch.exp((torch.rand(d, generator=gen, dtype=torch.float64) * 2 - 1) * torch.log(torch.tensor(10.0)))
     c[int((mlp.W_in.double().norm(dim=0) * mlp.W_out.double().norm(dim=1)).argmax())] = 10.0
@@ -326,7 +358,7 @@ def _mlp_neurons_rescaled(model, gen):
     mlp.W_out.copy_((mlp.W_out.double() / c[:, None]).float())
 
 
-def _unembedding_class_shift(model, gen):
+def _unembedding_class_shift(model, gen, c):
     """The same vector u added to every column of W_U and a constant to b_U: each logit moves by x·u + b,
     equally for all answers. |u| is the largest column norm of W_U."""
     U = model.unembed.W_U
@@ -430,19 +462,19 @@ MUTANTS: dict[str, Mutant] = {
             "layer1_keys_rotated",
             "layer1_previous_token",
             "Layer 1's W_K input space rotated by a random orthogonal matrix",
-            _rotate("blocks.0.attn.W_K"),
+            _rotate(0, "attn.W_K"),
         ),
         Mutant(
             "layer1_values_rotated",
             "layer1_previous_token",
             "Layer 1's W_V input space rotated by a random orthogonal matrix",
-            _rotate("blocks.0.attn.W_V"),
+            _rotate(0, "attn.W_V"),
         ),
         Mutant(
             "layer1_queries_rotated",
             "layer1_previous_token",
             "Layer 1's W_Q input space rotated by a random orthogonal matrix",
-            _rotate("blocks.0.attn.W_Q"),
+            _rotate(0, "attn.W_Q"),
         ),
         Mutant(
             "ov1_identity_removed",
@@ -454,13 +486,13 @@ MUTANTS: dict[str, Mutant] = {
             "layer2_keys_rotated",
             "layer2_identity_qk",
             "Layer 2's W_K input space rotated by a random orthogonal matrix",
-            _rotate("blocks.1.attn.W_K"),
+            _rotate(1, "attn.W_K"),
         ),
         Mutant(
             "layer2_queries_rotated",
             "layer2_identity_qk",
             "Layer 2's W_Q input space rotated by a random orthogonal matrix",
-            _rotate("blocks.1.attn.W_Q"),
+            _rotate(1, "attn.W_Q"),
         ),
         Mutant(
             "layer2_attention_flattened",
@@ -496,7 +528,7 @@ MUTANTS: dict[str, Mutant] = {
             "layer2_values_rotated",
             "layer2_ov",
             "Layer 2's W_V input space rotated by a random orthogonal matrix",
-            _rotate("blocks.1.attn.W_V"),
+            _rotate(1, "attn.W_V"),
         ),
         Mutant(
             "layer2_ov_rank4",
@@ -514,7 +546,7 @@ MUTANTS: dict[str, Mutant] = {
             "mlp_input_rotated",
             "layer2_mlp",
             "the Layer-2 MLP's W_in input space rotated by a random orthogonal matrix",
-            _rotate("blocks.1.mlp.W_in"),
+            _rotate(None, "mlp.W_in"),
         ),
         Mutant(
             "mlp_neurons_permuted",
@@ -534,7 +566,7 @@ MUTANTS: dict[str, Mutant] = {
             "unembedding",
             "the unembedding's W_U input space rotated by a random orthogonal matrix (no claim owns it: "
             "every component claim is upstream)",
-            _rotate("unembed.W_U"),
+            _rotate(None, "unembed.W_U"),
         ),
     ]
     + SYMMETRY_MUTANTS

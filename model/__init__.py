@@ -18,6 +18,7 @@ _LAZY = {
     "load_tracr_export": "external",
     "read_checkpoint_file": "checkpoint",
     "save_checkpoint": "checkpoint",
+    "state_sha256": "checkpoint",
     "step_from_name": "checkpoint",
 }
 

@@ -14,6 +14,8 @@ load them), never half-written (``atomic_save``, through ``fileio``).
 
 from __future__ import annotations
 
+import hashlib
+
 import io
 import pickle
 import pickletools
@@ -391,6 +393,18 @@ def step_from_name(path) -> int | None:
 def load_checkpoint(path, device: str | torch.device = "cpu") -> AssignAddTransformer:
     """Load either checkpoint format of SPEC §2.4 and return the model in eval mode."""
     return load_checkpoint_full(path, device)[0]
+
+
+def state_sha256(model: AssignAddTransformer) -> str:
+    """SHA-256 of the model's weights themselves, whatever file they came from: every parameter and buffer
+    in ``state_dict`` order, each as its name, dtype, shape and little-endian bytes. Two files with the
+    same digest hold the same model (e.g. one saved with ``drop_zero_frozen`` and one without)."""
+    h = hashlib.sha256()
+    for name, t in model.state_dict().items():
+        t = t.detach().cpu().contiguous()
+        h.update(f"{name}|{t.dtype}|{tuple(t.shape)}|".encode())
+        h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes())
+    return h.hexdigest()
 
 
 def atomic_save(obj, path) -> None:

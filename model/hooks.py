@@ -1,6 +1,9 @@
-"""Hook names (SPEC §2.3), built in one place, as TransformerLens' ``get_act_name`` does. Layers are
-named as the paper names them in the constants below: ``*_1`` is Layer 1 (``blocks.0``), ``*_2`` is
-Layer 2 (``blocks.1``).
+"""Hook names (SPEC §2.3), built in one place, as TransformerLens' ``get_act_name`` does.
+
+The sites the claims read (``PATTERN_1``, ``RESID_MID_2``, ...) are properties of
+``model.components.Components``, built from where the components were found; the constants at the
+bottom of this module are the paper's layout (``*_1`` is Layer 1, ``blocks.0``; ``*_2`` is Layer 2,
+``blocks.1``), for scripts and tests that read the bundled reference.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ def act_name(name: str, layer: int) -> str:
     return f"blocks.{int(layer)}.{_BLOCK[name]}"
 
 
-# The sites the claims read, in the paper's layer names.
+# The paper's layout, the names ``Components.paper()`` gives (tests/test_locate.py checks they agree).
 PATTERN_1, PATTERN_2 = act_name("pattern", 0), act_name("pattern", 1)
 ATTN_OUT_1, ATTN_OUT_2 = act_name("attn_out", 0), act_name("attn_out", 1)
 RESID_POST_1 = act_name("resid_post", 0)  # = Layer 2's input

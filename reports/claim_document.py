@@ -35,13 +35,18 @@ class DocumentError(ValueError):
     """A claim document that cannot re-run its claim (one line, for the command line)."""
 
 
-def _describe_context(n: int) -> Context:
+def _describe_context(n: int, components=None) -> Context:
     from ..data import Task
+    from ..hypotheses.locate import given
     from ..model import AssignAddTransformer, ModelConfig
+    from ..model.components import PAPER
 
     # The items are declared, not measured: any model of the task's shape serves. Pools of ``n`` are
-    # drawn because some statistics are stated for the pool size they run on.
-    return Context(AssignAddTransformer(ModelConfig(), seed=0), Task(), n=n)
+    # drawn because some statistics are stated for the pool size they run on. The sites are named at
+    # ``components`` (where the claims ran; default the paper's), so nothing is searched here.
+    ctx = Context(AssignAddTransformer(ModelConfig(), seed=0), Task(), n=n)
+    ctx.pin(given(components or PAPER))
+    return ctx
 
 
 def item_document(e: Evidence) -> dict:
@@ -81,10 +86,11 @@ def claim_document(cid: str, *, n: int = 2000, ctx: Context | None = None) -> di
     }
 
 
-def claim_documents(ids: list[str], *, n: int = 2000) -> dict[str, dict | None]:
+def claim_documents(ids: list[str], *, n: int = 2000, components=None) -> dict[str, dict | None]:
     """{claim: its document} for the registered claims ``ids``, described on one context; None for a
-    claim whose items cannot be declared (its code raises: its run is an ``error`` too)."""
-    ctx = _describe_context(n)
+    claim whose items cannot be declared (its code raises: its run is an ``error`` too). ``components``
+    (``model.components.Components``): where the claims read, for the declared sites (default the paper's)."""
+    ctx = _describe_context(n, components)
     out = {}
     for cid in ids:
         try:

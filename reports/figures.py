@@ -29,6 +29,7 @@ import torch
 
 from ..data.tokens import POS_LHS, POS_RHS, PREFIX_LEN
 from ..model import hooks
+from ..model.components import PAPER, Components
 from ..random_streams import torch_generator
 from .html import join, tag
 from .png import REPORT_DPI, png_bytes, pyplot
@@ -92,7 +93,9 @@ def _mark(ax, cells, color="#d62728"):
         ax.add_patch(Rectangle((k - 0.5, q - 0.5), 1, 1, fill=False, edgecolor=color, linewidth=2.0))
 
 
-def attention_figures(model, task, seed: int) -> list[Figure]:
+def attention_figures(model, task, seed: int, components: Components = PAPER) -> list[Figure]:
+    """The previous-token head's and the fetching head's patterns on one sequence (the paper's Layer 1 and
+    Layer 2 heads, or those found: SPEC §2.1)."""
     from ..data import operand_sources, render, value_positions
 
     plt = styled_pyplot()
@@ -114,8 +117,10 @@ def attention_figures(model, task, seed: int) -> list[Figure]:
         1: "'=' attends to the value tokens of its operands (the slots themselves for constants)",
     }
     figs = []
+    c = components
     for layer in (0, 1):
-        pattern = cache[hooks.act_name("pattern", layer)][0, 0].float().cpu().numpy()  # (T_q, T_k)
+        at, head = (c.prev_layer, c.prev_head) if layer == 0 else (c.fetch_layer, c.fetch_head)
+        pattern = cache[hooks.act_name("pattern", at)][0, head].float().cpu().numpy()  # (T_q, T_k)
         fig, ax = plt.subplots(figsize=(5.4, 4.6), layout="constrained")
         im = ax.imshow(pattern, cmap="Blues", vmin=0, vmax=1)
         ax.set_xticks(range(T), labels, rotation=90, fontsize=8)
@@ -124,7 +129,8 @@ def attention_figures(model, task, seed: int) -> list[Figure]:
         ax.set_ylabel("query position")
         _mark(ax, claimed[layer])
         fig.colorbar(im, ax=ax, fraction=0.046, pad=0.04, label="attention weight")
-        ax.set_title(f"Layer {layer + 1} [blocks.{layer}] attention")
+        where = f"blocks.{at}" + (f" head {head}" if head else "")
+        ax.set_title(f"Layer {layer + 1} [{where}] attention")
         figs.append(
             _model_figure(
                 f"attention_layer{layer + 1}",
@@ -146,20 +152,21 @@ def _device(model):
     return next(model.parameters()).device
 
 
-def resid_mid_at_eq(model, tokens: torch.Tensor) -> torch.Tensor:
-    """``blocks.1.hook_resid_mid`` at the last position, (B, SEQ_LEN) -> (B, d_model); the forward pass
-    stops there (the Layer-2 MLP over all positions would be most of the cost)."""
+def resid_mid_at_eq(model, tokens: torch.Tensor, components: Components = PAPER) -> torch.Tensor:
+    """The adding MLP's input (``blocks.1.hook_resid_mid`` on the paper's layout) at the last position,
+    (B, SEQ_LEN) -> (B, d_model); the forward pass stops there (the MLP over all positions would be most
+    of the cost)."""
     from ..interventions import capture
 
-    hook = hooks.RESID_MID_2
+    hook = components.RESID_MID_2
     return capture(model, tokens.to(_device(model)), [hook], pos=-1)[hook].float().cpu()
 
 
-def positional_qk_figure(model) -> Figure:
+def positional_qk_figure(model, components: Components = PAPER) -> Figure:
     plt = styled_pyplot()
-    a = model.blocks[0].attn
+    a, h = model.blocks[components.prev_layer].attn, components.prev_head
     W_pos = model.pos_embed.W_pos[:PREFIX_LEN]  # (PREFIX_LEN, D): the prefix positions
-    S = (W_pos @ a.W_Q[0] @ a.W_K[0].T @ W_pos.T).float().cpu().numpy()  # (PREFIX_LEN, PREFIX_LEN) query x key
+    S = (W_pos @ a.W_Q[h] @ a.W_K[h].T @ W_pos.T).float().cpu().numpy()  # (PREFIX_LEN, PREFIX_LEN) query x key
     shown = np.where(np.tril(np.ones_like(S, dtype=bool)), S, np.nan)  # causal: keys <= query
     fig, ax = plt.subplots(figsize=(4.6, 4.0), layout="constrained")
     lim = np.nanmax(np.abs(shown))
@@ -192,15 +199,17 @@ def _prev_token_mask(q: int) -> np.ndarray:
     return keep
 
 
-def identity_matrix_figure(model, task) -> Figure:
+def identity_matrix_figure(model, task, components: Components = PAPER) -> Figure:
     from transformer_lens import FactoredMatrix
 
     plt = styled_pyplot()
     vocab = task.vocab
-    a1, a2 = model.blocks[0].attn, model.blocks[1].attn
+    c = components
+    a1, a2 = model.blocks[c.prev_layer].attn, model.blocks[c.fetch_layer].attn
+    h1, h2 = c.prev_head, c.fetch_head
     E_var = model.embed.W_E[vocab.first_var : vocab.size]  # (V, D)
-    OV_1 = FactoredMatrix(a1.W_V[0], a1.W_O[0])  # (D, D)
-    QK_2 = FactoredMatrix(a2.W_Q[0], a2.W_K[0].T)  # (D, D)
+    OV_1 = FactoredMatrix(a1.W_V[h1], a1.W_O[h1])  # (D, D)
+    QK_2 = FactoredMatrix(a2.W_Q[h2], a2.W_K[h2].T)  # (D, D)
     X = E_var @ OV_1  # (V, D), factored
     M = (X @ QK_2 @ X.T).AB.float().cpu().numpy()  # (V, V): query variable x key variable
     V = M.shape[0]
@@ -228,7 +237,7 @@ def identity_matrix_figure(model, task) -> Figure:
     )
 
 
-def resid_mid_cosine_figure(model, task, seed: int, n: int = 400) -> Figure:
+def resid_mid_cosine_figure(model, task, seed: int, n: int = 400, components: Components = PAPER) -> Figure:
     """Matched: a sequence with variable operands vs the same sequence with each variable operand
     replaced by its value (prefix unchanged). Mismatched: the constant version of another sequence."""
     from ..data import operand_sources
@@ -243,7 +252,7 @@ def resid_mid_cosine_figure(model, task, seed: int, n: int = 400) -> Figure:
     rows = torch.arange(len(var_tokens))
     for j, slot in enumerate((POS_LHS, POS_RHS)):
         const_tokens[:, slot] = var_tokens[rows, src[:, j].clamp(min=0)]
-    acts = {"var": resid_mid_at_eq(model, var_tokens), "const": resid_mid_at_eq(model, const_tokens)}  # (n, D)
+    acts = {k: resid_mid_at_eq(model, t, components) for k, t in (("var", var_tokens), ("const", const_tokens))}
     cos = torch.nn.functional.cosine_similarity
     matched = cos(acts["var"], acts["const"]).numpy()
     perm = torch.randperm(
@@ -260,7 +269,7 @@ def resid_mid_cosine_figure(model, task, seed: int, n: int = 400) -> Figure:
     ):
         ax.hist(values, bins=bins, density=True, histtype="stepfilled", color=color, alpha=0.25)
         ax.hist(values, bins=bins, density=True, histtype="step", color=color, label=label)
-    ax.set_xlabel("cosine similarity of blocks.1.hook_resid_mid at '='")
+    ax.set_xlabel(f"cosine similarity of {components.RESID_MID_2} at '='")
     ax.legend(loc="upper left", fontsize=8)
     ax.set_title("Constant vs variable operands with the same values")
     return _model_figure(
@@ -272,7 +281,7 @@ def resid_mid_cosine_figure(model, task, seed: int, n: int = 400) -> Figure:
     )
 
 
-def fourier_figures(model, task) -> list[Figure]:
+def fourier_figures(model, task, components: Components = PAPER) -> list[Figure]:
     """Layer-2 MLP pre-activations at '=' over every (n, m), the best-fitted neuron beside its single-
     frequency fit, and the spectrum with the key frequencies: all from the ``fourier_neurons`` claim's
     own analysis (``hypotheses/measures/fourier.py``: the same grid, live neurons, least-squares fits
@@ -282,9 +291,9 @@ def fourier_figures(model, task) -> list[Figure]:
     plt = styled_pyplot()
     vocab = task.vocab
     N = vocab.modulus
-    grid = fourier.grids(model, vocab)
+    grid = fourier.grids(model, vocab, components=components)
     pre = grid[fourier.MLP2_PRE]  # (N, N, d_mlp) float64
-    r = fourier.neuron_fve(pre, fourier.mlp_input_scale(model, grid[fourier.RESID_MID2]))
+    r = fourier.neuron_fve(pre, fourier.mlp_input_scale(model, grid[fourier.RESID_MID2], components=components))
     if len(r["units"]) == 0:
         raise ValueError("no live Layer-2 MLP neuron on the grid")
     i = int(r["fve"].argmax())
@@ -326,7 +335,7 @@ def fourier_figures(model, task) -> list[Figure]:
     share = fourier.frequency_share(r["power"][:, r["live"]]).numpy()  # (K,)
     K = len(share)
     ks = np.arange(1, K + 1)
-    key = set(fourier.key_frequencies(model, vocab, grid))
+    key = set(fourier.key_frequencies(model, vocab, grid, components=components))
     counts = np.bincount((r["best_k"][r["fve"] >= 0.5] - 1).numpy(), minlength=K)
     fig, ax = plt.subplots(figsize=(8.0, 2.8), layout="constrained")
     ax.bar(ks, share, color=["#d62728" if kk in key else "#9ecae1" for kk in ks])
@@ -353,15 +362,17 @@ def fourier_figures(model, task) -> list[Figure]:
     return figs
 
 
-def model_figures(model, task, seed: int = 0) -> list[Figure]:
-    """Every figure computed from the model, in report order. A figure that cannot be drawn (an odd
-    model, a task without some pool) becomes a note in the report, never a crash of the command."""
+def model_figures(model, task, seed: int = 0, components: Components = PAPER) -> list[Figure]:
+    """Every figure computed from the model, in report order, at ``components`` (where the claims found
+    their components, SPEC §2.1). A figure that cannot be drawn (an odd model, a task without some pool)
+    becomes a note in the report, never a crash of the command."""
+    c = components
     steps = [
-        ("attention", lambda: attention_figures(model, task, seed)),
-        ("positional_qk", lambda: [positional_qk_figure(model)]),
-        ("identity_matrix", lambda: [identity_matrix_figure(model, task)]),
-        ("resid_mid_cosine", lambda: [resid_mid_cosine_figure(model, task, seed)]),
-        ("fourier", lambda: fourier_figures(model, task)),
+        ("attention", lambda: attention_figures(model, task, seed, c)),
+        ("positional_qk", lambda: [positional_qk_figure(model, c)]),
+        ("identity_matrix", lambda: [identity_matrix_figure(model, task, c)]),
+        ("resid_mid_cosine", lambda: [resid_mid_cosine_figure(model, task, seed, components=c)]),
+        ("fourier", lambda: fourier_figures(model, task, c)),
     ]
     figs = []
     with torch.no_grad():

@@ -255,6 +255,42 @@ def notes(report: dict) -> list[str]:
     return out
 
 
+ROLE_NAMES = {
+    "previous_token_head": "previous-token head",
+    "fetching_head": "fetching head",
+    "adding_mlp": "adding MLP",
+}
+
+
+def components_lines(report: dict) -> list[str]:
+    """Where the claims found their components, one line per role, when the report names them (a model
+    other than the paper's layout, or components given with --components); none otherwise."""
+    found = report.get("components")
+    if not found:
+        return []
+    out = []
+    for role, r in found.items():
+        name = ROLE_NAMES.get(role, role)
+        site = r["found"] if "." in r["found"] else f"MLP {r['found']}"
+        if r["how"] == "given":
+            out.append(f"{name}: {site} (given with --components)")
+            continue
+        line = f"{name}: {site}, score {fmt(r['score'])}"
+        if r["runner_up"] is not None:
+            line += f"; runner-up {r['runner_up']} at {fmt(r['runner_up_score'])}"
+        line += f" ({r['candidates']} candidate{'s' if r['candidates'] != 1 else ''}"
+        if r.get("silent_heads"):
+            line += f", {r['silent_heads']} silent head{'s' if r['silent_heads'] != 1 else ''} left out"
+        out.append(line + ")")
+    return out
+
+
+COMPONENTS_NOTE = (
+    "The claims read the components found by the pre-registered search of SPEC §2.1 (layer.head, from 0), "
+    "or given with --components."
+)
+
+
 def _step(ck: dict) -> str:
     if ck.get("step") is None:
         return ""
@@ -327,6 +363,8 @@ def markdown(report: dict) -> str:
     lines += [f"- {n}" for n in notes(report)]
     lines += ["", "| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
     lines += ["| " + " | ".join(_md_cell(x) for x in r) + " |" for r in summary_rows(report)]
+    if components_lines(report):
+        lines += ["", "## Components", "", COMPONENTS_NOTE, ""] + [f"- {x}" for x in components_lines(report)]
     for c in report["claims"]:
         lines += [
             "",
@@ -337,6 +375,8 @@ def markdown(report: dict) -> str:
             f"Verdict: **{c['verdict']}**: {c['reason']}",
             "",
         ]
+        if c.get("components"):
+            lines += [_read_components(c), ""]
         for e in c.get("evidence") or []:
             lines += evidence_lines(e)
         if c.get("controls"):
@@ -351,6 +391,11 @@ def markdown(report: dict) -> str:
             f"Needs {c['needs']}: run `{c['command']}`.",
         ]
     return "\n".join(lines) + "\n"
+
+
+def _read_components(claim: dict) -> str:
+    """ "Reads: previous-token head 0.1, fetching head 1.1" for a claim entry that names its components."""
+    return "Reads: " + ", ".join(f"{ROLE_NAMES.get(r, r)} {site}" for r, site in claim["components"].items())
 
 
 # ----- JUnit XML ---------------------------------------------------------------------------------
@@ -464,6 +509,8 @@ def claim_section(claim: dict, table) -> list:
         H.tag("blockquote", claim.get("statement", "")),
         H.tag("p", "Verdict ", H.tag("b", claim["verdict"]), f": {claim['reason']}"),
     ]
+    if claim.get("components"):
+        out.append(H.tag("p", _read_components(claim), class_="meta"))
     if claim.get("evidence"):
         out.append(table(claim["evidence"]))
     if claim.get("controls"):
@@ -536,6 +583,12 @@ def html_page(report: dict, figures: list | None = None) -> str:
             ]
         )
     body.append(H.table(HEADER, rows, cell_classes=["text", "nowrap", "text", "nowrap", "text"]))
+    if components_lines(report):
+        body += [
+            H.tag("h2", "Components", id="components"),
+            H.tag("p", COMPONENTS_NOTE, class_="meta"),
+            H.tag("ul", [H.tag("li", x) for x in components_lines(report)]),
+        ]
 
     for c in report["claims"]:
         body += claim_section(c, _evidence_table) + [_figure(f) for f in by_claim.get(c["claim"], [])]

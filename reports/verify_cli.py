@@ -80,6 +80,12 @@ def _parser() -> argparse.ArgumentParser:
         "one per usable core; 1 where fork is unavailable or on CUDA); the report does not "
         "depend on N",
     )
+    p.add_argument(
+        "--components",
+        metavar="prev=L.H,fetch=L.H,mlp=L",
+        help="where the previous-token head, the fetching head and the adding MLP sit (layers and heads "
+        "from 0), instead of the pre-registered search of SPEC §2.1; the report says they were given",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress output on stderr")
     p.add_argument(
         "--explain",
@@ -181,6 +187,14 @@ def verify(args) -> int:
         exit_bad_input(f"--seed must be non-negative, got {args.seed}")
     if args.jobs is not None and args.jobs < 1:
         exit_bad_input(f"--jobs must be a positive number of processes, got {args.jobs}")
+    args.given_components = None
+    if args.components is not None:
+        from ..hypotheses.locate import parse
+
+        try:
+            args.given_components = parse(args.components)
+        except ValueError as e:
+            exit_bad_input(str(e))
     only = None
     if args.only is not None:
         only = list(dict.fromkeys(s.strip() for s in args.only.split(",") if s.strip()))
@@ -262,13 +276,27 @@ def _run(
 
     try:
         ctx, meta, task_source = load_context(
-            path, seed=args.seed, n=args.n, device=args.device, task={"f": args.f, "r": args.r, "seed": args.split_seed}
+            path,
+            seed=args.seed,
+            n=args.n,
+            device=args.device,
+            task={"f": args.f, "r": args.r, "seed": args.split_seed},
+            components=args.given_components,
         )
     except ValueError as e:  # CheckpointError is a ValueError
         exit_bad_input(str(e))
     model, task = ctx.model, ctx.task
+    load_seconds, t_locate = time.perf_counter() - t0, time.perf_counter()
+    from ..hypotheses.locate import LocateError
+
+    try:  # once, before the workers fork (they inherit it)
+        located = ctx.located
+    except LocateError:  # a role has no candidate: each claim that needs it says so as an error
+        located = None
+    locate_seconds = time.perf_counter() - t_locate
     digest = sha256_file(path)
-    timings = {"schema": render.TIMINGS_SCHEMA, "load_seconds": time.perf_counter() - t0, "claims": {}}
+    timings = {"schema": render.TIMINGS_SCHEMA, "load_seconds": load_seconds, "claims": {}}
+    timings["locate_seconds"] = locate_seconds
 
     from tqdm import tqdm
 
@@ -287,11 +315,18 @@ def _run(
         import copy
         from concurrent.futures import ThreadPoolExecutor
 
+        from ..model.components import PAPER
         from .figures import claim_figures, model_figures
 
         painter = ThreadPoolExecutor(max_workers=1, thread_name_prefix="assignadd-figures")
         figure_jobs = {
-            "model": painter.submit(model_figures, copy.deepcopy(model).eval(), task, seed=args.seed),
+            "model": painter.submit(
+                model_figures,
+                copy.deepcopy(model).eval(),
+                task,
+                seed=args.seed,
+                components=located.components if located is not None else PAPER,
+            ),
             "forest": {},
         }
     # On a terminal, a bar that clears itself; in a log (stderr not a terminal), one finished line per
@@ -341,10 +376,15 @@ def _run(
         tool_version=version,
         not_run=not_run_here(only),
     )
+    named = located is not None and located.reported  # not on the paper's layout found as such
+    if named:
+        report = with_components(report, located)
     from .claim_document import claim_documents
 
     # each claim run, as data: the document given with --claim-doc, else the registered claim's
-    report["claim_documents"] = {**claim_documents([c for c in ids if c not in documents], n=args.n), **documents}
+    at = located.components if named else None
+    undocumented = [c for c in ids if c not in documents]
+    report["claim_documents"] = {**claim_documents(undocumented, n=args.n, components=at), **documents}
     report["claim_documents"] = {c: report["claim_documents"][c] for c in ids}
     sys.stdout.write(render.terminal_table(report))
     sys.stdout.flush()
@@ -385,6 +425,22 @@ def _run(
                 file=sys.stderr,
             )
     return 0 if report["summary"]["all_passed"] else 1
+
+
+def with_components(report: dict, located) -> dict:
+    """The report with where the components were found (``components``, after ``only``) and, in each
+    claim's entry, the components it read (``components``): for a model where that is news (not the
+    paper's layout found as the only candidates)."""
+    from ..hypotheses.locate import claim_components
+
+    for c in report["claims"]:
+        c["components"] = claim_components(located.components, c["claim"])
+    out = {}
+    for key, value in report.items():
+        out[key] = value
+        if key == "only":
+            out["components"] = located.to_dict()
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -14,7 +14,7 @@ import torch
 
 import assignadd
 from assignadd import AssignAddTransformer, CheckpointError, load_checkpoint
-from assignadd.model import load_checkpoint_full, save_checkpoint
+from assignadd.model import load_checkpoint_full, save_checkpoint, state_sha256
 
 TOKENS = torch.randint(0, 74, (6, 16), generator=torch.Generator().manual_seed(0))
 
@@ -94,6 +94,18 @@ def test_own_format_with_dropped_zero_frozen_tensors_restores_them(tmp_path):
     assert "blocks.0.attn.mask" not in stored and "blocks.0.attn.IGNORE" not in stored
     assert small.stat().st_size < full.stat().st_size
     assert same_state(load_checkpoint(small).state_dict(), model.state_dict())
+    # the weights' own digest is the file's content, not its layout: the same for both files
+    assert state_sha256(load_checkpoint(small)) == state_sha256(load_checkpoint(full)) == state_sha256(model)
+
+
+def test_state_digest_sees_one_changed_bit():
+    model = AssignAddTransformer(seed=4)
+    before = state_sha256(model)
+    with torch.no_grad():
+        w = model.blocks[1].mlp.W_out
+        w.view(torch.int32)[0, 0] ^= 1  # the lowest bit of one float
+    assert state_sha256(model) != before
+    assert state_sha256(AssignAddTransformer(seed=4)) == before
 
 
 def test_tl_checkpoint_saved_in_own_format_keeps_nonzero_biases_and_layer1_mlp(tmp_path, tl_checkpoint):

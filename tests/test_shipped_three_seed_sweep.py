@@ -13,7 +13,7 @@ import pytest
 
 from assignadd.hypotheses.data_requirements import generalization_accuracy
 from assignadd.hypotheses.session import task_for
-from assignadd.model import load_checkpoint_full
+from assignadd.model import load_checkpoint_full, state_sha256
 from assignadd.reports import sweep_report
 
 RESULTS = Path(sweep_report.__file__).resolve().parents[1] / "docs" / "sweep_results"
@@ -50,10 +50,16 @@ WEIGHTS = [path for folder in HALVES.values() for path in sorted((folder / "weig
 
 @pytest.mark.parametrize("path", WEIGHTS, ids=lambda p: p.stem)
 def test_shipped_weights_are_the_measured_ones_and_give_the_reported_accuracy(path):
+    """The shipped file is the run's final.pt saved without its all-zero frozen tensors
+    (tools/compact_sweep_weights.py): its manifest ties it to the hash sweep.json records, and it loads to
+    the weights the manifest recorded when the original was rewritten."""
     param = path.stem[0]
     point = points(param)[path.stem]
-    assert hashlib.sha256(path.read_bytes()).hexdigest() == point["final_sha256"]
+    entry = json.loads((path.parent / "MANIFEST.json").read_text(encoding="utf-8"))[path.name]
+    assert entry["final_sha256"] == point["final_sha256"]
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == entry["file_sha256"]
     model, meta = load_checkpoint_full(path)
+    assert state_sha256(model) == entry["state_sha256"]
     task, source = task_for(meta, model.cfg, path)
     assert source == "checkpoint" and getattr(task.config, param) == point[param]
     assert generalization_accuracy(model, task, param).value == pytest.approx(point["accuracy"], abs=1e-12)

@@ -7,11 +7,10 @@ import torch
 
 from ...data import operand_sources, value_positions
 from ...interventions import Patch, Site, run
-from ...model import AssignAddTransformer, hooks
+from ...model import AssignAddTransformer
+from ...model.components import PAPER, Components
 from ...random_streams import numpy_rng
 from .circuits import last_position_correct
-
-RESID_AFTER_LAYER1 = hooks.RESID_POST_1
 
 
 def pair_table(pairs, modulus: int) -> torch.Tensor:
@@ -33,14 +32,15 @@ def operand_value_interchange(
     seed: int = 0,
     wrong_site: bool = False,
     which: torch.Tensor | None = None,
+    components: Components = PAPER,
 ) -> dict:
     """Does the answer follow an operand's value, read where that value sits?
 
     For each sequence pick an operand (``which``: 0 LHS, 1 RHS per sequence; default at random) whose value sits at position p (its
     value token for a variable, its slot for a constant), and a new value x' != x such that the new
     pair is in ``allowed`` (e.g. held-out pairs only). The source sequence is the base with the token
-    at p replaced by x'. Patch ``blocks.0.hook_resid_post`` at p from the source run into the base
-    run; the counterfactual label is the sum with x'. Interchange accuracy = fraction of sequences
+    at p replaced by x'. Patch ``components.RESID_POST_1`` (what the fetching layer reads; the paper's
+    ``blocks.0.hook_resid_post``) at p from the source run into the base run; the counterfactual label is the sum with x'. Interchange accuracy = fraction of sequences
     whose answer becomes the counterfactual label.
 
     ``wrong_site`` is the control where the answer must NOT follow: a distractor's value token d is
@@ -48,6 +48,7 @@ def operand_value_interchange(
     there); sequences with no distractor are dropped from it.
     Returns per-example ``moved`` (bool) with counts; sequences with no valid x' are dropped.
     """
+    RESID_AFTER_LAYER1 = components.RESID_POST_1
     N = model.cfg.d_vocab_out
     rng = numpy_rng(seed, "operand value interchange")  # one stream for every arm: the same x' per sequence
     src = operand_sources(tokens, model.vocab)  # (B, 2)
@@ -143,12 +144,14 @@ def interchange_item(
 
     def interchange(arm):
         model, wrong = arm.model, arm.variant == "wrong_site"
-        out = operand_value_interchange(model, tokens, labels, allowed, seed=ctx.seed, wrong_site=wrong, which=which)
+        out = operand_value_interchange(
+            model, tokens, labels, allowed, seed=ctx.seed, wrong_site=wrong, which=which, components=ctx.components
+        )
         return rate(out["moved"], acted=out["acted"], dropped=out["dropped"])
 
     return item(
         "answer_follows_operand_value",
-        site="blocks.0.hook_resid_post at the operand's value token (Layer 2's input); read at the logits at `=`",
+        site=f"{ctx.components.RESID_POST_1} at the operand's value token (Layer 2's input); read at the logits at `=`",
         intervention="patched from a run of the same sequence with that value set to another number",
         definition=definition,
         kind="causal",

@@ -13,28 +13,31 @@ from transformer_lens import FactoredMatrix
 from ...data import POS_EQ, operand_sources, value_positions
 from ...data.tokens import POS_LHS, POS_RHS, PREFIX_LEN
 from ...interventions import capture
-from ...model import AssignAddTransformer, hooks
+from ...model import AssignAddTransformer
+from ...model.components import PAPER, Components
 
-LAYER1, LAYER2 = 0, 1
+# The paper's layers (``Components.paper()``); every function below reads the layers and heads of the
+# ``components`` it is given, the paper's by default.
+LAYER1, LAYER2 = PAPER.prev_layer, PAPER.fetch_layer
 
 
 def _attn(model, layer):
     return model.blocks[layer].attn
 
 
-def positional_qk(model: AssignAddTransformer, head: int = 0) -> torch.Tensor:
-    """S = W_pos[:12] W_Q W_K^T W_pos^T of Layer 1: how much query position q prefers key position k
-    from positional embeddings alone. (12, 12)."""
-    a = _attn(model, LAYER1)
+def positional_qk(model: AssignAddTransformer, *, components: Components = PAPER) -> torch.Tensor:
+    """S = W_pos[:12] W_Q W_K^T W_pos^T of the previous-token head (Layer 1's): how much query position q
+    prefers key position k from positional embeddings alone. (12, 12)."""
+    a, head = _attn(model, components.prev_layer), components.prev_head
     P = model.pos_embed.W_pos[:PREFIX_LEN]
     return (FactoredMatrix(P @ a.W_Q[head], (P @ a.W_K[head]).T)).AB.detach()
 
 
-def positional_prev_token_rows(model: AssignAddTransformer, head: int = 0) -> torch.Tensor:
+def positional_prev_token_rows(model: AssignAddTransformer, *, components: Components = PAPER) -> torch.Tensor:
     """For each query q in 1..11 of S (above), with keys > q, q itself and q-2 masked: is argmax q-1?
     (The authors mask q and q-2 so the measure asks 'previous token rather than itself or the one
     before', the contrast that matters in a 'var value' pair.) Bool (11,)."""
-    S = positional_qk(model, head).clone()
+    S = positional_qk(model, components=components).clone()
     n = S.shape[0]
     out = []
     for q in range(1, n):
@@ -46,25 +49,26 @@ def positional_prev_token_rows(model: AssignAddTransformer, head: int = 0) -> to
     return torch.tensor(out)
 
 
-def variable_ov1_embeddings(model: AssignAddTransformer, head: int = 0) -> torch.Tensor:
-    """E_var OV_1: what Layer 1's head writes when it attends to each variable token. (n_vars, d_model)."""
-    a = _attn(model, LAYER1)
+def variable_ov1_embeddings(model: AssignAddTransformer, *, components: Components = PAPER) -> torch.Tensor:
+    """E_var OV_1: what the previous-token head writes when it attends to each variable token. (n_vars, d_model)."""
+    a, head = _attn(model, components.prev_layer), components.prev_head
     cfg = model.cfg
     first_var = cfg.first_var
     E_var = model.embed.W_E[first_var : first_var + cfg.n_vars]
     return (E_var @ a.W_V[head] @ a.W_O[head]).detach()
 
 
-def identity_qk_matrix(model: AssignAddTransformer, head: int = 0) -> torch.Tensor:
+def identity_qk_matrix(model: AssignAddTransformer, *, components: Components = PAPER) -> torch.Tensor:
     """M = (E_var OV_1) QK_2 (E_var OV_1)^T, QK_2 = W_Q W_K^T of Layer 2: the Layer-2 score between a
-    query carrying variable i's OV_1 image and a key carrying variable j's. (n_vars, n_vars)."""
-    X = variable_ov1_embeddings(model, head)
-    a2 = _attn(model, LAYER2)
+    query carrying variable i's OV_1 image and a key carrying variable j's (QK_2 of the fetching head).
+    (n_vars, n_vars)."""
+    X = variable_ov1_embeddings(model, components=components)
+    a2, head = _attn(model, components.fetch_layer), components.fetch_head
     qk2 = FactoredMatrix(a2.W_Q[head], a2.W_K[head].T)
     return (X @ qk2 @ X.T).AB.detach()
 
 
-def identity_qk_interaction(model: AssignAddTransformer, head: int = 0) -> torch.Tensor:
+def identity_qk_interaction(model: AssignAddTransformer, *, components: Components = PAPER) -> torch.Tensor:
     """M~ = X~ QK_2 X~^T, X~ = (E_var - mean_v E_var) OV_1: ``identity_qk_matrix`` double-centred,
     M~[i, j] = M[i, j] - mean_j M[i, j] - mean_i M[i, j] + mean M (the same matrix). The part of the
     Layer-2 score that depends on *both* the query's variable and the key's: what identity matching is.
@@ -75,15 +79,17 @@ def identity_qk_interaction(model: AssignAddTransformer, head: int = 0) -> torch
     hold, so weights changed only where no input reaches (``interventions.mutants``'s
     ``layer1_unseen_inputs``, ``layer2_query_unseen_at_eq``) leave it alone; M reads E_var itself,
     which is not such a combination, and moves."""
-    X = variable_ov1_embeddings(model, head).double()
+    X = variable_ov1_embeddings(model, components=components).double()
     X = X - X.mean(0)
-    a2 = _attn(model, LAYER2)
+    a2, head = _attn(model, components.fetch_layer), components.fetch_head
     return (X @ a2.W_Q[head].detach().double() @ a2.W_K[head].detach().double().T @ X.T).float()
 
 
-def identity_qk_diagonal(model: AssignAddTransformer, head: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+def identity_qk_diagonal(
+    model: AssignAddTransformer, *, components: Components = PAPER
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Per row of M: (is the argmax the diagonal? bool (V,), margin = M_ii - max_{j != i} M_ij (V,))."""
-    return diagonal_margin(identity_qk_matrix(model, head))
+    return diagonal_margin(identity_qk_matrix(model, components=components))
 
 
 def diagonal_margin(M: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -93,16 +99,17 @@ def diagonal_margin(M: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return M.argmax(dim=1) == torch.arange(V), M.diagonal() - off
 
 
-def ov2_mlp2_accuracy(model: AssignAddTransformer, head: int = 0) -> tuple[float, torch.Tensor]:
+def ov2_mlp2_accuracy(model: AssignAddTransformer, *, components: Components = PAPER) -> tuple[float, torch.Tensor]:
     """The authors' ``ov2_mlp2_accuracy``: over all N^2 pairs (a, b), is argmax of
     (h + MLP_2(h)) W_U with h = OV_2 e_a + OV_2 e_b equal to (a + b) mod N? Weights only: the
-    addition module fed exactly what an ideal routing delivers. Returns (accuracy, correct (N, N))."""
+    addition module fed exactly what an ideal routing delivers. Returns (accuracy, correct (N, N)).
+    OV_2 is the fetching head's, MLP_2 the adding MLP (a layer between them is not run)."""
     N = model.cfg.d_vocab_out
-    a2 = _attn(model, LAYER2)
+    a2, head = _attn(model, components.fetch_layer), components.fetch_head
     E_num = model.embed.W_E[:N]
     ov = E_num @ a2.W_V[head] @ a2.W_O[head]  # (N, D)
     h = (ov[:, None, :] + ov[None, :, :]).reshape(N * N, -1)
-    mlp = model.blocks[LAYER2].mlp
+    mlp = model.blocks[components.mlp_layer].mlp
     resid = h + torch.relu(h @ mlp.W_in + mlp.b_in) @ mlp.W_out + mlp.b_out
     pred = (resid @ model.unembed.W_U + model.unembed.b_U).argmax(-1).reshape(N, N)
     target = (torch.arange(N)[:, None] + torch.arange(N)[None, :]) % N
@@ -111,26 +118,41 @@ def ov2_mlp2_accuracy(model: AssignAddTransformer, head: int = 0) -> tuple[float
 
 
 @torch.no_grad()
-def layer1_activations(model: AssignAddTransformer, tokens: torch.Tensor) -> dict[str, torch.Tensor]:
-    """One forward stopped after Layer 1: {"pattern": head 0's pattern (B, Tq, Tk), "attn_out":
-    ``blocks.0.hook_attn_out`` (B, T, d_model)}, what the Layer-1 measures read."""
-    acts = capture(model, tokens, [hooks.PATTERN_1, hooks.ATTN_OUT_1])
-    return {"pattern": acts[hooks.PATTERN_1][:, 0], "attn_out": acts[hooks.ATTN_OUT_1]}
+def layer1_activations(
+    model: AssignAddTransformer, tokens: torch.Tensor, *, components: Components = PAPER
+) -> dict[str, torch.Tensor]:
+    """One forward stopped after the previous-token head's layer: {"pattern": that head's pattern
+    (B, Tq, Tk), "attn_out": its layer's ``hook_attn_out`` (B, T, d_model)}, what the Layer-1 measures read."""
+    c = components
+    acts = capture(model, tokens, [c.PATTERN_1, c.ATTN_OUT_1])
+    return {"pattern": acts[c.PATTERN_1][:, c.prev_head], "attn_out": acts[c.ATTN_OUT_1]}
 
 
 @torch.no_grad()
 def attention_patterns(
-    model: AssignAddTransformer, tokens: torch.Tensor, layers=(LAYER1, LAYER2)
+    model: AssignAddTransformer, tokens: torch.Tensor, layers=(LAYER1, LAYER2), *, components: Components = PAPER
 ) -> dict[int, torch.Tensor]:
-    """Layer patterns (B, Tq, Tk) of head 0, from a hooked forward stopped after the last pattern asked."""
-    acts = capture(model, tokens, [hooks.act_name("pattern", l) for l in layers])
-    return {l: acts[hooks.act_name("pattern", l)][:, 0] for l in layers}
+    """The patterns (B, Tq, Tk) of the previous-token head (key 1) and of the fetching head (key 2), the
+    ones ``layers`` names (1, 2 as the paper counts: ``LAYER1`` is 0, ``LAYER2`` is 1), from a hooked
+    forward stopped after the last pattern asked. Keyed as asked."""
+    where = {
+        LAYER1: (components.PATTERN_1, components.prev_head),
+        LAYER2: (components.PATTERN_2, components.fetch_head),
+    }
+    acts = capture(model, tokens, [where[l][0] for l in layers])
+    return {l: acts[where[l][0]][:, where[l][1]] for l in layers}
 
 
-def prev_token_attention(model: AssignAddTransformer, tokens: torch.Tensor, pattern1: torch.Tensor | None = None):
+def prev_token_attention(
+    model: AssignAddTransformer,
+    tokens: torch.Tensor,
+    pattern1: torch.Tensor | None = None,
+    *,
+    components: Components = PAPER,
+):
     """Layer-1 attention from prefix value tokens (a number right after a variable): per token, is the
     argmax key t-1, and the weight on t-1. Returns (argmax_is_prev bool (K,), weight (K,))."""
-    p = attention_patterns(model, tokens, (LAYER1,))[LAYER1] if pattern1 is None else pattern1
+    p = attention_patterns(model, tokens, (LAYER1,), components=components)[LAYER1] if pattern1 is None else pattern1
     mask = value_positions(tokens, model.vocab)
     b, t = mask.nonzero(as_tuple=True)
     rows = p[b, t]  # (K, Tk)
@@ -143,17 +165,17 @@ def eq_top2_is(pattern: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     return (top2 == targets.sort(dim=-1).values).all(dim=-1)
 
 
-def layer1_eq_to_operand_slots(model, tokens, pattern1=None) -> torch.Tensor:
+def layer1_eq_to_operand_slots(model, tokens, pattern1=None, *, components: Components = PAPER) -> torch.Tensor:
     """Layer-1 attention from `=`: are its top-2 keys {13, 14}, the operand slots? Bool (B,)."""
-    p = attention_patterns(model, tokens, (LAYER1,))[LAYER1] if pattern1 is None else pattern1
+    p = attention_patterns(model, tokens, (LAYER1,), components=components)[LAYER1] if pattern1 is None else pattern1
     return eq_top2_is(p, torch.tensor([[POS_LHS, POS_RHS]]).expand(len(tokens), 2))
 
 
-def layer2_eq_to_operand_values(model, tokens, pattern2=None) -> torch.Tensor:
+def layer2_eq_to_operand_values(model, tokens, pattern2=None, *, components: Components = PAPER) -> torch.Tensor:
     """Layer-2 attention from `=`: are its top-2 keys exactly where the operands' values sit (the value
     tokens of variable operands, the slots of constant ones)? Bool (B,). Sequences whose two operands
     resolve to one position (never, for valid sequences) count as misses."""
-    p = attention_patterns(model, tokens)[LAYER2] if pattern2 is None else pattern2
+    p = attention_patterns(model, tokens, components=components)[LAYER2] if pattern2 is None else pattern2
     src = operand_sources(tokens, model.vocab)
     ok = eq_top2_is(p, src)
     return ok & (src[:, 0] != src[:, 1]) & (src >= 0).all(dim=1)

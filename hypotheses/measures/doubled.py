@@ -24,7 +24,7 @@ from ...data import KIND_1VAR_LHS, KIND_1VAR_RHS, KIND_2VAR, POS_EQ, build_seque
 from ...data.sequences import labels_for
 from ...data.tokens import POS_LHS, POS_RHS
 from ...interventions import Replace, Site, run
-from ...model.hooks import ATTN_OUT_1, ATTN_OUT_2, PATTERN_2
+from ...model.components import PAPER, Components
 from ...random_streams import numpy_rng
 from .circuits import last_position_correct, ov2_mlp2_accuracy
 
@@ -62,12 +62,14 @@ def doubled_sets(task, seed: int, per_pair_and_form: int = PER_PAIR_AND_FORM) ->
     return {"tokens": tokens, "labels": labels, "twins": twins, "doubled": doubled, "pairs": torch.from_numpy(pairs)}
 
 
-def ideal_input_runs(model, sets: dict, break_routing: dict | None = None) -> dict:
+def ideal_input_runs(model, sets: dict, break_routing: dict | None = None, *, components: Components = PAPER) -> dict:
     """The model's answers on the sequences, and with Layer 2's output at `=` replaced by the constant
     twin's (the addition module fed a perfectly routed input). ``break_routing``: a donor map for
     ``blocks.0.hook_attn_out`` (``scrubbing.scrub_plans``' removed value-token identity) applied in
     both runs, for the control in which the routing, not the adder, is broken.
     Returns per-sequence tensors and ``acted`` (mean change of what the edits target)."""
+    c = components
+    ATTN_OUT_1, ATTN_OUT_2, PATTERN_2 = c.ATTN_OUT_1, c.ATTN_OUT_2, c.PATTERN_2
     tokens, labels, twins = sets["tokens"], sets["labels"], sets["twins"]
     B, T = tokens.shape
     twin = run(model, twins, [], read=[ATTN_OUT_2], last_only=True)
@@ -96,10 +98,10 @@ def ideal_input_runs(model, sets: dict, break_routing: dict | None = None) -> di
     fed = run(model, tokens, extra_edits + [Replace(Site(ATTN_OUT_2, positions=POS_EQ), feed_ideal)], last_only=True)
     src = operand_sources(tokens, model.vocab)
     rows = torch.arange(B)
-    eq_row = base.activations[PATTERN_2][:, 0, POS_EQ]  # (B, T)
+    eq_row = base.activations[PATTERN_2][:, c.fetch_head, POS_EQ]  # (B, T)
     on_operands = eq_row[rows, src[:, 0]] + eq_row[rows, src[:, 1]]
     answer, fed_answer = base.last_logits.argmax(-1), fed.last_logits.argmax(-1)
-    _, adder_table = ov2_mlp2_accuracy(model)
+    _, adder_table = ov2_mlp2_accuracy(model, components=c)
     pairs = sets["pairs"]
     return {
         "model_ok": answer == labels,

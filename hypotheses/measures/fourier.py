@@ -23,10 +23,14 @@ import math
 import torch
 
 from ...data.tokens import POS_EQ, POS_LHS, POS_PLUS, POS_RHS, SEQ_LEN, VOCAB, Vocab
-from ...model import AssignAddTransformer, hooks
+from ...model import AssignAddTransformer
+from ...model.components import PAPER, Components
 from ...random_streams import numpy_rng
 
-MLP2_PRE, RESID_MID2 = hooks.MLP_PRE_2, hooks.RESID_MID_2
+# The keys of ``grids``: the adding MLP's pre-activation and input, named as the paper's layout names
+# them (``blocks.1.mlp.hook_pre``, ``blocks.1.hook_resid_mid``) whichever layer the MLP sits in. Every
+# function below reads the MLP of the ``components`` it is given.
+MLP2_PRE, RESID_MID2 = PAPER.MLP_PRE_2, PAPER.RESID_MID_2
 
 # A unit whose grid standard deviation is below this fraction of what its input could give it
 # (||W_in[:, u]|| times the RMS norm of the MLP input on the grid) is "dead": its pre-activation does
@@ -61,14 +65,17 @@ def activations_at(
     return {h: a.double() for h, a in capture(model, tokens, hooks, pos=pos).items()}
 
 
-def grids(model: AssignAddTransformer, vocab: Vocab | None = None) -> dict[str, torch.Tensor]:
+def grids(
+    model: AssignAddTransformer, vocab: Vocab | None = None, *, components: Components = PAPER
+) -> dict[str, torch.Tensor]:
     """Both grids a Fourier analysis needs, from one forward: {MLP2_PRE: (N, N, d_mlp), RESID_MID2:
     (N, N, d_model)}, A(n, m) at `=`, float64."""
     vocab = vocab or model.vocab  # the model's own vocabulary (its modulus and variables)
     tokens, _ = grid_tokens(vocab)
     N = vocab.modulus
-    acts = activations_at(model, tokens, (RESID_MID2, MLP2_PRE))
-    return {h: a.reshape(N, N, -1) for h, a in acts.items()}
+    c = components
+    acts = activations_at(model, tokens, (c.RESID_MID_2, c.MLP_PRE_2))
+    return {MLP2_PRE: acts[c.MLP_PRE_2].reshape(N, N, -1), RESID_MID2: acts[c.RESID_MID_2].reshape(N, N, -1)}
 
 
 def single_frequency_basis(modulus: int) -> torch.Tensor:
@@ -102,11 +109,13 @@ def frequency_power(grid: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return power, total
 
 
-def mlp_input_scale(model: AssignAddTransformer, resid_grid: torch.Tensor) -> torch.Tensor:
+def mlp_input_scale(
+    model: AssignAddTransformer, resid_grid: torch.Tensor, *, components: Components = PAPER
+) -> torch.Tensor:
     """Per Layer-2 neuron u: ||W_in[:, u]|| x RMS_n,m ||resid_mid_2(n, m)||, the size of pre-activation
     its input could produce. (d_mlp,)."""
     rms = float(resid_grid.pow(2).sum(-1).mean().sqrt())
-    return model.blocks[1].mlp.W_in.detach().double().norm(dim=0) * rms
+    return model.blocks[components.mlp_layer].mlp.W_in.detach().double().norm(dim=0) * rms
 
 
 def live_units(total: torch.Tensor, n_cells: int, scale: torch.Tensor | None = None) -> torch.Tensor:
@@ -154,28 +163,30 @@ KEY_SHARE_FACTOR = 2.0
 # positive rescaling of a ReLU neuron cannot move the key set (re-registered: docs/claims/fourier_neurons.md).
 
 
-def output_weight_norms(model: AssignAddTransformer) -> torch.Tensor:
+def output_weight_norms(model: AssignAddTransformer, *, components: Components = PAPER) -> torch.Tensor:
     """||W_out[u]|| per Layer-2 neuron (d_mlp,) float64: the scale at which neuron u's activation reaches
     the residual stream. power_k(u) x ||W_out[u]||² is unchanged when W_in[:, u], b_in[u] are multiplied
     by c > 0 and W_out[u] divided by c (the same function, relu being positively homogeneous)."""
-    return model.blocks[1].mlp.W_out.detach().double().norm(dim=1)
+    return model.blocks[components.mlp_layer].mlp.W_out.detach().double().norm(dim=1)
 
 
-def key_frequency_share(model: AssignAddTransformer, r: dict) -> torch.Tensor:
+def key_frequency_share(model: AssignAddTransformer, r: dict, *, components: Components = PAPER) -> torch.Tensor:
     """The spectrum the key-frequency rule reads (K,): ``frequency_share`` of the live neurons' power,
     each neuron's column times ||W_out[u]||² (``neuron_fve``'s result ``r``)."""
-    weighted = r["power"] * output_weight_norms(model)[None, :] ** 2
+    weighted = r["power"] * output_weight_norms(model, components=components)[None, :] ** 2
     return frequency_share(weighted[:, r["live"]])
 
 
-def key_frequencies(model: AssignAddTransformer, vocab: Vocab | None = None, grid: dict | None = None) -> list[int]:
+def key_frequencies(
+    model: AssignAddTransformer, vocab: Vocab | None = None, grid: dict | None = None, *, components: Components = PAPER
+) -> list[int]:
     """The model's key frequencies (1-based, ascending) by the rule above, from its own grid (``grids``),
     over its live Layer-2 neurons."""
     vocab = vocab or model.vocab  # the model's own vocabulary (its modulus and variables)
-    grid = grids(model, vocab) if grid is None else grid
+    grid = grids(model, vocab, components=components) if grid is None else grid
     pre = grid[MLP2_PRE]
-    r = neuron_fve(pre, mlp_input_scale(model, grid[RESID_MID2]))
-    share = key_frequency_share(model, r)
+    r = neuron_fve(pre, mlp_input_scale(model, grid[RESID_MID2], components=components))
+    share = key_frequency_share(model, r, components=components)
     K = share.shape[0]
     return [int(k) + 1 for k in (share >= KEY_SHARE_FACTOR / K).nonzero().flatten().tolist()]
 
@@ -235,12 +246,13 @@ def operand_content_scale(deviation: torch.Tensor, phi_all: torch.Tensor) -> flo
     return float((deviation * phi_all).sum()) / den if den > 0 else 1.0
 
 
-def unembedding_input(model: AssignAddTransformer, x: torch.Tensor) -> torch.Tensor:
+def unembedding_input(model: AssignAddTransformer, x: torch.Tensor, *, components: Components = PAPER) -> torch.Tensor:
     """What the unembedding reads at `=` (``blocks.1.hook_resid_post``) for a Layer-2 MLP input ``x`` at `=`
     (B, d): x + MLP(x), float64. The MLP is position-wise, so this is the forward's own value at that
     position (to float rounding); it is computed with the model's own MLP module (its hook points fire, so
-    a knock-out there acts). A model whose Layer 2 has no MLP reads x itself."""
-    block = model.blocks[1]
+    a knock-out there acts). A model whose Layer 2 has no MLP reads x itself. The adding MLP is the
+    ``components``' one; a layer after it is not run (a known limit where it is not the last)."""
+    block = model.blocks[components.mlp_layer]
     if not block.has_mlp:
         return x.double()
     param = block.mlp.W_in
@@ -249,14 +261,16 @@ def unembedding_input(model: AssignAddTransformer, x: torch.Tensor) -> torch.Ten
     return x.double() + out.double().to(x.device)
 
 
-def answer_centroids(model: AssignAddTransformer, grid: dict, vocab: Vocab | None = None) -> torch.Tensor:
+def answer_centroids(
+    model: AssignAddTransformer, grid: dict, vocab: Vocab | None = None, *, components: Components = PAPER
+) -> torch.Tensor:
     """The model's own answer directions where the unembedding reads them, without the unembedding: for
     each sum s, the mean of ``unembedding_input`` over the grid's N cells (n, m) with n + m = s mod N.
     (N, d) float64. ``grid``: the model's ``grids``."""
     vocab = vocab or model.vocab  # the model's own vocabulary (its modulus and variables)
     N = vocab.modulus
     x = grid[RESID_MID2].reshape(N * N, -1)
-    post = unembedding_input(model, x)
+    post = unembedding_input(model, x, components=components)
     _, sums = grid_tokens(vocab)
     return (
         torch.zeros(N, post.shape[1], dtype=torch.float64, device=post.device).index_add_(0, sums.to(post.device), post)
@@ -278,6 +292,7 @@ def key_frequency_edits(
     seed: int,
     vocab: Vocab | None = None,
     grid: dict | None = None,
+    components: Components = PAPER,
 ) -> dict:
     """Restricted / excluded / placebo edits of the Layer-2 MLP input (``blocks.1.hook_resid_mid`` at `=`),
     in the frequency domain of the operands, as grokking's restricted and excluded loss, each read where
@@ -308,8 +323,8 @@ def key_frequency_edits(
     from ...data import operand_sources
     from ...interventions import capture
 
-    grid = grids(model, vocab) if grid is None else grid
-    key = key_frequencies(model, vocab, grid)
+    grid = grids(model, vocab, components=components) if grid is None else grid
+    key = key_frequencies(model, vocab, grid, components=components)
     placebo = non_key_frequencies(key, len(key), vocab.modulus, seed)
     resid_grid = grid[RESID_MID2]
     src = operand_sources(tokens, vocab)
@@ -318,13 +333,13 @@ def key_frequency_edits(
     rows = torch.arange(len(tokens))
     n, m = tokens[rows, src[:, 0]], tokens[rows, src[:, 1]]
     # One clean forward (stopped at the MLP input) gives x, μ and the scale β.
-    x = capture(model, tokens, [RESID_MID2], pos=POS_EQ)[RESID_MID2].double()
+    x = capture(model, tokens, [components.RESID_MID_2], pos=POS_EQ)[components.RESID_MID_2].double()
     mu = x.mean(0)
     grid_mean = resid_grid.double().mean(dim=(0, 1))
     beta = operand_content_scale(x - grid_mean, frequency_component(resid_grid, all_frequencies(vocab.modulus), n, m))
     phi_key = beta * frequency_component(resid_grid, key, n, m)
     phi_placebo = beta * frequency_component(resid_grid, placebo, n, m)
-    centroids = answer_centroids(model, grid, vocab)
+    centroids = answer_centroids(model, grid, vocab, components=components)
     W_U, b_U = model.unembed.W_U.detach().double(), model.unembed.b_U.detach().double()
 
     # A placebo that acts on any model: as many random directions as the key frequencies occupy, removed
@@ -347,7 +362,7 @@ def key_frequency_edits(
     }
     out, through_unembedding = {}, {}
     for arm, x_new in edited.items():
-        post = unembedding_input(model, x_new)
+        post = unembedding_input(model, x_new, components=components)
         out[arm] = read_answers(centroids, post) == labels
         through_unembedding[arm] = float(((post @ W_U + b_U).argmax(-1) == labels).double().mean())
     return {
@@ -363,7 +378,12 @@ def key_frequency_edits(
 
 
 def key_frequencies_removed(
-    model: AssignAddTransformer, reference_tokens: torch.Tensor, vocab: Vocab | None = None, grid: dict | None = None
+    model: AssignAddTransformer,
+    reference_tokens: torch.Tensor,
+    vocab: Vocab | None = None,
+    grid: dict | None = None,
+    *,
+    components: Components = PAPER,
 ):
     """A control model: a copy of ``model`` with its key-frequency directions Q (orthonormal rows)
     permanently mean-ablated from the Layer-2 MLP input at `=`, via the engine's ``knockout``:
@@ -375,15 +395,16 @@ def key_frequencies_removed(
     vocab = vocab or model.vocab  # the model's own vocabulary (its modulus and variables)
     from ...interventions import Replace, Site, knockout
 
-    grid = grids(model, vocab) if grid is None else grid
-    Q = frequency_directions(grid[RESID_MID2], key_frequencies(model, vocab, grid))
-    mu = activations_at(model, reference_tokens, (RESID_MID2,))[RESID_MID2].mean(0)
+    grid = grids(model, vocab, components=components) if grid is None else grid
+    Q = frequency_directions(grid[RESID_MID2], key_frequencies(model, vocab, grid, components=components))
+    site = components.RESID_MID_2
+    mu = activations_at(model, reference_tokens, (site,))[site].mean(0)
 
     def remove(act, hook):
         Q_, mu_ = Q.to(device=act.device, dtype=act.dtype), mu.to(device=act.device, dtype=act.dtype)
         return act - ((act - mu_) @ Q_.T) @ Q_
 
-    return knockout(model, [Replace(Site(RESID_MID2, positions=POS_EQ), remove)])
+    return knockout(model, [Replace(Site(site, positions=POS_EQ), remove)])
 
 
 def embedding_spectrum(model: AssignAddTransformer, vocab: Vocab | None = None) -> torch.Tensor:
@@ -398,10 +419,10 @@ def embedding_spectrum(model: AssignAddTransformer, vocab: Vocab | None = None) 
     return p / p.sum()
 
 
-def logit_spectrum(model: AssignAddTransformer) -> torch.Tensor:
+def logit_spectrum(model: AssignAddTransformer, *, components: Components = PAPER) -> torch.Tensor:
     """Fourier spectrum of W_logit = W_out W_U of Layer 2 (what each neuron writes to each answer logit,
     (d_mlp, N)) over the answer axis: share of its variance per frequency (K,)."""
-    W = (model.blocks[1].mlp.W_out @ model.unembed.W_U).detach().double()
+    W = (model.blocks[components.mlp_layer].mlp.W_out @ model.unembed.W_U).detach().double()
     W = W - W.mean(1, keepdim=True)
     N = W.shape[1]
     F = torch.fft.rfft(W, dim=1)[:, 1 : n_frequencies(N) + 1]

@@ -12,10 +12,9 @@ import torch
 from ...data import value_positions
 from ...interventions import Replace, Site, knockout
 from ...interventions.mutants import generator
-from ...model import AssignAddTransformer, hooks
+from ...model import AssignAddTransformer
+from ...model.components import PAPER, Components
 from .circuits import variable_ov1_embeddings
-
-PATTERN_1, RESID_PRE_2, KEYS_2 = hooks.PATTERN_1, hooks.RESID_PRE_2, hooks.KEYS_2
 
 
 def uniform_rows(pattern: torch.Tensor, hook=None) -> torch.Tensor:
@@ -25,20 +24,23 @@ def uniform_rows(pattern: torch.Tensor, hook=None) -> torch.Tensor:
     return (causal / causal.sum(-1, keepdim=True)).expand_as(pattern)
 
 
-def uniform_value_attention(model: AssignAddTransformer) -> AssignAddTransformer:
-    """Layer 1's attention rows at value positions (a number right after a variable) made uniform over
-    the causal keys: the previous-token mechanism removed."""
-    return knockout(model, [Replace(Site(PATTERN_1, positions=value_positions), uniform_rows)])
+def uniform_value_attention(model: AssignAddTransformer, *, components: Components = PAPER) -> AssignAddTransformer:
+    """The previous-token head's layer's attention rows at value positions (a number right after a
+    variable) made uniform over the causal keys, every head of that layer: the previous-token mechanism
+    removed."""
+    return knockout(model, [Replace(Site(components.PATTERN_1, positions=value_positions), uniform_rows)])
 
 
-def scrambled_identity_qk(model: AssignAddTransformer, seed: int = 0) -> AssignAddTransformer:
-    """Layer 2's keys at value positions see variable identities permuted.
+def scrambled_identity_qk(
+    model: AssignAddTransformer, seed: int = 0, *, components: Components = PAPER
+) -> AssignAddTransformer:
+    """The fetching layer's keys at value positions see variable identities permuted.
 
     With X the variables' OV_1 images (rows) and pi a derangement, the key input x at a value token
     becomes x A, A = I + X^+ (X[pi] - X), the least-change linear map with X A = X[pi]: M = X QK_2 X^T
     becomes M[:, pi] there, so `=` looks up the wrong value. Other positions (the operand slots that
     constants are read from) are untouched."""
-    X = variable_ov1_embeddings(model).double()  # (V, D)
+    X = variable_ov1_embeddings(model, components=components).double()  # (V, D)
     V = X.shape[0]
     g = generator(seed, "scrambled_identity_qk")
     while True:
@@ -46,7 +48,7 @@ def scrambled_identity_qk(model: AssignAddTransformer, seed: int = 0) -> AssignA
         if not (perm == torch.arange(V)).any():
             break
     shift = (torch.linalg.pinv(X) @ (X[perm] - X)).float()  # (D, D): x A - x = x @ shift
-    W_K, stash = model.blocks[1].attn.W_K.detach().clone(), {}
+    W_K, stash = model.blocks[components.fetch_layer].attn.W_K.detach().clone(), {}
 
     def keep_input(resid, hook):  # reads the key input; changes nothing
         stash["x"] = resid
@@ -56,5 +58,9 @@ def scrambled_identity_qk(model: AssignAddTransformer, seed: int = 0) -> AssignA
         return k + torch.einsum("btd,hde->bthe", stash["x"] @ shift, W_K.to(k.dtype))
 
     return knockout(
-        model, [Replace(Site(RESID_PRE_2), keep_input), Replace(Site(KEYS_2, positions=value_positions), permute_keys)]
+        model,
+        [
+            Replace(Site(components.RESID_PRE_2), keep_input),
+            Replace(Site(components.KEYS_2, positions=value_positions), permute_keys),
+        ],
     )

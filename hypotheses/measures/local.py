@@ -18,24 +18,30 @@ import torch
 from ...data import POS_EQ, POS_LHS, POS_RHS, operand_sources, value_positions
 from ...interventions import Patch, Replace, Site, run, run_in_pieces
 from ...model import AssignAddTransformer
-from ...model.hooks import ATTN_OUT_1, PATTERN_1, PATTERN_2, RESID_MID_2, VALUES_2
+from ...model.components import PAPER, Components
 from ...random_streams import numpy_rng, torch_generator
 from .knockouts import uniform_rows
 from .residual import ov2_number_images
 
 
 # ----- Layer 1: the variable identity written at value tokens ------------------------------------------
-def _layer1_out(model, tokens, edits_for=None) -> tuple[torch.Tensor, torch.Tensor]:
-    """(attn_out_1 (B, T, D), pattern_1 (B, T, T)), Layer 1 only, under the interventions
-    ``edits_for(rows)`` gives for each piece of the batch (per-sequence edits; ``run_in_pieces``)."""
-    out = run_in_pieces(model, tokens, edits_for or (lambda rows: []), read=[ATTN_OUT_1, PATTERN_1], stop_at_layer=1)
-    return out.activations[ATTN_OUT_1], out.activations[PATTERN_1][:, 0]
+def _layer1_out(model, tokens, edits_for=None, components: Components = PAPER) -> tuple[torch.Tensor, torch.Tensor]:
+    """(attn_out_1 (B, T, D), pattern_1 (B, T, T)), up to the previous-token head's layer only, under the
+    interventions ``edits_for(rows)`` gives for each piece of the batch (per-sequence edits; ``run_in_pieces``)."""
+    c = components
+    out = run_in_pieces(
+        model, tokens, edits_for or (lambda rows: []), read=[c.ATTN_OUT_1, c.PATTERN_1], stop_at_layer=c.prev_layer + 1
+    )
+    return out.activations[c.ATTN_OUT_1], out.activations[c.PATTERN_1][:, c.prev_head]
 
 
-def _rows_to(pattern: torch.Tensor, keys: torch.Tensor, mask: torch.Tensor, mode: str) -> torch.Tensor:
+def _rows_to(
+    pattern: torch.Tensor, keys: torch.Tensor, mask: torch.Tensor, mode: str, head: int | None = None
+) -> torch.Tensor:
     """A new pattern (B, H, T, T): at rows ``mask`` (B, T), ``mode`` = "onehot" puts all weight on key
     ``keys`` (B, T); "remove" takes that key's weight away and renormalises the row over the others;
-    "dilute" mixes the row half and half with a uniform row over its causal keys (``keys`` unused)."""
+    "dilute" mixes the row half and half with a uniform row over its causal keys (``keys`` unused).
+    ``head``: edit that head only (None: every head of the layer)."""
     B, H, T, _ = pattern.shape
     onehot = torch.nn.functional.one_hot(keys.clamp(min=0), T).to(pattern.dtype)[:, None]  # (B, 1, T, T)
     if mode == "dilute":  # half the row's weight spread uniformly over its causal keys
@@ -45,7 +51,10 @@ def _rows_to(pattern: torch.Tensor, keys: torch.Tensor, mask: torch.Tensor, mode
     else:
         kept = pattern * (1 - onehot)
         new = kept / kept.sum(-1, keepdim=True).clamp(min=1e-30)
-    return torch.where(mask[:, None, :, None], new, pattern)
+    where = mask[:, None, :, None]  # (B, 1, T, 1)
+    if head is not None:
+        where = where & (torch.arange(H, device=pattern.device) == head)[None, :, None, None]
+    return torch.where(where, new, pattern)
 
 
 class RidgeProbe:
@@ -68,7 +77,14 @@ class RidgeProbe:
         return self.classes[(X.double() @ self.W + self.b).argmax(-1)]
 
 
-def identity_edits(model: AssignAddTransformer, tokens: torch.Tensor, *, seed: int, redirect: bool = True) -> dict:
+def identity_edits(
+    model: AssignAddTransformer,
+    tokens: torch.Tensor,
+    *,
+    seed: int,
+    redirect: bool = True,
+    components: Components = PAPER,
+) -> dict:
     """Which variable does Layer 1 write at each value token, clean and under edits of its attention?
 
     A ridge probe (variable id from ``attn_out_1`` at value tokens) is fitted on half the sequences of
@@ -90,7 +106,8 @@ def identity_edits(model: AssignAddTransformer, tokens: torch.Tensor, *, seed: i
     vals = value_positions(tokens, model.vocab)
     b, t = vals.nonzero(as_tuple=True)
     var_id = (tokens[b, t - 1] - model.cfg.first_var).numpy()
-    attn_out, pattern = _layer1_out(model, tokens)
+    c = components
+    attn_out, pattern = _layer1_out(model, tokens, components=c)
     in_train = numpy_rng(seed, "identity probe split").random(B) < 0.5
     train = in_train[b.numpy()]
     probe = RidgeProbe(attn_out[b, t][torch.from_numpy(train)], torch.from_numpy(var_id[train]))
@@ -130,9 +147,9 @@ def identity_edits(model: AssignAddTransformer, tokens: torch.Tensor, *, seed: i
             k, mr = keys[rows], m[rows]
             if not mr.any():  # no targeted row in this piece: nothing to edit there
                 return []
-            return [Replace(Site(PATTERN_1, positions=mr), lambda p, hook: _rows_to(p, k, mr, mode))]
+            return [Replace(Site(c.PATTERN_1, positions=mr), lambda p, hook: _rows_to(p, k, mr, mode, c.prev_head))]
 
-        acts, new_pattern = _layer1_out(model, tokens, edits_for)
+        acts, new_pattern = _layer1_out(model, tokens, edits_for, components=c)
         acted = float((new_pattern - pattern)[m].abs().sum(-1).mean())
         return reader(acts), acted
 
@@ -172,7 +189,12 @@ def _variable_operand(tokens: torch.Tensor, first_var: int, g: torch.Generator) 
 
 # ----- Layer 2 QK: where `=` attends after an identity swap ----------------------------------------------
 def identity_swap_attention(
-    model: AssignAddTransformer, tokens: torch.Tensor, *, seed: int, wrong_site: bool = False
+    model: AssignAddTransformer,
+    tokens: torch.Tensor,
+    *,
+    seed: int,
+    wrong_site: bool = False,
+    components: Components = PAPER,
 ) -> dict:
     """Swap Layer 1's output between the value token p of a variable operand and the value token d of
     a distractor assignment (same sequence), and read Layer 2's attention from `=`.
@@ -186,6 +208,7 @@ def identity_swap_attention(
     Returns per-sequence ``moved``, ``clean``, the answer after the swap (``answer_moved``: the
     distractor's value z plus the other operand), ``acted`` and ``dropped``.
     """
+    ATTN_OUT_1, PATTERN_2, head = components.ATTN_OUT_1, components.PATTERN_2, components.fetch_head
     N = model.cfg.d_vocab_out
     B = len(tokens)
     g = torch_generator(seed, "identity_swap")
@@ -209,7 +232,7 @@ def identity_swap_attention(
         read=[PATTERN_2, ATTN_OUT_1],
         last_only=True,
     )
-    before, after = clean.activations[PATTERN_2][:, 0, POS_EQ], out.activations[PATTERN_2][:, 0, POS_EQ]
+    before, after = clean.activations[PATTERN_2][:, head, POS_EQ], out.activations[PATTERN_2][:, head, POS_EQ]
     changed = (out.activations[ATTN_OUT_1] - clean.activations[ATTN_OUT_1])[k[:, None], at].norm(dim=-1)
     # Scale matters: `=` must prefer d clearly, not by a rounding-size margin of a flat pattern.
     clear = 2.0 / tokens.shape[1]  # twice the weight a uniform pattern gives one key
@@ -224,7 +247,12 @@ def identity_swap_attention(
 
 # ----- Layer 2 OV: what the MLP input gets from a variable vs a constant ------------------------------------
 def value_route_patch(
-    model: AssignAddTransformer, tokens: torch.Tensor, *, seed: int, other_number: bool = False
+    model: AssignAddTransformer,
+    tokens: torch.Tensor,
+    *,
+    seed: int,
+    other_number: bool = False,
+    components: Components = PAPER,
 ) -> dict:
     """Does Layer 2's OV write an operand's value the same way whether it sits at a variable's value
     token or in an operand slot as a constant?
@@ -242,6 +270,7 @@ def value_route_patch(
     and about 0 or below when it is as different as another number is. The "other" arm is the scale,
     (``acted``: mean |r(same) - r(x)|, how much the tested edit moved the MLP input).
     """
+    RESID_MID_2, VALUES_2 = components.RESID_MID_2, components.VALUES_2
     B = len(tokens)
     g = torch_generator(seed, "value_route_patch")
     src = operand_sources(tokens, model.vocab)
@@ -280,20 +309,23 @@ def value_route_patch(
     }
 
 
-def ov2_number_basis(model: AssignAddTransformer, head: int = 0) -> torch.Tensor:
-    """Orthonormal rows (r, d_model) spanning Layer 2's OV images of the numbers, centred: the
-    directions in which Layer 2 writes operand values into the MLP input (what the claim is about)."""
-    images = ov2_number_images(model, head)
+def ov2_number_basis(model: AssignAddTransformer, *, components: Components = PAPER) -> torch.Tensor:
+    """Orthonormal rows (r, d_model) spanning the fetching head's OV images of the numbers, centred: the
+    directions in which it writes operand values into the MLP input (what the claim is about)."""
+    images = ov2_number_images(model, components=components)
     U, S, Vh = torch.linalg.svd(images - images.mean(0), full_matrices=False)
     return Vh[S > 1e-6 * max(float(S.max()), 1e-30)]
 
 
-def ov_transmission(model: AssignAddTransformer, layer: int, embeddings: torch.Tensor, head: int = 0) -> float:
+def ov_transmission(
+    model: AssignAddTransformer, role: str, embeddings: torch.Tensor, *, components: Components = PAPER
+) -> float:
     """How strongly a layer's OV circuit passes on a set of embeddings (rows), relative to the other
     directions the layer can read:
 
         (||(E - mean) W_V W_O||_F^2 / ||E - mean||_F^2) / (||R W_V W_O||_F^2 / r)
 
+    ``role``: "previous_token_head" (OV_1) or "fetching_head" (OV_2), the head of ``components``.
     R (r, d_model) is an orthonormal basis of the directions the layer can receive (the span of
     ``interventions.mutants.layer1_inputs`` / ``layer2_inputs``, from the weights) with the span of the
     centred embeddings removed. About 1 for a random OV, and for one whose input space was rotated away
@@ -307,28 +339,33 @@ def ov_transmission(model: AssignAddTransformer, layer: int, embeddings: torch.T
 
     E = embeddings.detach().double()
     E = E - E.mean(0)
+    first = role == "previous_token_head"
+    c = components
+    layer, head = (c.prev_layer, c.prev_head) if first else (c.fetch_layer, c.fetch_head)
     a = model.blocks[layer].attn
     W = (a.W_V[head] @ a.W_O[head]).detach().double()
-    readable = span_basis(layer1_inputs(model) if layer == 0 else layer2_inputs(model))[0]  # (q, d_model)
+    readable = span_basis(layer1_inputs(model) if first else layer2_inputs(model, c))[0]  # (q, d_model)
     inside = span_basis(E)[0]  # (k, d_model): the centred embeddings' span
     R = span_basis(readable - (readable @ inside.T) @ inside)[0]  # (r, d_model), r = q - k
     average = (R @ W).pow(2).sum() / max(R.shape[0], 1)
     return float((E @ W).pow(2).sum() / E.pow(2).sum() / average.clamp(min=1e-30))
 
 
-def ov2_number_transmission(model: AssignAddTransformer, head: int = 0) -> float:
-    """``ov_transmission`` of Layer 2's OV for the number embeddings (what it must copy to `=`)."""
-    return ov_transmission(model, 1, model.embed.W_E[: model.cfg.d_vocab_out], head)
+def ov2_number_transmission(model: AssignAddTransformer, *, components: Components = PAPER) -> float:
+    """``ov_transmission`` of the fetching head's OV for the number embeddings (what it must copy to `=`)."""
+    return ov_transmission(model, "fetching_head", model.embed.W_E[: model.cfg.d_vocab_out], components=components)
 
 
-def ov1_variable_transmission(model: AssignAddTransformer, head: int = 0) -> float:
-    """``ov_transmission`` of Layer 1's OV for the variable embeddings (what it must copy to value tokens)."""
+def ov1_variable_transmission(model: AssignAddTransformer, *, components: Components = PAPER) -> float:
+    """``ov_transmission`` of the previous-token head's OV for the variable embeddings (what it must
+    copy to value tokens)."""
     first = model.cfg.first_var
-    return ov_transmission(model, 0, model.embed.W_E[first : first + model.cfg.n_vars], head)
+    variables = model.embed.W_E[first : first + model.cfg.n_vars]
+    return ov_transmission(model, "previous_token_head", variables, components=components)
 
 
 def ov1_variables_against_placements(
-    model: AssignAddTransformer, *, seed: int, draws: int = 1000, head: int = 0
+    model: AssignAddTransformer, *, seed: int, draws: int = 1000, components: Components = PAPER
 ) -> tuple[torch.Tensor, float, torch.Tensor]:
     """Is the place of the variables in Layer 1's input space special to its OV circuit?
 
@@ -349,7 +386,7 @@ def ov1_variables_against_placements(
     first = model.cfg.first_var
     E = model.embed.W_E[first : first + model.cfg.n_vars].detach().double()
     E = E - E.mean(0)
-    a = model.blocks[0].attn
+    a, head = model.blocks[components.prev_layer].attn, components.prev_head
     W = (a.W_V[head] @ a.W_O[head]).detach().double()
     P = span_basis(layer1_inputs(model))[0]  # (q, d_model)
     sigma = torch.linalg.svdvals(E)
@@ -363,5 +400,5 @@ def ov1_variables_against_placements(
     placed = (sigma[None, :, None] * SB).pow(2).sum((1, 2)) / sigma.pow(2).sum()
     rest = (total - SB.pow(2).sum((1, 2))) / (q - k)
     null = placed / rest.clamp(min=1e-30)
-    gain = ov1_variable_transmission(model, head)
+    gain = ov1_variable_transmission(model, components=components)
     return null < gain, gain, null

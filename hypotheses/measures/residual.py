@@ -18,11 +18,13 @@ import torch
 from ...data import POS_EQ, operand_sources
 from ...data.tokens import POS_LHS, POS_RHS, VOCAB, Vocab
 from ...interventions import Replace, Site, run
-from ...model import AssignAddTransformer, hooks
+from ...model import AssignAddTransformer
+from ...model.components import PAPER, Components
 from ...random_streams import numpy_rng
 from .fourier import activations_at
 
-RESID_MID2, ATTN_OUT2 = hooks.RESID_MID_2, hooks.ATTN_OUT_2
+# The paper's sites; every function reads those of the ``components`` it is given.
+RESID_MID2, ATTN_OUT2 = PAPER.RESID_MID_2, PAPER.ATTN_OUT_2
 
 
 def constant_rewrite(tokens: torch.Tensor, vocab: Vocab = VOCAB) -> torch.Tensor:
@@ -74,7 +76,9 @@ def centred_cosine(x: torch.Tensor, y: torch.Tensor, mean: torch.Tensor) -> torc
 N_REFERENCE_REWRITES = 8
 
 
-def matched_vs_mismatched(model: AssignAddTransformer, tokens: torch.Tensor, seed: int, basis: torch.Tensor) -> dict:
+def matched_vs_mismatched(
+    model: AssignAddTransformer, tokens: torch.Tensor, seed: int, basis: torch.Tensor, *, components: Components = PAPER
+) -> dict:
     """Is r(x) the constant run's r(c(x)), beyond what the shared prefix gives?
 
     Each sequence's residuals are centred on its own prefix: μ_i = mean_j r(c'_j(x_i)) over
@@ -96,6 +100,7 @@ def matched_vs_mismatched(model: AssignAddTransformer, tokens: torch.Tensor, see
         other_values_rewrite(tokens, seed, model.vocab, label=f"matched vs mismatched rewrite {j}")[0]
         for j in range(N_REFERENCE_REWRITES + 1)
     ]
+    RESID_MID2 = components.RESID_MID_2
     r = activations_at(model, torch.cat([tokens, const, *rewrites]), [RESID_MID2])[RESID_MID2]
     r = r.reshape(N_REFERENCE_REWRITES + 3, B, -1)
     r = r @ basis.to(r.dtype).T  # compare only in these directions
@@ -108,23 +113,25 @@ def matched_vs_mismatched(model: AssignAddTransformer, tokens: torch.Tensor, see
     }
 
 
-def ov2_number_images(model: AssignAddTransformer, head: int = 0) -> torch.Tensor:
-    """OV_2 e_n = W_E[n] W_V W_O of Layer 2 for every number n: (N, d_model) float64."""
-    a = model.blocks[1].attn
+def ov2_number_images(model: AssignAddTransformer, *, components: Components = PAPER) -> torch.Tensor:
+    """OV_2 e_n = W_E[n] W_V W_O of the fetching head (Layer 2's) for every number n: (N, d_model) float64."""
+    a, head = model.blocks[components.fetch_layer].attn, components.fetch_head
     N = model.cfg.d_vocab_out
     return (model.embed.W_E[:N] @ a.W_V[head] @ a.W_O[head]).detach().double()
 
 
-def ov2_additivity(model: AssignAddTransformer, tokens: torch.Tensor, seed: int) -> dict:
+def ov2_additivity(
+    model: AssignAddTransformer, tokens: torch.Tensor, seed: int, *, components: Components = PAPER
+) -> dict:
     """Is Layer 2's attention output at `=` the sum of its operands' OV_2 images?
 
     Per sequence: cos(attn_out_2[15] - μ_a, s_i - μ_s) with s_i = OV_2 e_{n1} + OV_2 e_{n2} (matched)
     and the same with s_{π(i)} for a seeded permutation π (shuffled), μ the means over the pool.
     Returns {"matched", "shuffled", "difference"} (B,) each."""
     vals = operand_values(tokens, model.vocab)
-    ov = ov2_number_images(model)
+    ov = ov2_number_images(model, components=components)
     s = ov[vals[:, 0]] + ov[vals[:, 1]]
-    a = activations_at(model, tokens, [ATTN_OUT2])[ATTN_OUT2]
+    a = activations_at(model, tokens, [components.ATTN_OUT_2])[components.ATTN_OUT_2]
     perm = torch.from_numpy(numpy_rng(seed, "ov2 additivity shuffle").permutation(len(tokens)))
     mu_a, mu_s = a.mean(0), s.mean(0)
     matched = torch.nn.functional.cosine_similarity(a - mu_a, s - mu_s, dim=-1, eps=1e-12)
@@ -133,7 +140,12 @@ def ov2_additivity(model: AssignAddTransformer, tokens: torch.Tensor, seed: int)
 
 
 def constant_difference_interchange(
-    model: AssignAddTransformer, tokens: torch.Tensor, seed: int, *, matched: bool = True
+    model: AssignAddTransformer,
+    tokens: torch.Tensor,
+    seed: int,
+    *,
+    matched: bool = True,
+    components: Components = PAPER,
 ) -> dict:
     """The causal test of a shared residual: move the variable run along a *constant-run* difference.
 
@@ -145,6 +157,7 @@ def constant_difference_interchange(
     argmax == x's sum}. The control ``matched=False`` subtracts the constant run of *another* sequence's
     values (a seeded permutation) instead of c(x), so nothing cancels x's own operands.
     """
+    RESID_MID2 = components.RESID_MID_2
     N = model.cfg.d_vocab_out
     const = constant_rewrite(tokens, model.vocab)
     # one c'(x) for every arm (the claim, the mismatched constant run)
@@ -173,7 +186,14 @@ def constant_difference_interchange(
 READOUT_POOL_MIN = 1000
 
 
-def operand_value_readout(model: AssignAddTransformer, tokens: torch.Tensor, seed: int, ridge: float = 1e-6) -> dict:
+def operand_value_readout(
+    model: AssignAddTransformer,
+    tokens: torch.Tensor,
+    seed: int,
+    ridge: float = 1e-6,
+    *,
+    components: Components = PAPER,
+) -> dict:
     """How much of the two operands' values, as the model embeds them, can be read linearly from what
     Layer 2's attention hands the MLP at `=`?
 
@@ -200,7 +220,7 @@ def operand_value_readout(model: AssignAddTransformer, tokens: torch.Tensor, see
     E = model.embed.W_E[:N].detach().double()
     E = E - E.mean(0)
     y = E[vals[:, 0]] + E[vals[:, 1]]  # (B, d_model)
-    a = activations_at(model, tokens, [ATTN_OUT2])[ATTN_OUT2]  # (B, d_model) float64
+    a = activations_at(model, tokens, [components.ATTN_OUT_2])[components.ATTN_OUT_2]  # (B, d_model) float64
     perm = torch.from_numpy(numpy_rng(seed, "operand value read-out split").permutation(len(tokens)))
     fit, held = perm[: len(tokens) // 2], perm[len(tokens) // 2 :]
     a_mean, y_mean = a[fit].mean(0), y[fit].mean(0)

@@ -30,7 +30,7 @@ import torch
 from ...data import KIND_0VAR, KIND_1VAR_LHS, KIND_1VAR_RHS, KIND_2VAR, POS_EQ, build_sequences, operand_sources
 from ...data.tokens import POS_LHS, POS_PLUS, POS_RHS, Vocab
 from ...interventions import Patch, Replace, Site, run
-from ...model.hooks import ATTN_OUT_1, ATTN_OUT_2, VALUES_2, act_name
+from ...model.components import PAPER, Components
 from ...random_streams import numpy_rng, torch_generator
 
 # Layer 1's output at positions 0-14, what each correspondence says it carries (and so what a donor cell
@@ -99,7 +99,9 @@ def routing_keys(tokens: torch.Tensor, cfg, features: str) -> torch.Tensor:
     return pos.clone()
 
 
-def routing_scrub(model, tokens: torch.Tensor, labels: torch.Tensor, *, seed: int, features: str) -> dict:
+def routing_scrub(
+    model, tokens: torch.Tensor, labels: torch.Tensor, *, seed: int, features: str, components: Components = PAPER
+) -> dict:
     """Accuracy with Layer 1's output at positions 0..14 resampled from cells that share what
     ``features`` says they carry (``ROUTING_FEATURES``). Returns {"correct": (B,), "acted": the mean change
     (L2 norm) over every resampled cell, "change": (B,) each sequence's mean change over its resampled
@@ -112,7 +114,8 @@ def routing_scrub(model, tokens: torch.Tensor, labels: torch.Tensor, *, seed: in
     scrubbed[:, : POS_RHS + 1] = True
     flat = torch.arange(B * T).reshape(B, T)[scrubbed]
     donor = _donors(key[scrubbed], torch_generator(seed, f"routing_scrub.{features}"))
-    clean = run(model, tokens, [], read=[ATTN_OUT_1], stop_at_layer=1).activations[ATTN_OUT_1]
+    ATTN_OUT_1 = components.ATTN_OUT_1
+    clean = run(model, tokens, [], read=[ATTN_OUT_1], stop_at_layer=components.prev_layer + 1).activations[ATTN_OUT_1]
     source = clean.reshape(B * T, -1)[flat[donor]]  # (n, D)
     new = clean.clone()
     new[scrubbed] = source
@@ -152,7 +155,9 @@ def _same_values_sequences(
     return torch.from_numpy(build_sequences(kind, var1, var2, n1, n2, rng, task.vocab))
 
 
-def addition_scrub(model, tokens: torch.Tensor, labels: torch.Tensor, task, *, seed: int, features: str) -> dict:
+def addition_scrub(
+    model, tokens: torch.Tensor, labels: torch.Tensor, task, *, seed: int, features: str, components: Components = PAPER
+) -> dict:
     """Accuracy with Layer 2's output at `=` patched from a fresh sequence that keeps ``features`` of
     the base ("hypothesis": both operand values; "first_operand_only": the first; "none": neither, the
     floor). Returns {"correct": (B,), "acted": the mean change (L2 norm) at `=`, "change": (B,) each
@@ -166,6 +171,7 @@ def addition_scrub(model, tokens: torch.Tensor, labels: torch.Tensor, task, *, s
     if features == "none":
         values = torch.from_numpy(rng.integers(0, task.vocab.modulus, size=(len(tokens), 2)))
     donors = _same_values_sequences(values, task, rng, first_only=features == "first_operand_only")
+    ATTN_OUT_2 = components.ATTN_OUT_2
     clean = run(model, tokens, [], read=[ATTN_OUT_2], last_only=True).activations[ATTN_OUT_2][:, POS_EQ]
     out = run(model, tokens, [Patch(Site(ATTN_OUT_2, positions=POS_EQ), donors)], read=[ATTN_OUT_2], last_only=True)
     change = (out.activations[ATTN_OUT_2][:, POS_EQ] - clean).norm(dim=-1)  # (B,)
@@ -183,7 +189,6 @@ def addition_scrub(model, tokens: torch.Tensor, labels: torch.Tensor, task, *, s
 # with a fresh draw (the placebo C'), and each part "removed" (resampled from a cell that differs in
 # what it carries). A run is one forward in which each hook's activation is re-read through its map,
 # so a donor's value is its value in the same (scrubbed) forward: the donor is scrubbed too.
-MLP_OUT_2 = act_name("mlp_out", 1)
 ALL_CELLS = "every cell the plan moves"
 PARTS = (
     "non_value_tokens",
@@ -193,14 +198,24 @@ PARTS = (
     "rhs_value_read",
     "mlp_adds",
 )
-PART_HOOK = {
-    "non_value_tokens": ATTN_OUT_1,
-    "value_token_identity": ATTN_OUT_1,
-    "eq_operand_identity": ATTN_OUT_1,
-    "lhs_value_read": VALUES_2,
-    "rhs_value_read": VALUES_2,
-    "mlp_adds": MLP_OUT_2,
-}
+
+
+def part_hooks(components: Components = PAPER) -> dict[str, str]:
+    """The activation each part is, at the ``components``' sites: {part: hook name}."""
+    c = components
+    return {
+        "non_value_tokens": c.ATTN_OUT_1,
+        "value_token_identity": c.ATTN_OUT_1,
+        "eq_operand_identity": c.ATTN_OUT_1,
+        "lhs_value_read": c.VALUES_2,
+        "rhs_value_read": c.VALUES_2,
+        "mlp_adds": c.MLP_OUT_2,
+    }
+
+
+# The paper's sites (``Components.paper()``).
+PART_HOOK = part_hooks(PAPER)
+ATTN_OUT_1, VALUES_2, MLP_OUT_2 = PAPER.ATTN_OUT_1, PAPER.VALUES_2, PAPER.MLP_OUT_2
 
 
 def _pick(
@@ -295,13 +310,16 @@ def _cells(tokens: torch.Tensor, first_var: int, modulus: int, n_vars: int) -> d
     }
 
 
-def scrub_plans(model, tokens: torch.Tensor, labels: torch.Tensor, *, seed: int) -> dict:
+def scrub_plans(
+    model, tokens: torch.Tensor, labels: torch.Tensor, *, seed: int, components: Components = PAPER
+) -> dict:
     """Donor maps for the full hypothesis scrub, its fresh redraw and each part removed.
 
     Returns {"hypothesis": {hook: map}, "redrawn": {hook: map}, "removed": {part: {hook: map}},
     "targets": {part: flat cells}, "removed_share": {part: share of its cells given a differing donor}}.
     A map is a LongTensor (B * T,) of the flat cell each cell reads; the identity leaves a cell alone.
     ``removed[part]`` holds only that part's cells (apply it over a plan, or alone on the clean model)."""
+    ATTN_OUT_1, VALUES_2, MLP_OUT_2 = components.ATTN_OUT_1, components.VALUES_2, components.MLP_OUT_2
     cfg = model.cfg
     c = _cells(tokens, cfg.first_var, cfg.d_vocab_out, cfg.n_vars)
     B, T, flat, pos, tok = c["B"], c["T"], c["flat"], c["pos"], tokens
@@ -418,7 +436,7 @@ def run_plan(model, tokens: torch.Tensor, labels: torch.Tensor, plan: dict, meas
 
 
 def identity_removed(model, tokens: torch.Tensor, *, seed: int, label: str) -> torch.Tensor:
-    """The donor map for ``blocks.0.hook_attn_out`` that removes the variable identity at value tokens:
+    """The donor map for ``ATTN_OUT_1`` (the paper's ``blocks.0.hook_attn_out``) that removes the variable identity at value tokens:
     each value token reads a value token at the same position after another variable (the
     ``value_token_identity`` part removed, alone)."""
     c = _cells(tokens, model.cfg.first_var, model.cfg.d_vocab_out, model.cfg.n_vars)

@@ -1,0 +1,277 @@
+"""Finding the circuit's components in a model: which head is the previous-token head, which head `=`
+uses to fetch the operand values, which MLP adds them (SPEC §2.1).
+
+The claims of §4 are about roles, not about ``blocks.0`` and ``blocks.1``: on the paper's model each role
+has one possible site, on a variant (more heads, more layers) it may sit elsewhere. Each role is found
+by a search fixed here before any variant was looked at, then the claim decides on what was found
+exactly as it decides on the paper's site. The searches are cheap (one hooked forward of a few hundred
+sequences, and one more per candidate MLP) and deterministic (the first ``LOCATE_SIZE`` sequences of the
+context's own training pools, no random draw).
+
+Pre-registered searches, in this order (each reads the one before):
+
+    silent heads      a head h of layer l writes o = z_h W_O^h at each position (b_O, shared by the layer,
+                      left out). At the rows a search reads, a head whose mean ||o|| is below
+                      ``SILENT_SHARE`` (0.01) of the largest head's (over every head of the model, at the
+                      same rows) is not a candidate: it writes nothing anyone could read, so no attention
+                      pattern of its own can make it the component (a dead head, W_O = 0, is never chosen
+                      while a head that writes is a candidate; when every candidate of a role is silent,
+                      none is left out, and the claim decides on a head that writes nothing: it fails on
+                      its own items rather than erroring, as on the paper's model, where each role has one
+                      candidate whatever its size).
+    previous-token    candidates: heads in layers 0 .. n_layers - 2 (a later layer must read what it
+    head              writes). score = mean over value tokens t of 1-var and 2-var training sequences of
+                      A[t, t - 1]: the weight from each assignment's value token to its variable token.
+    fetching head     candidates: heads in layers after the previous-token head's. score = mean over a
+                      pool of 0-, 1- and 2-var training sequences of A[15, s_1] + A[15, s_2], s the two
+                      operand sources (``data.operand_sources``: a variable's value token, a constant's
+                      slot), the weight `=` puts where the operands' values sit.
+    adding MLP        candidates: layers at or after the fetching head's whose MLP computes
+                      (``cfg.mlp_layers``). score = share of answers at `=` (same pool) that change when
+                      that MLP's output at `=` is replaced by its mean over the pool.
+
+The highest score wins; ties go to the lowest (layer, head). Each role reports what it found, its score,
+the runner-up and its score (None when there was one candidate), how many candidates there were and how
+many heads were left out as silent. On the paper's configuration every role has exactly one candidate,
+the paper's site, so nothing about its report changes. ``given`` pins the components instead
+(``assignadd-verify --components``), and the report says they were given.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from ..data import POS_EQ, operand_sources, value_positions
+from ..model.components import Components
+from ..model.hooks import act_name
+
+LOCATE_SIZE = 256  # sequences taken from the start of each pool the search reads
+SILENT_SHARE = 0.01  # a head writing < 1% of the largest head's mean norm at the rows read writes nothing
+ROLES = ("previous_token_head", "fetching_head", "adding_mlp")
+POOLS = {"previous_token_head": ("1var_train", "2var_train"), "other": ("0var_train", "1var_train", "2var_train")}
+
+
+class LocateError(ValueError):
+    """A role has no candidate in this model (e.g. one layer only, or no MLP after the fetching head)."""
+
+
+@dataclass(frozen=True)
+class Role:
+    """What the search found for one role. ``found`` and ``runner_up`` are (layer, head) for a head,
+    (layer,) for an MLP."""
+
+    role: str
+    found: tuple
+    score: float | None
+    runner_up: tuple | None
+    runner_up_score: float | None
+    candidates: int
+    silent: int  # heads that were left out because they write nothing at the rows read
+    how: str  # "searched" or "given"
+
+    def to_dict(self) -> dict:
+        def name(site):
+            return None if site is None else ".".join(str(i) for i in site)
+
+        def r(x):
+            return None if x is None else round(float(x), 6)
+
+        return {
+            "found": name(self.found),
+            "score": r(self.score),
+            "runner_up": name(self.runner_up),
+            "runner_up_score": r(self.runner_up_score),
+            "candidates": self.candidates,
+            "silent_heads": self.silent,
+            "how": self.how,
+        }
+
+
+@dataclass(frozen=True)
+class Located:
+    """The components of one model, and how each was found."""
+
+    components: Components
+    roles: dict  # role name -> Role, in ``ROLES`` order
+
+    @property
+    def given(self) -> bool:
+        return any(r.how == "given" for r in self.roles.values())
+
+    @property
+    def reported(self) -> bool:
+        """Whether a report names the components: anything but the paper's layout with one candidate per
+        role, found by the search (the report of the paper's model is then exactly what it always was)."""
+        single = all(r.candidates == 1 for r in self.roles.values())
+        return self.given or not (single and self.components.is_paper)
+
+    def to_dict(self) -> dict:
+        return {role: self.roles[role].to_dict() for role in ROLES}
+
+
+def _ranked(scores: dict) -> list:
+    """Candidates best first: highest score, ties to the lowest site."""
+    return sorted(scores, key=lambda site: (-scores[site], site))
+
+
+def _role(role: str, scores: dict, silent: int) -> Role:
+    if not scores:
+        raise LocateError(f"no candidate for the {role.replace('_', ' ')} in this model")
+    order = _ranked(scores)
+    second = order[1] if len(order) > 1 else None
+    return Role(
+        role,
+        order[0],
+        scores[order[0]],
+        second,
+        None if second is None else scores[second],
+        len(order),
+        silent,
+        "searched",
+    )
+
+
+def _head_writes(model, z: dict, rows) -> dict:
+    """Mean ||z_h W_O^h|| at ``rows`` (an index into (B, T)) for every head: {(layer, head): float}."""
+    out = {}
+    for layer, zl in z.items():
+        W_O = model.blocks[layer].attn.W_O.detach().double()  # (H, d_head, d_model)
+        at = zl[rows].double()  # (K, H, d_head)
+        writes = torch.einsum("khd,hde->khe", at, W_O).norm(dim=-1).mean(0)  # (H,)
+        out.update({(layer, h): float(writes[h]) for h in range(len(writes))})
+    return out
+
+
+def _without_silent(scores: dict, writes: dict) -> tuple[dict, int]:
+    """(the candidates of ``scores`` that write, how many were left out as silent): a head writing less
+    than ``SILENT_SHARE`` of the largest head's mean norm (``writes``, every head of the model) is left
+    out, unless every candidate is (then none is)."""
+    top = max(writes.values(), default=0.0)
+    live = {site: v for site, v in scores.items() if top > 0 and writes[site] >= SILENT_SHARE * top}
+    if not live:
+        return scores, 0
+    return live, len(scores) - len(live)
+
+
+@torch.no_grad()
+def locate(model, assignments: torch.Tensor, mixed: torch.Tensor) -> Located:
+    """The three searches of the module docstring on ``model``. ``assignments``: 1-var and 2-var training
+    sequences (B1, T); ``mixed``: 0-, 1- and 2-var training sequences (B2, T)."""
+    from ..interventions import Mean, Site, capture, run
+
+    cfg = model.cfg
+    layers = range(cfg.n_layers)
+    names = [act_name(k, layer) for layer in layers for k in ("pattern", "z")]
+    acts = {"assignments": capture(model, assignments, names), "mixed": capture(model, mixed, names)}
+
+    # previous-token head: value token t -> its variable token t - 1
+    vals = value_positions(assignments, model.vocab)
+    b, t = vals.nonzero(as_tuple=True)
+    a = acts["assignments"]
+    writes = _head_writes(model, {layer: a[act_name("z", layer)] for layer in layers}, (b, t))
+    scores = {}
+    for layer in range(cfg.n_layers - 1):
+        weight = a[act_name("pattern", layer)][b, :, t, t - 1].double().mean(0)  # (H,)
+        scores.update({(layer, h): float(weight[h]) for h in range(cfg.n_heads)})
+    prev = _role("previous_token_head", *_without_silent(scores, writes))
+
+    # fetching head: `=` -> the two operand sources
+    m = acts["mixed"]
+    src = operand_sources(mixed, model.vocab)
+    ok = (src >= 0).all(1)
+    rows = ok.nonzero().squeeze(1)
+    eq_rows = (rows, torch.full_like(rows, POS_EQ))
+    writes = _head_writes(model, {layer: m[act_name("z", layer)] for layer in layers}, eq_rows)
+    scores = {}
+    for layer in range(prev.found[0] + 1, cfg.n_layers):
+        eq = m[act_name("pattern", layer)][rows, :, POS_EQ].double()  # (K, H, T)
+        s = src[rows]
+        on = eq.gather(2, s[:, None, :].expand(-1, eq.shape[1], -1)).sum(-1).mean(0)  # (H,)
+        scores.update({(layer, h): float(on[h]) for h in range(cfg.n_heads)})
+    fetch = _role("fetching_head", *_without_silent(scores, writes))
+
+    # adding MLP: mean-ablate its output at `=`; how many answers change?
+    clean = run(model, mixed, [], last_only=True).last_logits.argmax(-1)
+    scores = {}
+    for layer in sorted(cfg.mlp_layers):
+        if layer < fetch.found[0]:
+            continue
+        ablated = run(model, mixed, [Mean(Site(act_name("mlp_out", layer), positions=POS_EQ), mixed)], last_only=True)
+        scores[(layer,)] = float((ablated.last_logits.argmax(-1) != clean).double().mean())
+    mlp = _role("adding_mlp", scores, 0)
+
+    components = Components(prev.found[0], prev.found[1], fetch.found[0], fetch.found[1], mlp.found[0])
+    return Located(components, {"previous_token_head": prev, "fetching_head": fetch, "adding_mlp": mlp})
+
+
+# The roles each claim reads (the behaviour claims, not listed, read the whole circuit).
+CLAIM_ROLES = {
+    "previous_token_head": ("previous_token_head",),
+    "identity_qk": ("previous_token_head", "fetching_head"),
+    "shared_residual": ("fetching_head", "adding_mlp"),
+    "fourier_neurons": ("adding_mlp",),
+}
+
+
+def claim_components(components: Components, claim: str) -> dict[str, str]:
+    """The components claim ``claim`` reads, as people write them: {"previous_token_head": "0.1", ...}."""
+    labels = components.labels()
+    return {role: labels[role] for role in CLAIM_ROLES.get(claim, ROLES)}
+
+
+def search_pools(ctx) -> tuple[torch.Tensor, torch.Tensor]:
+    """(assignments, mixed) from ``ctx``'s pools: the first ``LOCATE_SIZE`` sequences of each."""
+    assignments = torch.cat([ctx.pool(p)[0][:LOCATE_SIZE] for p in POOLS["previous_token_head"]])
+    mixed = torch.cat([ctx.pool(p)[0][:LOCATE_SIZE] for p in POOLS["other"]])
+    return assignments, mixed
+
+
+def given(components: Components, model=None) -> Located:
+    """``components`` pinned by the user, checked against ``model`` (when given); raises ``ValueError``
+    (one line)."""
+    if model is not None:
+        check(components, model.cfg)
+    roles = {
+        "previous_token_head": (components.prev_layer, components.prev_head),
+        "fetching_head": (components.fetch_layer, components.fetch_head),
+        "adding_mlp": (components.mlp_layer,),
+    }
+    return Located(components, {r: Role(r, site, None, None, None, 1, 0, "given") for r, site in roles.items()})
+
+
+def check(components: Components, cfg) -> None:
+    """Refuse components this model cannot have, with one line."""
+    c = components
+    for what, layer, head in (("prev", c.prev_layer, c.prev_head), ("fetch", c.fetch_layer, c.fetch_head)):
+        if not (0 <= layer < cfg.n_layers and 0 <= head < cfg.n_heads):
+            raise ValueError(
+                f"{what}={layer}.{head}: the model has {cfg.n_layers} layers of {cfg.n_heads} heads (0-based)"
+            )
+    if not c.prev_layer < c.fetch_layer:
+        raise ValueError(f"fetch={c.fetch_layer}.{c.fetch_head} must be in a layer after prev={c.prev_layer}")
+    if c.mlp_layer not in cfg.mlp_layers or c.mlp_layer < c.fetch_layer:
+        raise ValueError(
+            f"mlp={c.mlp_layer}: must be a layer with an MLP ({', '.join(map(str, cfg.mlp_layers)) or 'none'}) "
+            f"at or after fetch's layer {c.fetch_layer}"
+        )
+
+
+def parse(text: str) -> Components:
+    """``"prev=L.H,fetch=L.H,mlp=L"`` -> Components; raises ``ValueError`` with one line."""
+    want = {"prev": 2, "fetch": 2, "mlp": 1}
+    found = {}
+    for part in text.split(","):
+        key, eq, value = part.strip().partition("=")
+        if not eq or key not in want:
+            raise ValueError(f"--components: expected prev=L.H,fetch=L.H,mlp=L, got {text!r}")
+        numbers = value.split(".")
+        if len(numbers) != want[key] or not all(n.isdigit() for n in numbers):
+            form = "L.H" if want[key] == 2 else "L"
+            raise ValueError(f"--components: {key} must be {form} (non-negative integers), got {value!r}")
+        found[key] = [int(n) for n in numbers]
+    missing = [k for k in want if k not in found]
+    if missing:
+        raise ValueError(f"--components: missing {', '.join(missing)} (expected prev=L.H,fetch=L.H,mlp=L)")
+    return Components(*found["prev"], *found["fetch"], found["mlp"][0])
