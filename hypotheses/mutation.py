@@ -21,6 +21,7 @@ from ..data import Task
 from ..interventions.mutants import COMPONENTS, MUTANTS, Mutant, changed_parameters
 from ..model.components import PAPER, Components
 from .base import Context, _r
+from .interfaces import broken_naming, check_all
 from . import run_all
 
 # The claim that owns each component of the circuit (SPEC §6). The unembedding owns no claim: a break
@@ -85,6 +86,7 @@ class Cell:
     verdict: str
     expected: str  # "pass", "fail", "not judged"; on a symmetry mutant the unbroken verdict, whatever it is
     reason: str
+    interface: str | None = None  # an interface-broken check naming this claim (hypotheses/interfaces.py)
 
     @property
     def judged(self) -> bool:
@@ -92,8 +94,12 @@ class Cell:
 
     @property
     def right(self) -> bool | None:
-        """None for a cell that is not judged; else whether the verdict is the expected one."""
-        return None if not self.judged else self.verdict == self.expected
+        """None for a cell that is not judged; else whether the verdict is the expected one. A break the
+        claim is expected to fail is also seen when an interface naming the claim is broken: one
+        checkpoint cannot tell a writer that recoded its output from a reader that recoded its input."""
+        if not self.judged:
+            return None
+        return self.verdict == self.expected or (self.expected == "fail" and self.interface is not None)
 
 
 def mutation_matrix(
@@ -134,6 +140,7 @@ def mutation_matrix(
     unbroken_results = run_all(unbroken_ctx, claims)
     unbroken = {r.claim: r.verdict for r in unbroken_results}
     cells, changed, claim_ids, results_of = [], {}, None, {"(unbroken)": unbroken_results}
+    interfaces_of = {"(unbroken)": check_all(unbroken_ctx)}
     for name in names:
         if progress:
             progress(name)
@@ -145,9 +152,17 @@ def mutation_matrix(
             mutant_ctx.pin(located)
         results = run_all(mutant_ctx, claims)
         results_of[name] = results
+        interfaces_of[name] = checks = check_all(mutant_ctx)
         claim_ids = [r.claim for r in results]
         cells += [
-            Cell(r.claim, name, r.verdict, expected(r.claim, mutant, unbroken.get(r.claim, "error")), r.reason)
+            Cell(
+                r.claim,
+                name,
+                r.verdict,
+                expected(r.claim, mutant, unbroken.get(r.claim, "error")),
+                r.reason,
+                broken_naming(checks, r.claim),
+            )
             for r in results
         ]
     return {
@@ -156,6 +171,7 @@ def mutation_matrix(
         "cells": cells,
         "changed": changed,
         "unbroken": unbroken,
+        "interfaces": interfaces_of,  # hypotheses.interfaces.check_all per model
         "results": results_of,  # the ClaimResults themselves (not in the JSON): deciding values, evidence
     }
 
@@ -179,6 +195,9 @@ def matrix_to_dict(matrix: dict) -> dict:
             ],
             "claims": matrix["claims"],
             "unbroken": matrix.get("unbroken", {}),
+            "interfaces": {
+                m: {c["interface"]: c["verdict"] for c in checks} for m, checks in matrix.get("interfaces", {}).items()
+            },
             "cells": cells,
             "summary": {
                 "judged": len(judged),
@@ -200,7 +219,10 @@ def render_matrix(doc: dict, markdown: bool = False) -> str:
     def mark(c):
         return "·" if c["right"] is None else ("✓" if c["right"] else "✗")
 
-    rows = [[m] + [f"{cell[(c, m)]['verdict']} {mark(cell[(c, m)])}" for c in claims] for m in mutants]
+    def shown(c):  # "/if": an interface naming the claim is broken (hypotheses/interfaces.py)
+        return c["verdict"] + ("/if" if c.get("interface") else "") + " " + mark(c)
+
+    rows = [[m] + [shown(cell[(c, m)]) for c in claims] for m in mutants]
     if doc.get("unbroken"):  # the checkpoint itself, the row every other is read against
         rows.insert(0, ["(unbroken)"] + [doc["unbroken"].get(c, "-") for c in claims])
     header = ["mutant"] + claims
@@ -218,6 +240,11 @@ def render_matrix(doc: dict, markdown: bool = False) -> str:
     widths = [max(len(str(x[i])) for x in [header] + rows) for i in range(len(header))]
     fmt = "  ".join("{:<%d}" % w for w in widths)
     lines = [fmt.format(*header), fmt.format(*["-" * w for w in widths])] + [fmt.format(*r) for r in rows]
-    lines += ["", "✓ verdict as expected   ✗ not as expected   · downstream of the break: shown, not judged", foot]
+    lines += [
+        "",
+        "✓ verdict as expected   ✗ not as expected   · downstream of the break: shown, not judged   "
+        "/if an interface naming the claim is broken",
+        foot,
+    ]
     lines += [f"wrong: {w}" for w in s["wrong"]]
     return "\n".join(lines) + "\n"

@@ -200,6 +200,35 @@ def _ov2_rank_cut(rank):
     return build
 
 
+def _ov2_output_recoded(model, gen, c):
+    """Layer 2's W_O (d_head, d_model) replaced by U' S V'^T: its singular values kept, both singular
+    bases Haar-random. Layer 2 still writes every value it reads, at the same strengths, in a basis
+    the MLP was not trained on."""
+    at, head = _head(c, 1)
+    a = _attn(model, at)
+    for h in (head,):
+        S = torch.linalg.svdvals(a.W_O[h].double())
+        U, V = random_rotation(a.W_O.shape[1], gen).double(), random_rotation(a.W_O.shape[2], gen).double()
+        a.W_O[h].copy_((U[:, : len(S)] @ torch.diag(S) @ V[: len(S)]).float())
+
+
+def _value_bias_shifted(model, gen, c):
+    """Layer 2's value bias b_V += δ, δ Gaussian with 3x W_V's mean column norm per coordinate: attention
+    weights sum to 1, so Layer 2's output moves by the same δ W_O at every position, a constant offset
+    the MLP reads."""
+    at, head = _head(c, 1)
+    a = _attn(model, at)
+    scale = 3 * a.W_V[head].norm(dim=0).mean()
+    a.b_V[head].add_(torch.randn(a.b_V.shape[-1], generator=gen) * scale)
+
+
+def _mlp_output_rotated(model, gen, c):
+    """The Layer-2 MLP's W_out output space rotated: every neuron still computes what it did and writes
+    it, at the same strength, into directions the unembedding does not read as before."""
+    mlp = model.blocks[c.mlp_layer].mlp
+    mlp.W_out.copy_(mlp.W_out @ random_rotation(mlp.W_out.shape[1], gen))
+
+
 def _permute_neurons(outputs: bool):
     """The Layer-2 neurons shuffled: W_in's columns and b_in permuted; with ``outputs`` W_out's rows
     too, which is a symmetry (the same function), without them a break (inputs feed other outputs)."""
@@ -543,6 +572,18 @@ MUTANTS: dict[str, Mutant] = {
             _ov2_rank_cut(8),
         ),
         Mutant(
+            "layer2_output_recoded",
+            "layer2_ov",
+            "Layer 2's W_O replaced by a random matrix of the same singular values (both bases Haar-random)",
+            _ov2_output_recoded,
+        ),
+        Mutant(
+            "layer2_value_bias_shifted",
+            "layer2_ov",
+            "Layer 2's value bias shifted (3x W_V's mean column norm per coordinate): a constant offset at `=`",
+            _value_bias_shifted,
+        ),
+        Mutant(
             "mlp_input_rotated",
             "layer2_mlp",
             "the Layer-2 MLP's W_in input space rotated by a random orthogonal matrix",
@@ -560,6 +601,12 @@ MUTANTS: dict[str, Mutant] = {
             "the key-frequency directions of the MLP input projected out of W_in",
             _key_frequencies_out_of_mlp,
             needs=("directions",),
+        ),
+        Mutant(
+            "mlp_output_rotated",
+            "layer2_mlp",
+            "the Layer-2 MLP's W_out output space rotated by a random orthogonal matrix",
+            _mlp_output_rotated,
         ),
         Mutant(
             "unembedding_input_rotated",

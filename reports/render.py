@@ -51,12 +51,23 @@ def build_report(
     claims: list[dict],
     tool_version: str,
     not_run: list[dict] | None = None,
+    interfaces: list[dict] | None = None,
 ) -> dict:
     """The report.json document. ``claims`` are ``ClaimResult.to_dict()`` in run order; ``not_run`` the
-    claims this command cannot run (``{"claim", "spec", "statement", "needs", "command"}``)."""
+    claims this command cannot run (``{"claim", "spec", "statement", "needs", "command"}``);
+    ``interfaces`` the checks of ``hypotheses/interfaces.py`` (left out of the document when None)."""
     by_verdict = {v: [c["claim"] for c in claims if c["verdict"] == v] for v in VERDICTS}
     others = [c["claim"] for c in claims if c["verdict"] not in VERDICTS]  # a verdict this version does not know
     not_run = list(not_run or [])
+    summary = {
+        "passed": len(by_verdict["pass"]),
+        "total": len(claims),
+        "all_passed": bool(claims) and len(by_verdict["pass"]) == len(claims),
+        "failed": by_verdict["fail"],
+        "inconclusive": by_verdict["inconclusive"],
+        "errors": by_verdict["error"] + others,
+        "not_run": [c["claim"] for c in not_run],
+    }
     return clean_json(
         {
             "schema": SCHEMA,
@@ -69,18 +80,21 @@ def build_report(
             "n": n,
             "device": device,
             "only": only,
-            "summary": {
-                "passed": len(by_verdict["pass"]),
-                "total": len(claims),
-                "all_passed": bool(claims) and len(by_verdict["pass"]) == len(claims),
-                "failed": by_verdict["fail"],
-                "inconclusive": by_verdict["inconclusive"],
-                "errors": by_verdict["error"] + others,
-                "not_run": [c["claim"] for c in not_run],
-            },
+            "summary": summary,
             "claims": claims,
             "not_run": not_run,
         }
+        | (
+            {}
+            if interfaces is None
+            else {
+                "interfaces": interfaces,
+                "summary": {
+                    **summary,
+                    "interfaces_broken": [i["interface"] for i in interfaces if i["verdict"] == "interface-broken"],
+                },
+            }
+        )
     )
 
 
@@ -234,6 +248,8 @@ def summary_line(report: dict) -> str:
         if s.get(key):
             parts.append(f"{len(s[key])} {word}")
     line = f"{', '.join(parts)} of {s['total']} run"
+    if s.get("interfaces_broken"):
+        line += "; interface broken: " + ", ".join(s["interfaces_broken"])
     not_run = report.get("not_run") or []
     if not_run:
         line += f"; {len(not_run)} not run here: " + ", ".join(f"{c['claim']} (run: {c['command']})" for c in not_run)
@@ -254,6 +270,27 @@ def notes(report: dict) -> list[str]:
         out.append("note: the task was given on the command line (--f, --r, --split-seed); the checkpoint holds none")
     return out
 
+
+def interface_words(i: dict) -> str:
+    """``ov2_to_mlp (shared_residual -> fourier_neurons)``"""
+    return f"{i['interface']} ({i['writer']} -> {i['reader'] or i['reads']})"
+
+
+def interface_rows(report: dict) -> list[list[str]]:
+    """One row per interface check: interface, verdict, answers as they are, answers recoded."""
+    rows = []
+    for i in report.get("interfaces") or []:
+        recoded = fmt_measurement(i["recoded"]) if i.get("recoded") else "not fitted"
+        rows.append([interface_words(i), i["verdict"], fmt_measurement(i["plain"]), recoded])
+    return rows
+
+
+INTERFACE_NOTE = (
+    "Where one component's output is the next one's input, a break can be a recoding on either side. "
+    "`interface-broken`: the answers fail, and an affine recoding of the writer's output restores them; "
+    "one checkpoint cannot tell which side changed (docs/interfaces.md)."
+)
+INTERFACE_HEADER = ["interface (writer -> reader)", "verdict", "answers", "answers, output recoded"]
 
 ROLE_NAMES = {
     "previous_token_head": "previous-token head",
@@ -310,6 +347,10 @@ def terminal_table(report: dict) -> str:
         lines.append("")
         for c in bad:
             lines.append(f"{c['claim']}: {c['verdict']}: {c['reason']}")
+    odd = [i for i in report.get("interfaces") or [] if i["verdict"] != "intact"]
+    if odd:
+        lines.append("")
+        lines += [f"interface {interface_words(i)}: {i['verdict']}: {i['reason']}" for i in odd]
     extra = notes(report)
     if extra:
         lines.append("")
@@ -381,6 +422,10 @@ def markdown(report: dict) -> str:
             lines += evidence_lines(e)
         if c.get("controls"):
             lines += ["", "Controls: " + "; ".join(f"*{k}*: {v}" for k, v in sorted(c["controls"].items()))]
+    if report.get("interfaces"):
+        lines += ["", "## Interfaces", "", INTERFACE_NOTE, ""]
+        lines += ["| " + " | ".join(INTERFACE_HEADER) + " |", "|" + "---|" * len(INTERFACE_HEADER)]
+        lines += ["| " + " | ".join(_md_cell(x) for x in r) + " |" for r in interface_rows(report)]
     for c in report.get("not_run") or []:
         lines += [
             "",
@@ -590,6 +635,12 @@ def html_page(report: dict, figures: list | None = None) -> str:
             H.tag("ul", [H.tag("li", x) for x in components_lines(report)]),
         ]
 
+    if report.get("interfaces"):
+        body += [
+            H.tag("h2", "Interfaces", id="interfaces"),
+            H.tag("p", INTERFACE_NOTE, class_="meta"),
+            H.table(INTERFACE_HEADER, interface_rows(report), cell_classes=["text", "nowrap", "nowrap", "nowrap"]),
+        ]
     for c in report["claims"]:
         body += claim_section(c, _evidence_table) + [_figure(f) for f in by_claim.get(c["claim"], [])]
     for c in report.get("not_run") or []:

@@ -363,6 +363,11 @@ def _run(
     }
     if meta.get("step_source"):
         checkpoint["step_source"] = meta["step_source"]
+    from ..hypotheses import interfaces as interface_checks
+
+    t_interfaces = time.perf_counter()
+    interfaces = interface_checks.check_all(ctx, claims=ids)  # those naming a claim this run asks about
+    timings["interfaces_seconds"] = time.perf_counter() - t_interfaces
     report = render.build_report(
         checkpoint=checkpoint,
         model_config=model.cfg.to_dict(),
@@ -375,6 +380,7 @@ def _run(
         claims=results,
         tool_version=version,
         not_run=not_run_here(only),
+        interfaces=interfaces,
     )
     named = located is not None and located.reported  # not on the paper's layout found as such
     if named:

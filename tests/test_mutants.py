@@ -140,7 +140,20 @@ def test_every_judged_cell_of_the_mutant_matrix_is_right_on_the_reference():
     model = load_checkpoint(assignadd.reference_checkpoint())
     doc = matrix_to_dict(mutation_matrix(model, Task(), seed=0, n=500, mutants=BREAKS))
     assert doc["summary"]["wrong"] == [], render_matrix(doc)
-    assert doc["summary"]["judged"] == 102  # 19 break mutants; every claim passes the unbroken reference
+    assert doc["summary"]["judged"] == 121  # 22 break mutants; every claim passes the unbroken reference
+    # Three breaks recode an interface: the own claim does not fail, and the broken interface names it
+    # (hypotheses/interfaces.py); the matrix counts that as seen, and says so in the cell.
+    seen_at_interface = {(c["claim"], c["mutant"]) for c in doc["cells"] if c["verdict"] != "fail" and c["interface"]}
+    assert {
+        ("shared_residual", "layer2_output_recoded"),
+        ("shared_residual", "layer2_value_bias_shifted"),
+        ("fourier_neurons", "mlp_output_rotated"),
+    } <= seen_at_interface
+    assert doc["interfaces"]["(unbroken)"] == {"ov2_to_mlp": "intact", "mlp_to_unembedding": "intact"}
+    assert doc["interfaces"]["mlp_neurons_permuted"] == {
+        "ov2_to_mlp": "not a recoding",
+        "mlp_to_unembedding": "not a recoding",
+    }
     # the matrix is not trivially "everything fails": upstream claims pass on downstream breaks
     passes = [c for c in doc["cells"] if c["expected"] == "pass"]
     assert len(passes) >= 12 and all(c["verdict"] == "pass" for c in passes)
@@ -185,6 +198,8 @@ def symmetry_results():
 def test_every_claim_keeps_its_verdict_on_every_symmetry_mutant(symmetry_results):
     doc = matrix_to_dict(symmetry_results)
     assert doc["summary"]["wrong"] == [], render_matrix(doc)
+    # the same function: every interface stays intact
+    assert {v for checks in doc["interfaces"].values() for v in checks.values()} == {"intact"}
     assert doc["summary"]["judged"] == len(SYMMETRIES) * len(COMPONENT_CLAIMS)
 
 

@@ -1,0 +1,112 @@
+"""Interfaces between components (hypotheses/interfaces.py): a recoding on either side of an interface
+is reported as interface-broken, naming both claims; a break inside a component is not; an unbroken model
+is intact and fits nothing."""
+
+from __future__ import annotations
+
+import pytest
+
+import assignadd
+from assignadd import Task, load_checkpoint
+from assignadd.hypotheses import Context
+from assignadd.hypotheses.interfaces import BAR, broken_naming, check_all
+from assignadd.hypotheses.mutation import build_mutant
+from assignadd.reports import render
+
+needs_reference = pytest.mark.skipif(
+    not assignadd.reference_checkpoint().exists(), reason="the bundled reference checkpoint is missing"
+)
+
+
+@pytest.fixture(scope="module")
+def reference():
+    return load_checkpoint(assignadd.reference_checkpoint())
+
+
+def verdicts(model, n=600) -> dict:
+    checks = check_all(Context(model, Task(), seed=0, n=n))
+    return {c["interface"]: c for c in checks}
+
+
+@needs_reference
+def test_the_reference_is_intact_at_every_interface_and_fits_nothing(reference):
+    got = verdicts(reference)
+    assert {k: c["verdict"] for k, c in got.items()} == {"ov2_to_mlp": "intact", "mlp_to_unembedding": "intact"}
+    assert all(c["recoded"] is None and c["plain"]["ci"][0] >= BAR.value for c in got.values())
+
+
+# (mutant, the interface it recodes): the writer's output recoded, or the reader's input recoded the other way
+RECODINGS = [
+    ("layer2_output_recoded", "ov2_to_mlp"),
+    ("layer2_value_bias_shifted", "ov2_to_mlp"),
+    ("mlp_input_rotated", "ov2_to_mlp"),
+    ("mlp_output_rotated", "mlp_to_unembedding"),
+    ("unembedding_input_rotated", "mlp_to_unembedding"),
+]
+
+
+@needs_reference
+@pytest.mark.parametrize("name, where", RECODINGS)
+def test_a_recoding_breaks_its_interface_and_no_other(reference, name, where):
+    got = verdicts(build_mutant(name, reference, seed=0))
+    for interface, c in got.items():
+        assert c["plain"]["ci"][1] < BAR.value  # the answers fail
+        if interface == where:
+            assert c["verdict"] == "interface-broken", c
+            assert c["recoded"]["ci"][0] >= BAR.value
+        else:
+            assert c["verdict"] == "not a recoding", c
+    checks = list(got.values())
+    writer = {"ov2_to_mlp": "shared_residual", "mlp_to_unembedding": "fourier_neurons"}[where]
+    assert broken_naming(checks, writer) == where
+    assert broken_naming(checks, "previous_token_head") is None
+
+
+@needs_reference
+@pytest.mark.parametrize("name", ["mlp_neurons_permuted", "layer2_values_rotated", "layer2_ov_rank8"])
+def test_a_break_inside_a_component_is_not_a_recoding(reference, name):
+    got = verdicts(build_mutant(name, reference, seed=0))
+    assert {c["verdict"] for c in got.values()} == {"not a recoding"}
+    assert all(c["recoded"]["ci"][1] < BAR.value for c in got.values())
+
+
+def test_the_report_shows_a_broken_interface_in_every_form():
+    plain = {"value": 0.02, "ci": [0.01, 0.03], "n": 1500, "extra": {}}
+    recoded = {"value": 0.95, "ci": [0.93, 0.96], "n": 600, "extra": {}}
+    interfaces = [
+        {
+            "interface": "ov2_to_mlp",
+            "writer": "shared_residual",
+            "reader": "fourier_neurons",
+            "reads": "the Layer-2 MLP",
+            "hook": "blocks.1.hook_attn_out at `=`",
+            "verdict": "interface-broken",
+            "plain": plain,
+            "recoded": recoded,
+            "bar": 0.9,
+            "reason": "the two sides disagree",
+        }
+    ]
+    common = dict(
+        checkpoint={"path": "x.pt", "sha256": "0" * 64, "format": "assignadd.checkpoint/1", "step": 1, "size_bytes": 1},
+        model_config={},
+        task={"f": 0.7},
+        task_source="checkpoint",
+        seed=0,
+        n=10,
+        device="cpu",
+        only=None,
+        claims=[],
+        tool_version="t",
+    )
+    report = render.build_report(**common, interfaces=interfaces)
+    assert report["summary"]["interfaces_broken"] == ["ov2_to_mlp"]
+    assert "interface ov2_to_mlp (shared_residual -> fourier_neurons): interface-broken" in render.terminal_table(
+        report
+    )
+    assert "interface broken: ov2_to_mlp" in render.summary_line(report)
+    assert "| ov2_to_mlp (shared_residual -> fourier_neurons) | interface-broken | 0.02" in render.markdown(report)
+    assert "interface-broken" in render.html_page(report)
+    # without interface checks (another layout) the document has neither field
+    bare = render.build_report(**common)
+    assert "interfaces" not in bare and "interfaces_broken" not in bare["summary"]
