@@ -6,7 +6,8 @@ on the checkpoints given.
 For claim c, over the checkpoints on which c passes unbroken (on any other nothing can be seen, as in the
 mutation matrix of ``hypotheses.mutation``):
 
-    power(c)       = #{break mutants on which c is expected to fail, and fails} / #{such mutants}
+    power(c)       = #{break mutants on which c is expected to fail, and fails (or a broken interface
+                       names it: hypotheses/interfaces.py)} / #{such mutants}
     false_alarm(c) = #{models on which c is expected to keep passing, and fails} / #{such models}
 
 The models of ``false_alarm`` are the break mutants downstream of c's component (SPEC §6: a break there
@@ -156,8 +157,9 @@ def calibrate(
         unbroken = matrix["unbroken"]
         # A symmetry mutant of a claim that does not pass unbroken is expected to keep that verdict; it is
         # neither a break to detect nor a pass to keep, so it is counted nowhere.
+        # A break seen as a broken interface naming the claim (the cell's ``interface``) is a detection.
         cells = [
-            (c.claim, c.verdict, c.expected)
+            (c.claim, "fail" if c.expected == "fail" and c.interface else c.verdict, c.expected)
             for c in matrix["cells"]
             if MUTANTS[c.mutant].kind == "break" or c.expected == "pass"
         ]
