@@ -190,14 +190,17 @@ def calibrate(
             pooled.setdefault(claim, {"cells": [], "coverage": [0, 0]})
             pooled[claim]["coverage"][0] += c["covered"]
             pooled[claim]["coverage"][1] += c["runs"]
-    table = {}
+    table = []  # a list, in the claims' order, so that a JSON with sorted keys keeps it
     for claim, p in pooled.items():
         cov_hit, cov_runs = p["coverage"]
-        table[claim] = {
-            "power": _count(p["cells"], "fail"),
-            "false_alarm": _count(p["cells"], "pass"),
-            "coverage": {"covered": cov_hit, "runs": cov_runs, "rate": cov_hit / cov_runs if cov_runs else None},
-        }
+        table.append(
+            {
+                "claim": claim,
+                "power": _count(p["cells"], "fail"),
+                "false_alarm": _count(p["cells"], "pass"),
+                "coverage": {"covered": cov_hit, "runs": cov_runs, "rate": cov_hit / cov_runs if cov_runs else None},
+            }
+        )
     return _r(
         {
             "schema": CALIBRATION_SCHEMA,
@@ -222,10 +225,10 @@ def render_calibration(doc: dict, markdown: bool = False) -> str:
 
     header = ["claim", "power (fails its own breaks)", "inconclusive", "false alarms", "inconclusive", "coverage"]
     rows = []
-    for claim, t in doc["claims"].items():
+    for t in doc["claims"]:
         p, f, c = t["power"], t["false_alarm"], t["coverage"]
         rows.append(
-            [claim, frac(p), str(p["inconclusive"]), frac(f), str(f["inconclusive"]), frac(c, "covered", "runs")]
+            [t["claim"], frac(p), str(p["inconclusive"]), frac(f), str(f["inconclusive"]), frac(c, "covered", "runs")]
         )
     labels = ", ".join(doc["checkpoints"])
     foot = (

@@ -57,7 +57,8 @@ def test_calibration_on_the_reference_counts_what_the_matrix_and_copies_show():
     assert ref["unbroken"] == {"previous_token_head": "pass", "identity_qk": "pass"}
     assert ref["noise_copies"][0]["answer_agreement"] >= 0.99  # a small-noise copy computes the same answers
     assert ref["noise_copies"][0]["verdicts"] == {"previous_token_head": "pass", "identity_qk": "pass"}
-    prev, qk = doc["claims"]["previous_token_head"], doc["claims"]["identity_qk"]
+    by_claim = {t["claim"]: t for t in doc["claims"]}
+    prev, qk = by_claim["previous_token_head"], by_claim["identity_qk"]
     # previous_token_head: its own break (flattened Layer-1 attention) is seen; the Layer-2 key rotation is
     # downstream, the QK gauge keeps the function and the noise copy nearly so: three models to keep passing.
     assert (prev["power"]["models"], prev["power"]["hits"]) == (1, 1)
@@ -86,3 +87,18 @@ def test_calibrate_flags_bad_input_is_one_line_and_exit_2(argv, message, capsys)
     assert mutants_main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert message in err and len(err.splitlines()) == 1
+
+
+def test_the_shipped_table_is_the_shipped_measurement():
+    """docs/calibration.md shows the table that docs/calibration_results/calibration.json renders to."""
+    from pathlib import Path
+
+    docs = Path(assignadd.__file__).resolve().parent / "docs"
+    doc = json.loads((docs / "calibration_results" / "calibration.json").read_text(encoding="utf-8"))
+    table = render_calibration(doc, markdown=True)
+    assert table == (docs / "calibration_results" / "calibration.md").read_text(encoding="utf-8")
+    page = (docs / "calibration.md").read_text(encoding="utf-8")
+    assert all(line in page for line in table.splitlines() if line.startswith("| "))
+    assert doc["schema"] == "assignadd.calibration/1" and doc["n"] == 500
+    # every claim passes the unbroken reference, so every break and every keep-passing model is counted
+    assert all(v == "pass" for v in doc["checkpoints"]["checkpoints/reference.pt"]["unbroken"].values())
