@@ -3,6 +3,9 @@
 Builds each component mutant of the checkpoint (``interventions/mutants.py``), runs every claim on it and
 prints the claim x mutant matrix, each cell marked against the expected pattern of SPEC §6
 (docs/hypotheses.md). Exit status: 0 every judged cell as expected; 1 a judged cell is not; 2 bad input.
+
+With ``--calibrate`` it measures, over one or more checkpoints, each claim's power, false-alarm rate and
+interval coverage (``hypotheses/calibration.py``, docs/calibration.md) and prints that table instead.
 """
 
 from __future__ import annotations
@@ -22,13 +25,14 @@ def _parser() -> argparse.ArgumentParser:
         description="Break one component of a checkpoint at a time and check that each claim's verdict "
         "follows: the broken component's claim fails, every claim upstream of it passes.",
         epilog="Exit status: 0 every judged cell as expected (and at least one judged), 1 a judged cell is not or "
-        "none could be judged, 2 bad input or usage.",
+        "none could be judged, 2 bad input or usage. With --calibrate: 0 once the table is measured (it is a "
+        "measurement, not a test), 2 bad input or usage.",
     )
     p.add_argument(
         "checkpoint",
-        nargs="?",
-        default=None,
-        help="checkpoint file, either format (default: the bundled reference checkpoint)",
+        nargs="*",
+        help="checkpoint file, either format (default: the bundled reference checkpoint); several only "
+        "with --calibrate",
     )
     p.add_argument("--mutants", metavar="NAME,...", help="comma-separated mutant names (default: all)")
     p.add_argument("--only", metavar="ID,...", help="comma-separated claim ids (default: all registered)")
@@ -38,6 +42,17 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--md", metavar="PATH", help="write the matrix as Markdown")
     p.add_argument("--html", metavar="PATH", help="write a self-contained HTML page with the matrix as a figure")
     p.add_argument("--quiet", action="store_true", help="no progress output on stderr")
+    cal = p.add_argument_group("calibration (docs/calibration.md)")
+    cal.add_argument(
+        "--calibrate",
+        action="store_true",
+        help="per claim over the checkpoints given: power (its own breaks it fails), false alarms (fails on "
+        "breaks downstream of it, on symmetry mutants and on small-noise copies) and interval coverage",
+    )
+    cal.add_argument("--noise-copies", type=int, default=3, help="small-noise copies per checkpoint (default 3)")
+    cal.add_argument(
+        "--coverage-seeds", type=int, default=3, help="pool seeds whose intervals coverage checks (default 3)"
+    )
     return p
 
 
@@ -74,11 +89,22 @@ def _main(args) -> int:
         exit_bad_input(
             f"unknown claim id(s) {', '.join(c for c in only if c not in REGISTRY)}; known: {', '.join(REGISTRY)}"
         )
-    path = Path(args.checkpoint) if args.checkpoint else assignadd.reference_checkpoint()
-    try:
-        ctx, _, _ = load_context(path, seed=args.seed, n=args.n, device="cpu")
-    except (CheckpointError, ValueError) as e:
-        exit_bad_input(str(e))
+    if len(args.checkpoint) > 1 and not args.calibrate:
+        exit_bad_input("several checkpoints are only taken with --calibrate")
+    if args.calibrate and args.html:
+        exit_bad_input("--html is not available with --calibrate (use --md or --json)")
+    if args.noise_copies < 0 or args.coverage_seeds < 1:
+        exit_bad_input("--noise-copies must be >= 0 and --coverage-seeds >= 1")
+    paths = [Path(c) for c in args.checkpoint] or [assignadd.reference_checkpoint()]
+    contexts = {}
+    for path in paths:
+        try:
+            contexts[str(path)], _, _ = load_context(path, seed=args.seed, n=args.n, device="cpu")
+        except (CheckpointError, ValueError) as e:
+            exit_bad_input(str(e))
+    if args.calibrate:
+        return _calibrate(args, contexts, names, only)
+    path, ctx = paths[0], contexts[str(paths[0])]
     progress = None if args.quiet else (lambda name: print(f"mutant {name} ...", file=sys.stderr, flush=True))
     matrix = mutation_matrix(
         ctx.model, ctx.task, seed=args.seed, n=args.n, mutants=names, claims=only, progress=progress
@@ -93,6 +119,29 @@ def _main(args) -> int:
     print(render_matrix(doc))
     # Nothing judged (every claim already fails on the unbroken checkpoint) proves nothing: not a pass.
     return 0 if doc["summary"]["judged"] and not doc["summary"]["wrong"] else 1
+
+
+def _calibrate(args, contexts: dict, names, only) -> int:
+    from ..hypotheses.calibration import calibrate, render_calibration
+
+    progress = None if args.quiet else (lambda msg: print(msg, file=sys.stderr, flush=True))
+    doc = calibrate(
+        [(label, ctx.model) for label, ctx in contexts.items()],
+        lambda label: contexts[label].task,
+        seed=args.seed,
+        n=args.n,
+        noise_copies=args.noise_copies,
+        coverage_seeds=args.coverage_seeds,
+        claims=only,
+        mutants=names,
+        progress=progress,
+    )
+    if args.json:
+        atomic_write(args.json, json.dumps(doc, indent=2, sort_keys=True) + "\n")
+    if args.md:
+        atomic_write(args.md, render_calibration(doc, markdown=True))
+    print(render_calibration(doc))
+    return 0
 
 
 if __name__ == "__main__":
