@@ -125,10 +125,9 @@ def recoded_accuracy(model, interface: Interface, acts: dict, labels, *, seed: i
     c = (-a[fit].mean(0)).clone().requires_grad_(True)
     opt = torch.optim.LBFGS([A, c], lr=1, max_iter=LBFGS_ITERATIONS, history_size=20, line_search_fn="strong_wolfe")
 
-    def closure():
-        opt.zero_grad()
+    def closure():  # gradients for A and c only: the model's own parameters are left untouched
         loss = F.cross_entropy(_logits(model, interface, base[fit], a[fit] @ A + c), labels[fit])
-        loss.backward()
+        A.grad, c.grad = torch.autograd.grad(loss, [A, c])
         return loss
 
     threads = torch.get_num_threads()
