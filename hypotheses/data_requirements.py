@@ -372,11 +372,11 @@ def sweep_evidence(param: str, results: list[PointResult]) -> list[Evidence]:
 
 
 def sweep_command(param: str) -> str:
-    """The command that runs the pre-registered sweep of ``param`` (the reduced protocol's settings)."""
+    """The command that runs the pre-registered sweep of ``param`` under the paper's budget (30,000 steps)."""
     values = ",".join(f"{v:g}" for v in PREREGISTERED_GRID[param])
     seeds = ",".join(str(s) for s in PREREGISTERED_SEEDS)
     return (
-        f"assignadd-sweep --param {param} --values {values} --seeds {seeds} --steps 20000 --early-stop 3 "
+        f"assignadd-sweep --param {param} --values {values} --seeds {seeds} --steps 30000 --early-stop 3 "
         f"--out runs/sweeps/{param}"
     )
 

@@ -65,14 +65,26 @@ class Interface:
     writer: str  # the claim about the component that writes
     reader: str  # the claim about the component that reads ("" where no claim owns it, e.g. the unembedding)
     reader_part: str  # the reading component, in words
-    output: str  # the writer's output, read at `=`: "attn_out" (the fetching head's layer) or "mlp_out"
+    output: str  # the writer's output: "layer1_out" (the previous-token head's layer, at every position),
+    # or, read at `=`, "attn_out" (the fetching head's layer) or "mlp_out"
 
     def hook(self, components: Components) -> str:
         """Where the writer's output is read, at the located components (SPEC §2.1)."""
-        return components.ATTN_OUT_2 if self.output == "attn_out" else components.MLP_OUT_2
+        return {
+            "layer1_out": components.ATTN_OUT_1,
+            "attn_out": components.ATTN_OUT_2,
+            "mlp_out": components.MLP_OUT_2,
+        }[self.output]
+
+    @property
+    def where(self) -> str:
+        return "at every position" if self.output == "layer1_out" else "at `=`"
 
 
+# In the order the model computes them: a break is localized to the last interface whose recoding
+# restores the answers (``localize``).
 INTERFACES = (
+    Interface("ov1_to_layer2", "previous_token_head", "identity_qk", "Layer 2", "layer1_out"),
     Interface("ov2_to_mlp", "shared_residual", "fourier_neurons", "the adding MLP", "attn_out"),
     Interface("mlp_to_unembedding", "fourier_neurons", "", "the unembedding", "mlp_out"),
 )
@@ -83,14 +95,21 @@ def _pool(ctx) -> tuple[torch.Tensor, torch.Tensor]:
     return torch.cat(tokens), torch.cat(labels)
 
 
-def _at_eq(model, tokens: torch.Tensor, components: Components) -> dict[str, torch.Tensor]:
-    """{"mid", "attn_out", "mlp_out": activation at `=` (B, d_model)}: the adding MLP's input and both
-    interfaces' writer outputs, from one forward."""
+def _activations(model, tokens: torch.Tensor, components: Components) -> dict[str, torch.Tensor]:
+    """{"layer1_out": the previous-token head's layer's output (B, T, d_model); "mid", "attn_out",
+    "mlp_out": at `=` (B, d_model), the adding MLP's input and the later interfaces' writer outputs;
+    "answers": the logits at `=` (B, V)}, from one forward."""
     from ..interventions import run
 
-    names = {"mid": components.RESID_MID_2, "attn_out": components.ATTN_OUT_2, "mlp_out": components.MLP_OUT_2}
-    acts = run(model, tokens, [], read=list(names.values())).activations
-    return {k: acts[h][:, -1] for k, h in names.items()}
+    names = {
+        "layer1_out": components.ATTN_OUT_1,
+        "mid": components.RESID_MID_2,
+        "attn_out": components.ATTN_OUT_2,
+        "mlp_out": components.MLP_OUT_2,
+    }
+    result = run(model, tokens, [], read=list(names.values()))
+    acts = {k: result.activations[h] if k == "layer1_out" else result.activations[h][:, -1] for k, h in names.items()}
+    return acts | {"answers": result.logits[:, -1]}
 
 
 def _split(acts: dict, interface: Interface) -> tuple[torch.Tensor, torch.Tensor]:
@@ -101,8 +120,8 @@ def _split(acts: dict, interface: Interface) -> tuple[torch.Tensor, torch.Tensor
 
 
 def _logits(model, interface: Interface, base: torch.Tensor, a: torch.Tensor) -> torch.Tensor:
-    """The answers at `=` (B, V) from the interface on: everything after it there is position-wise (the
-    interfaces sit in the last block, after its attention)."""
+    """The answers at `=` (B, V) from an interface at `=` on: everything after it there is position-wise
+    (those interfaces sit in the last block, after its attention)."""
     from ..model.transformer import layer_norm_unhooked, mlp_unhooked
 
     block = model.blocks[-1]
@@ -112,21 +131,43 @@ def _logits(model, interface: Interface, base: torch.Tensor, a: torch.Tensor) ->
     return layer_norm_unhooked(model.ln_final, resid) @ model.unembed.W_U + model.unembed.b_U
 
 
-def recoded_accuracy(model, interface: Interface, acts: dict, labels, *, seed: int) -> torch.Tensor:
-    """Correct (bool) on the scoring rows when the writer's output at `=` is recoded as a A + c, (A, c)
-    fitted on ``FIT_PER_POOL`` seeded rows per pool (the rest score it)."""
-    n_pool = len(labels) // len(POOLS)
+def _fit_rows(n_rows: int, seed: int, interface: Interface) -> torch.Tensor:
+    """The rows (bool) the recoding is fitted on: ``FIT_PER_POOL`` seeded rows of each pool."""
+    n_pool = n_rows // len(POOLS)
     gen = torch_generator(seed, f"interface {interface.name} fit rows")
-    fit = torch.zeros(len(labels), dtype=torch.bool)
+    fit = torch.zeros(n_rows, dtype=torch.bool)
     for i in range(len(POOLS)):
         fit[i * n_pool + torch.randperm(n_pool, generator=gen)[: min(FIT_PER_POOL, n_pool // 2)]] = True
-    base, a = _split(acts, interface)
-    A = torch.eye(a.shape[-1], requires_grad=True)
-    c = (-a[fit].mean(0)).clone().requires_grad_(True)
+    return fit
+
+
+def recoded_accuracy(
+    model, interface: Interface, acts: dict, tokens, labels, *, seed: int, components: Components
+) -> torch.Tensor:
+    """Correct (bool) on the scoring rows when the writer's output is recoded as a A + c (at `=`, or at
+    every position for Layer 1's output), (A, c) fitted on ``_fit_rows`` (the rest score it)."""
+    fit = _fit_rows(len(labels), seed, interface)
+    if interface.output == "layer1_out":  # everything after it depends on every position: run the model
+        hook = interface.hook(components)
+
+        def logits(rows, A, c):
+            edit = [(hook, lambda act, hook: act @ A + c)]
+            return model.run_with_hooks(tokens[rows], fwd_hooks=edit, last_only=True)[:, -1]
+
+        start = -acts["layer1_out"][fit].mean((0, 1))
+    else:
+        base, a = _split(acts, interface)
+
+        def logits(rows, A, c):
+            return _logits(model, interface, base[rows], a[rows] @ A + c)
+
+        start = -a[fit].mean(0)
+    A = torch.eye(start.shape[-1], requires_grad=True)
+    c = start.clone().requires_grad_(True)
     opt = torch.optim.LBFGS([A, c], lr=1, max_iter=LBFGS_ITERATIONS, history_size=20, line_search_fn="strong_wolfe")
 
     def closure():  # gradients for A and c only: the model's own parameters are left untouched
-        loss = F.cross_entropy(_logits(model, interface, base[fit], a[fit] @ A + c), labels[fit])
+        loss = F.cross_entropy(logits(fit, A, c), labels[fit])
         A.grad, c.grad = torch.autograd.grad(loss, [A, c])
         return loss
 
@@ -138,28 +179,44 @@ def recoded_accuracy(model, interface: Interface, acts: dict, labels, *, seed: i
     finally:
         torch.set_num_threads(threads)
     with torch.no_grad():
-        return _logits(model, interface, base[~fit], a[~fit] @ A + c).argmax(-1) == labels[~fit]
+        return logits(~fit, A, c).argmax(-1) == labels[~fit]
 
 
-def check(ctx, interface: Interface, acts: dict | None = None) -> dict:
+def _plain_logits(model, interface: Interface, acts: dict) -> torch.Tensor:
+    """The answers as they are: the model's own at `=`, or recomputed from an interface at `=` on."""
+    if interface.output == "layer1_out":
+        return acts["answers"]
+    return _logits(model, interface, *_split(acts, interface))
+
+
+def check(ctx, interface: Interface, acts: dict | None = None, broken_later: str | None = None) -> dict:
     """One interface on ``ctx.model``: {"interface", "writer", "reader", "reads", "hook", "verdict", "plain",
-    "recoded" (None where not fitted), "bar", "reason"}. ``acts``: ``_at_eq`` of the pool, if at hand."""
+    "recoded" (None where not fitted), "bar", "reason"}. ``acts``: ``_activations`` of the pool, if at
+    hand. ``broken_later``: a later interface found broken (``check_all``), which this one is upstream of."""
     tokens, labels = _pool(ctx)
     model = ctx.model
     with torch.no_grad():
-        acts = acts or _at_eq(model, tokens, ctx.components)
-        plain = rate(_logits(model, interface, *_split(acts, interface)).argmax(-1) == labels)
+        acts = acts or _activations(model, tokens, ctx.components)
+        plain = rate(_plain_logits(model, interface, acts).argmax(-1) == labels)
     recoded = None
-    if plain.high < BAR.value:
-        recoded = rate(recoded_accuracy(model, interface, acts, labels, seed=ctx.seed))
+    if plain.high < BAR.value and broken_later is None:
+        correct = recoded_accuracy(model, interface, acts, tokens, labels, seed=ctx.seed, components=ctx.components)
+        recoded = rate(correct)
     if BAR.passes(plain.low, plain.high):
         verdict, reason = "intact", f"the model answers its training pools ({plain.value:.3f})"
+    elif broken_later is not None:
+        verdict = "upstream of the break"
+        reason = (
+            f"the answers fail ({plain.value:.3f}), and a recoding at the later interface {broken_later} restores "
+            f"them: what crosses this one reaches {broken_later}, where the break is"
+        )
     elif plain.high < BAR.value and recoded is not None and BAR.passes(recoded.low, recoded.high):
         verdict = "interface-broken"
         reason = (
-            f"the answers fail ({plain.value:.3f}), and an affine recoding of what {interface.reader_part} reads at "
-            f"`=` restores them ({recoded.value:.3f}): {interface.writer} and {interface.reader or interface.reader_part} "
-            "disagree about the code, and one checkpoint cannot tell which side changed"
+            f"the answers fail ({plain.value:.3f}), and an affine recoding of what {interface.reader_part} reads "
+            f"{interface.where} restores them ({recoded.value:.3f}): {interface.writer} and "
+            f"{interface.reader or interface.reader_part} disagree about the code, and one checkpoint cannot tell "
+            "which side changed"
         )
     elif plain.high < BAR.value and recoded is not None and recoded.high < BAR.value:
         verdict = "not a recoding"
@@ -175,7 +232,7 @@ def check(ctx, interface: Interface, acts: dict | None = None) -> dict:
             "writer": interface.writer,
             "reader": interface.reader or None,  # None: no claim owns the reading component
             "reads": interface.reader_part,
-            "hook": f"{interface.hook(ctx.components)} at `=`",
+            "hook": f"{interface.hook(ctx.components)} {interface.where}",
             "verdict": verdict,
             "plain": plain.to_dict(),
             "recoded": None if recoded is None else recoded.to_dict(),
@@ -185,27 +242,41 @@ def check(ctx, interface: Interface, acts: dict | None = None) -> dict:
     )
 
 
-def applicable(ctx) -> bool:
-    """The checks recompute the answers from the interface on at `=` alone: they need the fetching head
-    and the adding MLP in the last block (the paper's layout, and any variant that keeps it)."""
+def applicable(ctx, interface: Interface) -> bool:
+    """Layer 1's output is recoded in the model's own forward: always. The checks at `=` recompute the
+    answers from the interface on at `=` alone: they need the fetching head and the adding MLP in the last
+    block (the paper's layout, and any variant that keeps it)."""
     try:
         c = ctx.components
     except ValueError:  # no candidate for some role: the claims report it
         return False
+    if interface.output == "layer1_out":
+        return c.prev_layer < c.fetch_layer
     last = ctx.model.cfg.n_layers - 1
     return c.fetch_layer == c.mlp_layer == last and ctx.model.blocks[last].has_mlp
 
 
 def check_all(ctx, claims=None) -> list[dict] | None:
-    """The interfaces of ``INTERFACES`` on ``ctx.model`` (those naming one of ``claims``, when given),
-    from one forward of the pools; None where ``applicable`` says the checks cannot be made, or none is
-    asked for."""
-    chosen = [i for i in INTERFACES if claims is None or {i.writer, i.reader} & set(claims)]
-    if not chosen or not applicable(ctx):
+    """The interfaces of ``INTERFACES`` on ``ctx.model`` that ``applicable`` allows, then those naming one
+    of ``claims`` (when given); None where none is left.
+
+    A break is localized over all of them, from the last: a recoding at an earlier interface can make up
+    for a recoding at a later one (what Layer 1 writes reaches Layer 2's values, and so the MLP), never the
+    other way round (what a break upstream lost does not reach a later interface). So the last interface
+    whose recoding restores the answers is where the break is; each earlier one is "upstream of the
+    break", and is not fitted."""
+    every = [i for i in INTERFACES if applicable(ctx, i)]
+    chosen = {i.name for i in every if claims is None or {i.writer, i.reader} & set(claims)}
+    if not chosen:
         return None
     with torch.no_grad():
-        acts = _at_eq(ctx.model, _pool(ctx)[0], ctx.components)
-    return [check(ctx, i, acts) for i in chosen]
+        acts = _activations(ctx.model, _pool(ctx)[0], ctx.components)
+    checks, broken_later = [], None
+    for interface in reversed(every):
+        checks.insert(0, check(ctx, interface, acts, broken_later))
+        if checks[0]["verdict"] == "interface-broken":
+            broken_later = interface.name
+    return [c for c in checks if c["interface"] in chosen]
 
 
 def broken_naming(checks: list[dict] | None, claim: str) -> str | None:

@@ -172,6 +172,16 @@ def _identity_out_of_ov1(model, gen, c):
     _span_out_of_input(_head_weight(model, c, 0, "W_V"), variables)
 
 
+def _ov1_noised(model, gen, c):
+    """Layer 1's W_V and W_O each gain Gaussian noise of 3x their own RMS: the head attends as before, and
+    what it writes at each value token is the variable's identity in a garbled code Layer 2 was not
+    trained on (a linear probe still decodes it)."""
+    at, h = _head(c, 0)
+    a = _attn(model, at)
+    for w in (a.W_V[h], a.W_O[h]):
+        w.add_(3 * w.pow(2).mean().sqrt() * torch.randn(w.shape, generator=gen))
+
+
 def _positions_out_of_k2(model, gen, c):
     """Project the positional embeddings' span out of Layer 2's key input: `=` can no longer find the
     operand slots by position, while the rest of what the keys read stays."""
@@ -510,6 +520,13 @@ MUTANTS: dict[str, Mutant] = {
             "layer1_previous_token",
             "the variables' embedding span projected out of Layer 1's W_V input",
             _identity_out_of_ov1,
+        ),
+        Mutant(
+            "layer1_output_noised",
+            "layer1_previous_token",
+            "Layer 1's W_V and W_O each given Gaussian noise of 3x their RMS: it attends as before and writes "
+            "a garbled code",
+            _ov1_noised,
         ),
         Mutant(
             "layer2_keys_rotated",

@@ -140,20 +140,25 @@ def test_every_judged_cell_of_the_mutant_matrix_is_right_on_the_reference():
     model = load_checkpoint(assignadd.reference_checkpoint())
     doc = matrix_to_dict(mutation_matrix(model, Task(), seed=0, n=500, mutants=BREAKS))
     assert doc["summary"]["wrong"] == [], render_matrix(doc)
-    assert doc["summary"]["judged"] == 121  # 22 break mutants; every claim passes the unbroken reference
-    # Three breaks recode an interface: the own claim does not fail, and the broken interface names it
+    assert doc["summary"]["judged"] == 125  # 23 break mutants; every claim passes the unbroken reference
+    # Four breaks recode an interface: the own claim does not fail, and the broken interface names it
     # (hypotheses/interfaces.py); the matrix counts that as seen, and says so in the cell.
     seen_at_interface = {(c["claim"], c["mutant"]) for c in doc["cells"] if c["verdict"] != "fail" and c["interface"]}
     assert {
+        ("previous_token_head", "layer1_output_noised"),
         ("shared_residual", "layer2_output_recoded"),
         ("shared_residual", "layer2_value_bias_shifted"),
         ("fourier_neurons", "mlp_output_rotated"),
     } <= seen_at_interface
-    assert doc["interfaces"]["(unbroken)"] == {"ov2_to_mlp": "intact", "mlp_to_unembedding": "intact"}
-    assert doc["interfaces"]["mlp_neurons_permuted"] == {
+    intact = {"ov1_to_layer2": "intact", "ov2_to_mlp": "intact", "mlp_to_unembedding": "intact"}
+    assert doc["interfaces"]["(unbroken)"] == intact
+    assert doc["interfaces"]["layer1_output_noised"] == {
+        "ov1_to_layer2": "interface-broken",
         "ov2_to_mlp": "not a recoding",
         "mlp_to_unembedding": "not a recoding",
     }
+    # A break its own claim fails needs no interface fit, and gets none
+    assert "mlp_neurons_permuted" not in doc["interfaces"]
     # the matrix is not trivially "everything fails": upstream claims pass on downstream breaks
     passes = [c for c in doc["cells"] if c["expected"] == "pass"]
     assert len(passes) >= 12 and all(c["verdict"] == "pass" for c in passes)
