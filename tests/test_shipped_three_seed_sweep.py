@@ -45,16 +45,22 @@ def test_every_point_is_finished_with_its_metric_hash_and_cost(param):
         assert len(p["final_sha256"]) == 64 and p["train_wall_s"] > 0
 
 
-WEIGHTS = [path for folder in HALVES.values() for path in sorted((folder / "weights").glob("*.pt"))]
+F_30K = RESULTS / "f_30k"  # the f half at the paper's 30,000 steps (tests/test_shipped_f_30k.py)
+WEIGHTS = [path for folder in (*HALVES.values(), F_30K) for path in sorted((folder / "weights").glob("*.pt"))]
 
 
-@pytest.mark.parametrize("path", WEIGHTS, ids=lambda p: p.stem)
+def points_of(sweep_json: Path) -> dict:
+    doc = json.loads(sweep_json.read_text(encoding="utf-8"))
+    return {p["name"]: p for p in doc["sweeps"][0]["points"]}
+
+
+@pytest.mark.parametrize("path", WEIGHTS, ids=lambda p: f"{p.parent.parent.name}/{p.stem}")
 def test_shipped_weights_are_the_measured_ones_and_give_the_reported_accuracy(path):
     """The shipped file is the run's final.pt saved without its all-zero frozen tensors
     (tools/compact_sweep_weights.py): its manifest ties it to the hash sweep.json records, and it loads to
     the weights the manifest recorded when the original was rewritten."""
     param = path.stem[0]
-    point = points(param)[path.stem]
+    point = points_of(path.parent.parent / "sweep.json")[path.stem]
     entry = json.loads((path.parent / "MANIFEST.json").read_text(encoding="utf-8"))[path.name]
     assert entry["final_sha256"] == point["final_sha256"]
     assert hashlib.sha256(path.read_bytes()).hexdigest() == entry["file_sha256"]
