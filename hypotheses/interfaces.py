@@ -9,8 +9,9 @@ reader alone may or may not see the second, and no measurement on one checkpoint
 changed its code from a reader that changed its own. So such a break is reported for what it is: an
 **interface-broken** verdict between the two named claims, instead of a pass for the writer.
 
-For each interface (a hook where the writer's output is read, at `=`), on 0-, 1- and 2-var training
-sequences (the model's own task, so a healthy model answers them):
+For each interface (a hook where the writer's output is read: at `=`, or at every position for Layer 1's
+output, which Layer 2 reads everywhere), on 0-, 1- and 2-var training sequences (the model's own
+task, so a healthy model answers them):
 
     plain    = share answered correctly, the model as it is (Clopper-Pearson interval)
     recoded  = share answered correctly when the writer's output a at the interface is replaced by
@@ -25,7 +26,7 @@ sequences (the model's own task, so a healthy model answers them):
 
 ``recoded`` is fitted only when ``plain`` fails. The bar 0.9 and the fit are registered from these
 measurements on the bundled reference (pools of 1,000, 300 of each fitted, 2026-12-04;
-``tests/test_interfaces.py``): unbroken, plain 0.999 at both interfaces. Recodings are restored: at
+``tests/test_interfaces.py``): unbroken, plain 0.999 at every interface. Recodings are restored: at
 Layer 2's attention output, W_O replaced by a random matrix of the same spectrum 0.939, the value bias
 shifted 1.000, the MLP's input rotated 0.947; at the MLP's output, its W_out rotated 1.000, the
 unembedding's input rotated 0.994 (all from 0.003-0.027). Breaks inside a component are not: at most
@@ -33,6 +34,10 @@ unembedding's input rotated 0.994 (all from 0.003-0.027). Breaks inside a compon
 0.34, Layer 2's values rotated on their input side 0.50, the key frequencies removed from the MLP's
 input 0.63, Layer-1 and Layer-2 attention breaks 0.13-0.47. The starting point c = -mean(a) matters:
 from c = 0 a large constant offset leaves the MLP's neurons in one regime and the fit stalls (0.28).
+At Layer 1's output (the same fit and bar, applied at every position): Layer 1's W_V and W_O noised
+0.976, Layer 2's keys or queries rotated 0.975 and 0.995; breaks inside Layer 1 0.575-0.787, later
+breaks at most 0.339, except Layer 2's value bias shifted 0.993, which ``check_all`` localizes to the
+later interface that restores it too (docs/reregistrations/interfaces_layer1_2026-12-04.md).
 The fit runs on one thread (small matrices; the same result whatever the machine's thread count).
 """
 
@@ -82,7 +87,7 @@ class Interface:
 
 
 # In the order the model computes them: a break is localized to the last interface whose recoding
-# restores the answers (``localize``).
+# restores the answers (``check_all``).
 INTERFACES = (
     Interface("ov1_to_layer2", "previous_token_head", "identity_qk", "Layer 2", "layer1_out"),
     Interface("ov2_to_mlp", "shared_residual", "fourier_neurons", "the adding MLP", "attn_out"),
