@@ -36,7 +36,7 @@ from ..interventions.mutants import MUTANTS
 from ..random_streams import torch_generator
 from . import run_all
 from .base import Context, _r
-from .mutation import mutation_matrix
+from .mutation import matrix_to_dict, mutation_matrix, symmetry_changes
 
 CALIBRATION_SCHEMA = "assignadd.calibration/1"
 NOISE_SCALE = 0.01  # noise per weight tensor, relative to its RMS: small enough to keep the answers
@@ -178,9 +178,9 @@ def calibrate(
         per_checkpoint[label] = {
             "unbroken": unbroken,
             "mutation_summary": {
-                "judged": sum(1 for c in matrix["cells"] if c.judged),
-                "right": sum(1 for c in matrix["cells"] if c.right),
+                k: v for k, v in matrix_to_dict(matrix)["summary"].items() if k in ("judged", "right", "wrong")
             },
+            "symmetry": symmetry_changes(matrix),
             "noise_copies": noise,
             "coverage": cov,
         }
@@ -235,14 +235,36 @@ def render_calibration(doc: dict, markdown: bool = False) -> str:
         f"checkpoints: {labels}; n = {doc['n']}, seed {doc['seed']}; noise copies at {doc['noise_scale']} x each "
         f"tensor's RMS; coverage against a pool {doc['coverage_factor']}x larger"
     )
+    per_checkpoint = [_checkpoint_line(label, c) for label, c in doc["checkpoints"].items()]
     if markdown:
         lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
         lines += ["| " + " | ".join(r) + " |" for r in rows]
-        return "\n".join(lines + ["", foot]) + "\n"
+        return "\n".join(lines + ["", foot, ""] + [f"- {x}" for x in per_checkpoint]) + "\n"
     widths = [max(len(x[i]) for x in [header] + rows) for i in range(len(header))]
     fmt = "  ".join("{:<%d}" % w for w in widths)
     lines = [fmt.format(*header), fmt.format(*["-" * w for w in widths])] + [fmt.format(*r) for r in rows]
-    return "\n".join(lines + ["", foot]) + "\n"
+    return "\n".join(lines + ["", foot] + per_checkpoint) + "\n"
+
+
+def _checkpoint_line(label: str, c: dict) -> str:
+    """One checkpoint's matrix and symmetry mutants in a sentence."""
+    m = c["mutation_summary"]
+    text = f"{label}: {m['right']}/{m['judged']} judged mutant cells as expected"
+    if m.get("wrong"):
+        text += " (not: " + "; ".join(m["wrong"]) + ")"
+    sym = c.get("symmetry", {})
+    if sym:
+        moved = sorted({claim for s in sym.values() for claim in s["verdicts_changed"]})
+        largest = max(sym.values(), key=lambda s: s["largest_value_change"])
+        other = sorted({k for s in sym.values() for k in s["other_changes"]})
+        text += (
+            f"; {len(sym)} symmetry mutants: verdicts changed "
+            + (", ".join(moved) if moved else "none")
+            + f", largest evidence value change {largest['largest_value_change']:.2g}"
+            + (f" ({largest['at']})" if largest["at"] else "")
+            + (", changed otherwise: " + ", ".join(other) if other else "")
+        )
+    return text
 
 
 __all__ = ["calibrate", "coverage", "noise_copy", "render_calibration"]

@@ -15,6 +15,7 @@ The claims know their components; the mutants do not: ``COMPONENT_OF_CLAIM`` and
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 
 from ..data import Task
@@ -173,6 +174,53 @@ def mutation_matrix(
         "interfaces": interfaces_of,  # hypotheses.interfaces.check_all per model where checked (see above)
         "results": results_of,  # the ClaimResults themselves (not in the JSON): deciding values, evidence
     }
+
+
+def evidence_values(results) -> dict:
+    """{claim: verdict, claim.item: value, claim.item.control: value} over a list of ClaimResults: every
+    number a claim decides on, to compare two models that should compute the same function."""
+    out = {}
+    for r in results:
+        out[r.claim] = r.verdict
+        for e in r.evidence:
+            out[f"{r.claim}.{e.name}"] = e.measurement.value
+            for c, m in sorted(e.controls.items()):
+                out[f"{r.claim}.{e.name}.{c}"] = m.value
+    return out
+
+
+def symmetry_changes(matrix: dict) -> dict:
+    """Per symmetry mutant of a ``mutation_matrix`` result: the claims whose verdict moved, the largest
+    change of a numeric evidence value (controls included) from the unbroken model's and where it is, and
+    the values that changed otherwise (to or from None or NaN). The function is the same, so all three
+    should be nothing but float rounding."""
+    base = evidence_values(matrix["results"]["(unbroken)"])
+    out = {}
+    for name in matrix["mutants"]:
+        if MUTANTS[name].kind != "symmetry":
+            continue
+        got = evidence_values(matrix["results"][name])
+        largest, at, other = 0.0, None, []
+        for key, v in base.items():
+            w = got.get(key)
+            if key in matrix["unbroken"]:  # a verdict, counted below
+                continue
+            if _number(v) and _number(w):
+                if abs(w - v) > largest:
+                    largest, at = abs(w - v), key
+            elif not (v == w or (_nan(v) and _nan(w))):
+                other.append(key)
+        moved = sorted(c for c in matrix["unbroken"] if got.get(c) != matrix["unbroken"][c])
+        out[name] = {"verdicts_changed": moved, "largest_value_change": largest, "at": at, "other_changes": other}
+    return out
+
+
+def _number(x) -> bool:
+    return isinstance(x, (int, float)) and not math.isnan(x)
+
+
+def _nan(x) -> bool:
+    return isinstance(x, float) and math.isnan(x)
 
 
 def matrix_to_dict(matrix: dict) -> dict:

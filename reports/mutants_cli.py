@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 from ..cli_util import exit_bad_input
-from ..fileio import atomic_write
+from ..fileio import atomic_write, sha256_file
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -136,6 +136,7 @@ def _calibrate(args, contexts: dict, names, only) -> int:
         mutants=names,
         progress=progress,
     )
+    doc["sha256"] = {label: sha256_file(label) for label in contexts}  # which files the table is about
     if args.json:
         atomic_write(args.json, json.dumps(doc, indent=2, sort_keys=True) + "\n")
     if args.md:

@@ -66,11 +66,17 @@ def test_calibration_on_the_reference_counts_what_the_matrix_and_copies_show():
     # identity_qk: its own break is the key rotation; the Layer-1 break is upstream, not judged.
     assert (qk["power"]["models"], qk["power"]["hits"]) == (1, 1)
     assert (qk["false_alarm"]["models"], qk["false_alarm"]["hits"]) == (2, 0)
+    # the symmetry mutant is the same function: no verdict moved, no evidence value beyond float rounding
+    sym = ref["symmetry"]["layer1_qk_gauge"]
+    assert set(ref["symmetry"]) == {"layer1_qk_gauge"}
+    assert sym["verdicts_changed"] == [] and sym["other_changes"] == [] and sym["largest_value_change"] < 1e-3
+    assert ref["mutation_summary"]["wrong"] == [] and ref["mutation_summary"]["judged"] >= 5
     cov = ref["coverage"]["previous_token_head"]
     assert cov["runs"] >= 3 and 0 <= cov["covered"] <= cov["runs"]
     assert all(0 <= t["truth"] <= 1 for t in cov["items"].values())
     table = render_calibration(doc, markdown=True)
     assert "| previous_token_head | 1/1 = 1.00 | 0 | 0/3 = 0.00 | 0 |" in table
+    assert "- reference: " in table and "1 symmetry mutants: verdicts changed none" in table
     json.dumps(doc)  # JSON-able as it stands
 
 
@@ -102,3 +108,18 @@ def test_the_shipped_table_is_the_shipped_measurement():
     assert doc["schema"] == "assignadd.calibration/1" and doc["n"] == 500
     # every claim passes the unbroken reference, so every break and every keep-passing model is counted
     assert all(v == "pass" for v in doc["checkpoints"]["checkpoints/reference.pt"]["unbroken"].values())
+
+
+@needs_reference
+def test_calibrate_cli_names_each_file_by_its_hash(tmp_path, capsys):
+    from assignadd.fileio import sha256_file
+
+    ref = assignadd.reference_checkpoint()
+    out = tmp_path / "c.json"
+    argv = [str(ref), "--calibrate", "--only", "previous_token_head", "--mutants", "layer1_qk_gauge"]
+    argv += ["--n", "100", "--noise-copies", "0", "--coverage-seeds", "1", "--quiet", "--json", str(out)]
+    assert mutants_main(argv) == 0
+    doc = json.loads(out.read_text(encoding="utf-8"))
+    assert doc["sha256"] == {str(ref): sha256_file(ref)}
+    assert doc["checkpoints"][str(ref)]["symmetry"]["layer1_qk_gauge"]["verdicts_changed"] == []
+    assert "1 symmetry mutants: verdicts changed none" in capsys.readouterr().out
