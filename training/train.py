@@ -197,15 +197,8 @@ class TrainConfig:
 
 # TrainConfig fields that run.json records in ``model_config`` and ``task`` rather than in ``train``.
 _RECORDED_ELSEWHERE = (
-    "n_layers",
-    "n_heads",
-    "d_model",
-    "d_head",
-    "d_mlp",
-    "mlp_layers",
-    "layernorm",
-    "modulus",
-    "n_vars",
+    *("n_layers", "n_heads", "d_model", "d_head", "d_mlp", "mlp_layers", "layernorm"),  # in model_config
+    *("modulus", "n_vars"),  # in task
 )
 
 
