@@ -53,24 +53,13 @@ def _parser() -> argparse.ArgumentParser:
         help=f"evaluation pool size (default {DEFAULT_N}; with --claim-doc, the document's pool_size)",
     )
     p.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="device to run on (default cpu)")
-    p.add_argument(
-        "--f",
-        type=float,
-        default=None,
-        help="the task's training fraction f, for a checkpoint that does not record it (paper: 0.7)",
-    )
-    p.add_argument(
-        "--r",
-        type=float,
-        default=None,
-        help="the task's 2-var keep-probability r, for a checkpoint that does not record it (paper: 1.0)",
-    )
-    p.add_argument(
-        "--split-seed",
-        type=int,
-        default=None,
-        help="the seed of the train/held-out pair split, for a checkpoint that does not record it (paper: 42)",
-    )
+    for flag, kind, what, paper in (  # the task, for a checkpoint that does not record it
+        ("--f", float, "the task's training fraction f", 0.7),
+        ("--r", float, "the task's 2-var keep-probability r", 1.0),
+        ("--split-seed", int, "the seed of the train/held-out pair split", 42),
+    ):
+        help_ = f"{what}, for a checkpoint that does not record it (paper: {paper})"
+        p.add_argument(flag, type=kind, default=None, help=help_)
     p.add_argument(
         "--jobs",
         type=int,
