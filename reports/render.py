@@ -361,8 +361,10 @@ def terminal_table(report: dict) -> str:
 
 
 # ----- Markdown ----------------------------------------------------------------------------------
-def _md_cell(s: str) -> str:
-    return s.replace("|", "\\|").replace("\n", " ")
+def _md_table(header: list[str], rows: list[list[str]]) -> list[str]:
+    """A Markdown table's lines; a cell's ``|`` escaped and its line breaks as spaces."""
+    cells = lambda r: "| " + " | ".join(s.replace("|", "\\|").replace("\n", " ") for s in r) + " |"  # noqa: E731
+    return [cells(header), "|" + "---|" * len(header)] + [cells(r) for r in rows]
 
 
 def evidence_lines(e: dict) -> list[str]:
@@ -402,8 +404,7 @@ def markdown(report: dict) -> str:
         f"- **{summary_line(report)}**",
     ]
     lines += [f"- {n}" for n in notes(report)]
-    lines += ["", "| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
-    lines += ["| " + " | ".join(_md_cell(x) for x in r) + " |" for r in summary_rows(report)]
+    lines += [""] + _md_table(HEADER, summary_rows(report))
     if components_lines(report):
         lines += ["", "## Components", "", COMPONENTS_NOTE, ""] + [f"- {x}" for x in components_lines(report)]
     for c in report["claims"]:
@@ -423,9 +424,7 @@ def markdown(report: dict) -> str:
         if c.get("controls"):
             lines += ["", "Controls: " + "; ".join(f"*{k}*: {v}" for k, v in sorted(c["controls"].items()))]
     if report.get("interfaces"):
-        lines += ["", "## Interfaces", "", INTERFACE_NOTE, ""]
-        lines += ["| " + " | ".join(INTERFACE_HEADER) + " |", "|" + "---|" * len(INTERFACE_HEADER)]
-        lines += ["| " + " | ".join(_md_cell(x) for x in r) + " |" for r in interface_rows(report)]
+        lines += ["", "## Interfaces", "", INTERFACE_NOTE, ""] + _md_table(INTERFACE_HEADER, interface_rows(report))
     for c in report.get("not_run") or []:
         lines += [
             "",
