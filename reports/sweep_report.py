@@ -337,14 +337,11 @@ def render_html(doc: dict, figures: dict[str, bytes] | None = None) -> str:
     return H.page("assignadd sweep report: data_requirements", *body)
 
 
-def main_for_sweep(path, out=None, *, quiet: bool = False) -> int:
+def main_for_sweep(path, out, *, quiet: bool = False) -> int:
     """What ``assignadd-report SWEEP_DIR [--out OUT]`` runs: writes sweep.json/.csv/.html and one
-    ``sweep_<param>.png`` per swept parameter into ``out``
-    (default ``out/report-<folder name>``); bad input exits 2 with one ``error:`` line."""
-    path = Path(path)
-    out = Path(out) if out else Path("out") / f"report-{path.resolve().name}"
-    if out.exists() and not out.is_dir():
-        exit_bad_input(f"{out}: exists and is not a folder")
+    ``sweep_<param>.png`` per swept parameter into the folder ``out``; bad input exits 2 with one
+    ``error:`` line."""
+    path, out = Path(path), Path(out)
     try:
         sweeps = find_sweeps(path)
     except (SweepReportError, OSError) as e:
