@@ -29,24 +29,9 @@ from .render import fmt, fmt_measurement
 
 SCHEMA = "assignadd.sweep/1"
 CSV_FIELDS = (
-    "param",
-    "point",
-    "value",
-    "seed",
-    "f",
-    "r",
-    "metric",
-    "accuracy",
-    "ci_low",
-    "ci_high",
-    "n",
-    "sample",
-    "generalizes",
-    "status",
-    "steps_trained",
-    "stopped_early",
-    "final_sha256",
-    "train_wall_s",
+    *("param", "point", "value", "seed", "f", "r"),  # the point
+    *("metric", "accuracy", "ci_low", "ci_high", "n", "sample", "generalizes", "status"),  # its measurement
+    *("steps_trained", "stopped_early", "final_sha256", "train_wall_s"),  # its training
 )
 CSV_KEYS = {"point": "name", "ci_low": "low", "ci_high": "high"}  # a column's key in a point where it differs
 
