@@ -112,9 +112,8 @@ def compute_sweep_report(path, *, progress: bool = False) -> dict:
             threshold = dr.estimate_threshold(results)
         except dr.SweepDataError as e:
             threshold = {"error": str(e)}
-        points = []
-        for r in results:
-            points.append({**r.to_dict(), **_training_summary(points_dir(folder) / r.name, grid_doc["grid"]["steps"])})
+        steps = grid_doc["grid"]["steps"]
+        points = [{**r.to_dict(), **_training_summary(points_dir(folder) / r.name, steps)} for r in results]
         sweeps.append(
             {
                 "folder": folder.name if folder != Path(path) else ".",
