@@ -342,22 +342,16 @@ def terminal_table(report: dict) -> str:
     lines = ["  ".join(h.ljust(w) for h, w in zip(HEADER, widths)).rstrip(), "  ".join("-" * w for w in widths)]
     for r in rows:
         lines.append("  ".join(s.ljust(w) for s, w in zip(r, widths)).rstrip())
-    bad = [c for c in report["claims"] if c["verdict"] != "pass"]
-    if bad:
-        lines.append("")
-        for c in bad:
-            lines.append(f"{c['claim']}: {c['verdict']}: {c['reason']}")
-    odd = [i for i in report.get("interfaces") or [] if i["verdict"] != "intact"]
-    if odd:
-        lines.append("")
-        lines += [f"interface {interface_words(i)}: {i['verdict']}: {i['reason']}" for i in odd]
-    extra = notes(report)
-    if extra:
-        lines.append("")
-        lines += extra
-    lines.append("")
-    lines.append(summary_line(report))
-    return "\n".join(lines) + "\n"
+    bad = [f"{c['claim']}: {c['verdict']}: {c['reason']}" for c in report["claims"] if c["verdict"] != "pass"]
+    odd = [
+        f"interface {interface_words(i)}: {i['verdict']}: {i['reason']}"
+        for i in report.get("interfaces") or []
+        if i["verdict"] != "intact"
+    ]
+    for block in (bad, odd, notes(report)):  # each after a blank line, when it has anything to say
+        if block:
+            lines += ["", *block]
+    return "\n".join(lines + ["", summary_line(report)]) + "\n"
 
 
 # ----- Markdown ----------------------------------------------------------------------------------
