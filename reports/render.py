@@ -68,34 +68,26 @@ def build_report(
         "errors": by_verdict["error"] + others,
         "not_run": [c["claim"] for c in not_run],
     }
-    return clean_json(
-        {
-            "schema": SCHEMA,
-            "tool": {"name": "assignadd-verify", "version": tool_version},
-            "checkpoint": checkpoint,
-            "model_config": model_config,
-            "task": task,
-            "task_source": task_source,
-            "seed": seed,
-            "n": n,
-            "device": device,
-            "only": only,
-            "summary": summary,
-            "claims": claims,
-            "not_run": not_run,
-        }
-        | (
-            {}
-            if interfaces is None
-            else {
-                "interfaces": interfaces,
-                "summary": {
-                    **summary,
-                    "interfaces_broken": [i["interface"] for i in interfaces if i["verdict"] == "interface-broken"],
-                },
-            }
-        )
-    )
+    doc = {
+        "schema": SCHEMA,
+        "tool": {"name": "assignadd-verify", "version": tool_version},
+        "checkpoint": checkpoint,
+        "model_config": model_config,
+        "task": task,
+        "task_source": task_source,
+        "seed": seed,
+        "n": n,
+        "device": device,
+        "only": only,
+        "summary": summary,
+        "claims": claims,
+        "not_run": not_run,
+    }
+    if interfaces is not None:
+        doc["interfaces"] = interfaces
+        broken = [i["interface"] for i in interfaces if i["verdict"] == "interface-broken"]
+        doc["summary"] = {**summary, "interfaces_broken": broken}
+    return clean_json(doc)
 
 
 def dumps(report: dict) -> str:
