@@ -67,6 +67,15 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
 
+def _known(text: str | None, known, what: str) -> list[str] | None:
+    """A comma-separated option's names (None when not given), each one of ``known``, else exit 2."""
+    names = text.split(",") if text else None
+    unknown = [x for x in names or [] if x not in known]
+    if unknown:
+        exit_bad_input(f"unknown {what} {', '.join(unknown)}; known: {', '.join(known)}")
+    return names
+
+
 def _main(args) -> int:
     import assignadd
 
@@ -79,16 +88,7 @@ def _main(args) -> int:
 
     if args.n < 10:
         exit_bad_input(f"--n {args.n} is too small to decide anything (at least 10)")
-    names = args.mutants.split(",") if args.mutants else None
-    if names and [m for m in names if m not in MUTANTS]:
-        exit_bad_input(
-            f"unknown mutant(s) {', '.join(m for m in names if m not in MUTANTS)}; known: {', '.join(MUTANTS)}"
-        )
-    only = args.only.split(",") if args.only else None
-    if only and [c for c in only if c not in REGISTRY]:
-        exit_bad_input(
-            f"unknown claim id(s) {', '.join(c for c in only if c not in REGISTRY)}; known: {', '.join(REGISTRY)}"
-        )
+    names, only = _known(args.mutants, MUTANTS, "mutant(s)"), _known(args.only, REGISTRY, "claim id(s)")
     if len(args.checkpoint) > 1 and not args.calibrate:
         exit_bad_input("several checkpoints are only taken with --calibrate")
     if args.calibrate and args.html:
@@ -110,10 +110,7 @@ def _main(args) -> int:
         ctx.model, ctx.task, seed=args.seed, n=args.n, mutants=names, claims=only, progress=progress
     )
     doc = matrix_to_dict(matrix)
-    if args.json:
-        atomic_write(args.json, json.dumps(doc, indent=2, sort_keys=True) + "\n")
-    if args.md:
-        atomic_write(args.md, render_matrix(doc, markdown=True))
+    _write(args, doc, render_matrix)
     if args.html:
         atomic_write(args.html, matrix_html(doc, str(path)))
     print(render_matrix(doc))
@@ -137,12 +134,17 @@ def _calibrate(args, contexts: dict, names, only) -> int:
         progress=progress,
     )
     doc["sha256"] = {label: sha256_file(label) for label in contexts}  # which files the table is about
+    _write(args, doc, render_calibration)
+    print(render_calibration(doc))
+    return 0
+
+
+def _write(args, doc: dict, render) -> None:
+    """``--json`` and ``--md``, where given: the document, and ``render(doc, markdown=True)``."""
     if args.json:
         atomic_write(args.json, json.dumps(doc, indent=2, sort_keys=True) + "\n")
     if args.md:
-        atomic_write(args.md, render_calibration(doc, markdown=True))
-    print(render_calibration(doc))
-    return 0
+        atomic_write(args.md, render(doc, markdown=True))
 
 
 if __name__ == "__main__":

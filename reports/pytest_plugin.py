@@ -25,24 +25,19 @@ OPTIONS = {
     "n": dict(type=int, default=2000, metavar="N", help="evaluation pool size (default 2000)"),
     "seed": dict(type=int, default=0, metavar="N", help="seed for pools and resampling (default 0)"),
     "device": dict(default="cpu", choices=("cpu", "cuda"), help="device (default cpu)"),
-    "f": dict(
-        type=float,
-        default=None,
-        metavar="F",
-        help="the task's f for checkpoints that record no task (default: the paper's 0.7)",
-    ),
-    "r": dict(
-        type=float,
-        default=None,
-        metavar="R",
-        help="the task's r for checkpoints that record no task (default: the paper's 1.0)",
-    ),
-    "split-seed": dict(
-        type=int,
-        default=None,
-        metavar="N",
-        help="the task's split seed for checkpoints that record no task (default: the paper's 42)",
-    ),
+    **{
+        name: dict(
+            type=kind,
+            default=None,
+            metavar=metavar,
+            help=f"the task's {what} for checkpoints that record no task (default: the paper's {paper})",
+        )
+        for name, kind, metavar, what, paper in (
+            ("f", float, "F", "f", 0.7),
+            ("r", float, "R", "r", 1.0),
+            ("split-seed", int, "N", "split seed", 42),
+        )
+    },
     "jobs": dict(
         type=int,
         default=None,

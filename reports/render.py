@@ -68,34 +68,26 @@ def build_report(
         "errors": by_verdict["error"] + others,
         "not_run": [c["claim"] for c in not_run],
     }
-    return clean_json(
-        {
-            "schema": SCHEMA,
-            "tool": {"name": "assignadd-verify", "version": tool_version},
-            "checkpoint": checkpoint,
-            "model_config": model_config,
-            "task": task,
-            "task_source": task_source,
-            "seed": seed,
-            "n": n,
-            "device": device,
-            "only": only,
-            "summary": summary,
-            "claims": claims,
-            "not_run": not_run,
-        }
-        | (
-            {}
-            if interfaces is None
-            else {
-                "interfaces": interfaces,
-                "summary": {
-                    **summary,
-                    "interfaces_broken": [i["interface"] for i in interfaces if i["verdict"] == "interface-broken"],
-                },
-            }
-        )
-    )
+    doc = {
+        "schema": SCHEMA,
+        "tool": {"name": "assignadd-verify", "version": tool_version},
+        "checkpoint": checkpoint,
+        "model_config": model_config,
+        "task": task,
+        "task_source": task_source,
+        "seed": seed,
+        "n": n,
+        "device": device,
+        "only": only,
+        "summary": summary,
+        "claims": claims,
+        "not_run": not_run,
+    }
+    if interfaces is not None:
+        doc["interfaces"] = interfaces
+        broken = [i["interface"] for i in interfaces if i["verdict"] == "interface-broken"]
+        doc["summary"] = {**summary, "interfaces_broken": broken}
+    return clean_json(doc)
 
 
 def dumps(report: dict) -> str:
@@ -342,27 +334,23 @@ def terminal_table(report: dict) -> str:
     lines = ["  ".join(h.ljust(w) for h, w in zip(HEADER, widths)).rstrip(), "  ".join("-" * w for w in widths)]
     for r in rows:
         lines.append("  ".join(s.ljust(w) for s, w in zip(r, widths)).rstrip())
-    bad = [c for c in report["claims"] if c["verdict"] != "pass"]
-    if bad:
-        lines.append("")
-        for c in bad:
-            lines.append(f"{c['claim']}: {c['verdict']}: {c['reason']}")
-    odd = [i for i in report.get("interfaces") or [] if i["verdict"] != "intact"]
-    if odd:
-        lines.append("")
-        lines += [f"interface {interface_words(i)}: {i['verdict']}: {i['reason']}" for i in odd]
-    extra = notes(report)
-    if extra:
-        lines.append("")
-        lines += extra
-    lines.append("")
-    lines.append(summary_line(report))
-    return "\n".join(lines) + "\n"
+    bad = [f"{c['claim']}: {c['verdict']}: {c['reason']}" for c in report["claims"] if c["verdict"] != "pass"]
+    odd = [
+        f"interface {interface_words(i)}: {i['verdict']}: {i['reason']}"
+        for i in report.get("interfaces") or []
+        if i["verdict"] != "intact"
+    ]
+    for block in (bad, odd, notes(report)):  # each after a blank line, when it has anything to say
+        if block:
+            lines += ["", *block]
+    return "\n".join(lines + ["", summary_line(report)]) + "\n"
 
 
 # ----- Markdown ----------------------------------------------------------------------------------
-def _md_cell(s: str) -> str:
-    return s.replace("|", "\\|").replace("\n", " ")
+def _md_table(header: list[str], rows: list[list[str]]) -> list[str]:
+    """A Markdown table's lines; a cell's ``|`` escaped and its line breaks as spaces."""
+    cells = lambda r: "| " + " | ".join(s.replace("|", "\\|").replace("\n", " ") for s in r) + " |"  # noqa: E731
+    return [cells(header), "|" + "---|" * len(header)] + [cells(r) for r in rows]
 
 
 def evidence_lines(e: dict) -> list[str]:
@@ -402,8 +390,7 @@ def markdown(report: dict) -> str:
         f"- **{summary_line(report)}**",
     ]
     lines += [f"- {n}" for n in notes(report)]
-    lines += ["", "| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
-    lines += ["| " + " | ".join(_md_cell(x) for x in r) + " |" for r in summary_rows(report)]
+    lines += [""] + _md_table(HEADER, summary_rows(report))
     if components_lines(report):
         lines += ["", "## Components", "", COMPONENTS_NOTE, ""] + [f"- {x}" for x in components_lines(report)]
     for c in report["claims"]:
@@ -423,9 +410,7 @@ def markdown(report: dict) -> str:
         if c.get("controls"):
             lines += ["", "Controls: " + "; ".join(f"*{k}*: {v}" for k, v in sorted(c["controls"].items()))]
     if report.get("interfaces"):
-        lines += ["", "## Interfaces", "", INTERFACE_NOTE, ""]
-        lines += ["| " + " | ".join(INTERFACE_HEADER) + " |", "|" + "---|" * len(INTERFACE_HEADER)]
-        lines += ["| " + " | ".join(_md_cell(x) for x in r) + " |" for r in interface_rows(report)]
+        lines += ["", "## Interfaces", "", INTERFACE_NOTE, ""] + _md_table(INTERFACE_HEADER, interface_rows(report))
     for c in report.get("not_run") or []:
         lines += [
             "",

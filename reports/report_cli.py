@@ -54,15 +54,15 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     from .sweep_report import is_sweep_folder, main_for_sweep
 
+    out = Path(args.out) if args.out else Path("out") / f"report-{Path(args.path).resolve().name}"
+    if out.exists() and not out.is_dir():
+        exit_bad_input(f"{out}: exists and is not a folder")
     if is_sweep_folder(args.path):  # a folder made by assignadd-sweep (or holding an f and an r sweep)
-        return main_for_sweep(args.path, args.out, quiet=args.quiet)
+        return main_for_sweep(args.path, out, quiet=args.quiet)
     from .render import fmt_span
     from .series import SeriesError, compute_series, timeline_text, to_csv, to_json
     from .series_html import render_html
 
-    out = Path(args.out) if args.out else Path("out") / f"report-{Path(args.path).resolve().name}"
-    if out.exists() and not out.is_dir():
-        exit_bad_input(f"{out}: exists and is not a folder")
     t0 = time.perf_counter()
     try:
         doc = compute_series(

@@ -27,25 +27,10 @@ from pathlib import Path
 
 SCHEMA_DIR = Path(__file__).resolve().parent / "schemas"
 KNOWN = {
-    "$schema",
-    "$id",
-    "title",
-    "description",
-    "$defs",
-    "type",
-    "const",
-    "enum",
-    "properties",
-    "required",
-    "additionalProperties",
-    "items",
-    "minItems",
-    "maxItems",
-    "minimum",
-    "pattern",
-    "allOf",
-    "anyOf",
-    "$ref",
+    *("$schema", "$id", "title", "description", "$defs"),  # annotations and definitions
+    *("type", "const", "enum", "minimum", "pattern"),  # a value
+    *("properties", "required", "additionalProperties", "items", "minItems", "maxItems"),  # objects, arrays
+    *("allOf", "anyOf", "$ref"),  # schemas combined
 }
 BY_ID = {
     "assignadd.verify/1": "verify",

@@ -29,24 +29,9 @@ from .render import fmt, fmt_measurement
 
 SCHEMA = "assignadd.sweep/1"
 CSV_FIELDS = (
-    "param",
-    "point",
-    "value",
-    "seed",
-    "f",
-    "r",
-    "metric",
-    "accuracy",
-    "ci_low",
-    "ci_high",
-    "n",
-    "sample",
-    "generalizes",
-    "status",
-    "steps_trained",
-    "stopped_early",
-    "final_sha256",
-    "train_wall_s",
+    *("param", "point", "value", "seed", "f", "r"),  # the point
+    *("metric", "accuracy", "ci_low", "ci_high", "n", "sample", "generalizes", "status"),  # its measurement
+    *("steps_trained", "stopped_early", "final_sha256", "train_wall_s"),  # its training
 )
 CSV_KEYS = {"point": "name", "ci_low": "low", "ci_high": "high"}  # a column's key in a point where it differs
 
@@ -127,9 +112,8 @@ def compute_sweep_report(path, *, progress: bool = False) -> dict:
             threshold = dr.estimate_threshold(results)
         except dr.SweepDataError as e:
             threshold = {"error": str(e)}
-        points = []
-        for r in results:
-            points.append({**r.to_dict(), **_training_summary(points_dir(folder) / r.name, grid_doc["grid"]["steps"])})
+        steps = grid_doc["grid"]["steps"]
+        points = [{**r.to_dict(), **_training_summary(points_dir(folder) / r.name, steps)} for r in results]
         sweeps.append(
             {
                 "folder": folder.name if folder != Path(path) else ".",
@@ -337,14 +321,11 @@ def render_html(doc: dict, figures: dict[str, bytes] | None = None) -> str:
     return H.page("assignadd sweep report: data_requirements", *body)
 
 
-def main_for_sweep(path, out=None, *, quiet: bool = False) -> int:
+def main_for_sweep(path, out, *, quiet: bool = False) -> int:
     """What ``assignadd-report SWEEP_DIR [--out OUT]`` runs: writes sweep.json/.csv/.html and one
-    ``sweep_<param>.png`` per swept parameter into ``out``
-    (default ``out/report-<folder name>``); bad input exits 2 with one ``error:`` line."""
-    path = Path(path)
-    out = Path(out) if out else Path("out") / f"report-{path.resolve().name}"
-    if out.exists() and not out.is_dir():
-        exit_bad_input(f"{out}: exists and is not a folder")
+    ``sweep_<param>.png`` per swept parameter into the folder ``out``; bad input exits 2 with one
+    ``error:`` line."""
+    path, out = Path(path), Path(out)
     try:
         sweeps = find_sweeps(path)
     except (SweepReportError, OSError) as e:

@@ -53,24 +53,13 @@ def _parser() -> argparse.ArgumentParser:
         help=f"evaluation pool size (default {DEFAULT_N}; with --claim-doc, the document's pool_size)",
     )
     p.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="device to run on (default cpu)")
-    p.add_argument(
-        "--f",
-        type=float,
-        default=None,
-        help="the task's training fraction f, for a checkpoint that does not record it (paper: 0.7)",
-    )
-    p.add_argument(
-        "--r",
-        type=float,
-        default=None,
-        help="the task's 2-var keep-probability r, for a checkpoint that does not record it (paper: 1.0)",
-    )
-    p.add_argument(
-        "--split-seed",
-        type=int,
-        default=None,
-        help="the seed of the train/held-out pair split, for a checkpoint that does not record it (paper: 42)",
-    )
+    for flag, kind, what, paper in (  # the task, for a checkpoint that does not record it
+        ("--f", float, "the task's training fraction f", 0.7),
+        ("--r", float, "the task's 2-var keep-probability r", 1.0),
+        ("--split-seed", int, "the seed of the train/held-out pair split", 42),
+    ):
+        help_ = f"{what}, for a checkpoint that does not record it (paper: {paper})"
+        p.add_argument(flag, type=kind, default=None, help=help_)
     p.add_argument(
         "--jobs",
         type=int,
@@ -244,36 +233,36 @@ def _verify(args, only, documents, t_start) -> int:
             exit_bad_input(f"--only: unknown claim id(s) {', '.join(unknown)}; known: {', '.join(REGISTRY) or 'none'}")
     ids = [i for i in REGISTRY if only is None or i in only]  # registry order, whatever order --only gives
 
-    json_path = Path(args.json) if args.json else None
-    junit_path = Path(args.junit) if args.junit else None
-    out = Path(args.out) if args.out else None
-    for p, flag, want_dir in ((json_path, "--json", False), (junit_path, "--junit", False), (out, "--out", True)):
-        if p is not None:
-            _check_writable(p, flag, want_dir)
+    for given, flag in ((args.json, "--json"), (args.junit, "--junit"), (args.out, "--out")):
+        if given:
+            _check_writable(Path(given), flag, want_dir=flag == "--out")
     staging: list[Path] = []
     try:
-        return _run(
-            args, path, shown_path, only, ids, json_path, junit_path, out, staging, t_start, __version__, documents
-        )
+        return _run(args, path, shown_path, only, ids, staging, t_start, __version__, documents)
     finally:
         for d in staging:
             if d.exists():
                 shutil.rmtree(d, ignore_errors=True)
 
 
-def _run(
-    args, path, shown_path, only, ids, json_path, junit_path, out, staging_dirs, t_start, version, documents
-) -> int:
+def _run(args, path, shown_path, only, ids, staging_dirs, t_start, version, documents) -> int:
     import torch
+    from tqdm import tqdm
 
     from ..fileio import atomic_write, commit_folder, sha256_file, stage_folder
+    from ..hypotheses import interfaces as interface_checks
+    from ..hypotheses.locate import LocateError
+    from ..hypotheses.session import ClaimRunner, load_context, resolve_jobs
     from . import render
+    from .claim_document import claim_documents
+
+    json_path = Path(args.json) if args.json else None
+    junit_path = Path(args.junit) if args.junit else None
+    out = Path(args.out) if args.out else None
 
     if args.device == "cuda" and not torch.cuda.is_available():
         exit_bad_input("--device cuda: CUDA is not available on this machine")
     t0 = time.perf_counter()
-    from ..hypotheses.session import load_context
-
     try:
         ctx, meta, task_source = load_context(
             path,
@@ -287,8 +276,6 @@ def _run(
         exit_bad_input(str(e))
     model, task = ctx.model, ctx.task
     load_seconds, t_locate = time.perf_counter() - t0, time.perf_counter()
-    from ..hypotheses.locate import LocateError
-
     try:  # once, before the workers fork (they inherit it)
         located = ctx.located
     except LocateError:  # a role has no candidate: each claim that needs it says so as an error
@@ -297,10 +284,6 @@ def _run(
     digest = sha256_file(path)
     timings = {"schema": render.TIMINGS_SCHEMA, "load_seconds": load_seconds, "claims": {}}
     timings["locate_seconds"] = locate_seconds
-
-    from tqdm import tqdm
-
-    from ..hypotheses.session import ClaimRunner, resolve_jobs
 
     # Claims run side by side in forked workers: forked first, before this process starts a thread.
     t_claims = time.perf_counter()
@@ -363,8 +346,6 @@ def _run(
     }
     if meta.get("step_source"):
         checkpoint["step_source"] = meta["step_source"]
-    from ..hypotheses import interfaces as interface_checks
-
     t_interfaces = time.perf_counter()
     interfaces = interface_checks.check_all(ctx, claims=ids)  # those naming a claim this run asks about
     timings["interfaces_seconds"] = time.perf_counter() - t_interfaces
@@ -385,8 +366,6 @@ def _run(
     named = located is not None and located.reported  # not on the paper's layout found as such
     if named:
         report = with_components(report, located)
-    from .claim_document import claim_documents
-
     # each claim run, as data: the document given with --claim-doc, else the registered claim's
     at = located.components if named else None
     undocumented = [c for c in ids if c not in documents]

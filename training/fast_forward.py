@@ -14,12 +14,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from ..model.transformer import (
-    AssignAddTransformer,
-    last_block_at_last_position,
-    layer_norm_unhooked,
-    mlp_unhooked,
-)
+from ..model.transformer import AssignAddTransformer, last_block_at_last_position, layer_norm_unhooked, mlp_unhooked
 
 
 class HookedModelError(ValueError):

@@ -101,21 +101,13 @@ class SweepConfig:
         return out
 
     def train_config(self, point: Point, threads: int | None = None) -> TrainConfig:
+        """The run of one point: its seed, f and r, and the training settings every point shares."""
+        shared = (
+            *("split_seed", "steps", "batch_size", "lr", "weight_decay", "device", "precision"),
+            *("checkpoint_every", "eval_every", "eval_size"),
+        )
         return TrainConfig(
-            seed=point.seed,
-            f=point.f,
-            r=point.r,
-            split_seed=self.split_seed,
-            steps=self.steps,
-            batch_size=self.batch_size,
-            lr=self.lr,
-            weight_decay=self.weight_decay,
-            device=self.device,
-            precision=self.precision,
-            checkpoint_every=self.checkpoint_every,
-            eval_every=self.eval_every,
-            eval_size=self.eval_size,
-            threads=threads,
+            seed=point.seed, f=point.f, r=point.r, threads=threads, **{k: getattr(self, k) for k in shared}
         )
 
     def early_stop_rule(self) -> dict | None:

@@ -316,11 +316,7 @@ def machine_identity(device: str) -> dict:
 
 
 def choose_precision(
-    device: str,
-    probe: StepProbe,
-    *,
-    candidates=None,
-    clock: Callable[[], float] = time.perf_counter,
+    device: str, probe: StepProbe, *, candidates=None, clock: Callable[[], float] = time.perf_counter
 ) -> PrecisionChoice:
     """``--precision auto``: a new measurement (``measure`` then ``decide``, about ``BUDGET_S``)."""
     # A process's first model and optimizer pay one-time set-up (AdamW's first construction imports

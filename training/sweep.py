@@ -24,14 +24,7 @@ from typing import Callable
 from ..data import Task
 from .grid import EarlyStop, SweepConfig, SweepError
 from .precision import PrecisionChoice
-from .sweep_folder import (
-    check_out_folder,
-    last_logged_step,
-    point_status,
-    points_dir,
-    read_grid_file,
-    write_grid_file,
-)
+from .sweep_folder import check_out_folder, last_logged_step, point_status, points_dir, read_grid_file, write_grid_file
 from .train import TrainConfig, log_stderr, recorded_precision, train
 
 

@@ -107,12 +107,7 @@ def main(argv=None) -> int:
     )
     try:
         summary = run_sweep(
-            args.out,
-            cfg,
-            backend=args.backend,
-            jobs=args.jobs,
-            ray_address=args.ray_address,
-            progress=not args.quiet,
+            args.out, cfg, backend=args.backend, jobs=args.jobs, ray_address=args.ray_address, progress=not args.quiet
         )
     except (SweepError, TrainError) as e:
         exit_bad_input(str(e))

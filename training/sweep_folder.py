@@ -43,22 +43,17 @@ def read_grid_file(out) -> dict:
 
 
 def config_from_grid_file(doc: dict) -> SweepConfig:
+    """The ``SweepConfig`` a ``sweep.json`` records (its grid keys are the config's fields where they agree)."""
     g = doc["grid"]
-    ((other, fixed),) = g["fixed"].items()
+    ((_, fixed),) = g["fixed"].items()
+    same = (
+        *("param", "values", "seeds", "split_seed", "steps", "batch_size", "lr", "weight_decay"),
+        *("eval_every", "eval_size", "checkpoint_every"),
+    )
     return SweepConfig(
-        param=g["param"],
-        values=tuple(g["values"]),
-        seeds=tuple(g["seeds"]),
+        **{k: g[k] for k in same},
         fixed=fixed,
-        steps=g["steps"],
-        batch_size=g["batch_size"],
-        lr=g["lr"],
-        weight_decay=g["weight_decay"],
-        eval_every=g["eval_every"],
-        eval_size=g["eval_size"],
-        checkpoint_every=g["checkpoint_every"],
         early_stop=(g["early_stop"] or {}).get("patience", 0),
-        split_seed=g["split_seed"],
         precision="bf16" if g["bf16"] else "fp32",
     )
 

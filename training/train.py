@@ -197,15 +197,8 @@ class TrainConfig:
 
 # TrainConfig fields that run.json records in ``model_config`` and ``task`` rather than in ``train``.
 _RECORDED_ELSEWHERE = (
-    "n_layers",
-    "n_heads",
-    "d_model",
-    "d_head",
-    "d_mlp",
-    "mlp_layers",
-    "layernorm",
-    "modulus",
-    "n_vars",
+    *("n_layers", "n_heads", "d_model", "d_head", "d_mlp", "mlp_layers", "layernorm"),  # in model_config
+    *("modulus", "n_vars"),  # in task
 )
 
 
@@ -435,20 +428,18 @@ def train(
     running, n_running = 0.0, 0
     step = start
     accs: dict = {}
-    done_in_call = 0
     try:
         while step < cfg.steps:
             tokens, labels = task.training_batch(cfg.seed, step, cfg.batch_size)
             tokens, labels = tokens.to(cfg.device), labels.to(cfg.device)
             loss = training_step(model, opt, tokens, labels, device=cfg.device, bf16=cfg.use_bf16, biases=use_bias)
             step += 1
-            done_in_call += 1
             running += loss.item()
             n_running += 1
             if bar is not None:
                 bar.update(1)
-            stop_now = False
-            if step % cfg.eval_every == 0 or step == cfg.steps:
+            evaluated = step % cfg.eval_every == 0 or step == cfg.steps
+            if evaluated:
                 accs = files.evaluate(model, pools, step, round(running / n_running, 6), t0)
                 running, n_running = 0.0, 0
                 if bar is not None:
@@ -458,14 +449,13 @@ def train(
                             **{p.split("_")[0] + ("h" if "heldout" in p else "r"): f"{accs[p]:.2f}" for p in KEY_POOLS},
                         }
                     )
-                if early_stop is not None and early_stop(step, accs):
-                    stop_now = True
+            stop_now = evaluated and early_stop is not None and early_stop(step, accs)
             if step % cfg.checkpoint_every == 0 or step == cfg.steps or stop_now:
                 files.save_step(model, step, accs)
                 files.save_resume(model, opt, step)
             if stop_now:
                 break
-            if stop_after is not None and done_in_call >= stop_after:
+            if stop_after is not None and step - start >= stop_after:
                 return files.resume
     finally:
         if bar is not None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import fields
 
 from ..cli_util import exit_bad_input
 
@@ -86,30 +87,11 @@ def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     from .train import TrainConfig, TrainError, train
 
-    cfg = TrainConfig(
-        seed=args.seed,
-        f=args.f,
-        r=args.r,
-        steps=args.steps,
-        device=args.device,
-        batch_size=args.batch_size,
-        lr=args.lr,
-        weight_decay=args.weight_decay,
-        precision=args.precision,
-        checkpoint_every=args.checkpoint_every,
-        eval_every=args.eval_every,
-        eval_size=args.eval_size,
-        threads=args.threads,
-        n_layers=args.n_layers,
-        n_heads=args.n_heads,
-        d_model=args.d_model,
-        d_head=args.d_head,
-        d_mlp=args.d_mlp,
-        mlp_layers=tuple(range(max(args.n_layers, 0))) if args.mlp_layers == "all" else args.mlp_layers,
-        layernorm=args.layernorm,
-        modulus=args.modulus,
-        n_vars=args.n_vars,
-    )
+    # each option (but RUN_DIR and --quiet) is the TrainConfig field of its name; "all" needs --n-layers
+    options = {f.name: getattr(args, f.name) for f in fields(TrainConfig) if hasattr(args, f.name)}
+    if args.mlp_layers == "all":
+        options["mlp_layers"] = tuple(range(max(args.n_layers, 0)))
+    cfg = TrainConfig(**options)
     try:
         final = train(args.run_dir, cfg, progress=not args.quiet)
     except TrainError as e:
