@@ -122,7 +122,9 @@ class PreviousTokenHead(Hypothesis):
         def edits(m):
             return ctx.memo(
                 ("previous_token_head", "edits", id(m)),
-                lambda: local.identity_edits(m, mixed, seed=ctx.seed, redirect=m is ctx.model, components=c),
+                lambda: local.identity_edits(
+                    m, mixed, seed=ctx.seed, redirect=m is ctx.model, components=c, clean=layer1(m)
+                ),
             )
 
         def value_rows(m):

@@ -281,7 +281,8 @@ def span_basis(rows: torch.Tensor, rel_tol: float = 1e-5) -> tuple[torch.Tensor,
     """(inside (r, d), outside (d - r, d)): orthonormal rows spanning the span of ``rows`` (k, d) and its
     orthogonal complement, float64. Singular values below ``rel_tol`` x the largest are float32 rounding
     of rows that are exact combinations of others (the reference's Layer-1 inputs: 0.23 then 2e-7)."""
-    U, S, Vh = torch.linalg.svd(rows.detach().double(), full_matrices=True)
+    # Vh is (d, d) either way when k >= d; a tall matrix's full U (k, k), never read, costs ten times the rest.
+    U, S, Vh = torch.linalg.svd(rows.detach().double(), full_matrices=rows.shape[0] < rows.shape[1])
     rank = int((S > rel_tol * S.max()).sum())
     return Vh[:rank], Vh[rank:]
 

@@ -84,6 +84,7 @@ def identity_edits(
     seed: int,
     redirect: bool = True,
     components: Components = PAPER,
+    clean: dict | None = None,
 ) -> dict:
     """Which variable does Layer 1 write at each value token, clean and under edits of its attention?
 
@@ -100,14 +101,15 @@ def identity_edits(
         redirect_value    row t attends only to that assignment's *value* token: probe reads w?
     and ``acted``: the mean absolute change each edit made to the pattern rows it targets.
     The redirect arms edit one value token per held-out sequence that has another assignment
-    (``redirect=False`` skips them: two fewer Layer-1 forwards).
+    (``redirect=False`` skips them: two fewer Layer-1 forwards). ``clean``: the clean run's
+    ``circuits.layer1_activations`` on ``tokens`` where the caller has them (the same bits: one forward fewer).
     """
     B, T = tokens.shape
     vals = value_positions(tokens, model.vocab)
     b, t = vals.nonzero(as_tuple=True)
     var_id = (tokens[b, t - 1] - model.cfg.first_var).numpy()
     c = components
-    attn_out, pattern = _layer1_out(model, tokens, components=c)
+    attn_out, pattern = (clean["attn_out"], clean["pattern"]) if clean else _layer1_out(model, tokens, components=c)
     in_train = numpy_rng(seed, "identity probe split").random(B) < 0.5
     train = in_train[b.numpy()]
     probe = RidgeProbe(attn_out[b, t][torch.from_numpy(train)], torch.from_numpy(var_id[train]))
