@@ -260,8 +260,11 @@ def _checkpoint_line(label: str, c: dict) -> str:
         text += (
             f"; {len(sym)} symmetry mutants: verdicts changed "
             + (", ".join(moved) if moved else "none")
-            + f", largest evidence value change {largest['largest_value_change']:.2g}"
-            + (f" ({largest['at']})" if largest["at"] else "")
+            + (
+                f", largest evidence value change {largest['largest_value_change']:.2g} ({largest['at']})"
+                if largest["largest_value_change"]
+                else ", every evidence value the same to 6 decimals"
+            )
             + (", changed otherwise: " + ", ".join(other) if other else "")
         )
     return text

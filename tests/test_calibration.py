@@ -99,6 +99,8 @@ def test_the_shipped_table_is_the_shipped_measurement():
     """docs/calibration.md shows the table that docs/calibration_results/calibration.json renders to."""
     from pathlib import Path
 
+    from assignadd.fileio import sha256_file
+
     docs = Path(assignadd.__file__).resolve().parent / "docs"
     doc = json.loads((docs / "calibration_results" / "calibration.json").read_text(encoding="utf-8"))
     table = render_calibration(doc, markdown=True)
@@ -106,8 +108,15 @@ def test_the_shipped_table_is_the_shipped_measurement():
     page = (docs / "calibration.md").read_text(encoding="utf-8")
     assert all(line in page for line in table.splitlines() if line.startswith("| "))
     assert doc["schema"] == "assignadd.calibration/1" and doc["n"] == 500
-    # every claim passes the unbroken reference, so every break and every keep-passing model is counted
-    assert all(v == "pass" for v in doc["checkpoints"]["checkpoints/reference.pt"]["unbroken"].values())
+    # the reference and two seeds of the paper's configuration, each named by its hash
+    assert list(doc["checkpoints"]) == ["reference.pt", "seed0.pt", "seed1.pt"]
+    assert doc["sha256"]["reference.pt"] == sha256_file(assignadd.reference_checkpoint())
+    # every claim passes each unbroken checkpoint, so every break and every keep-passing model is counted
+    assert all(v == "pass" for c in doc["checkpoints"].values() for v in c["unbroken"].values())
+    # the symmetry mutants: the same function, the same verdicts on all three
+    for c in doc["checkpoints"].values():
+        assert len(c["symmetry"]) == 11
+        assert all(s["verdicts_changed"] == [] and s["other_changes"] == [] for s in c["symmetry"].values())
 
 
 @needs_reference
