@@ -132,3 +132,32 @@ def test_calibrate_cli_names_each_file_by_its_hash(tmp_path, capsys):
     assert doc["sha256"] == {str(ref): sha256_file(ref)}
     assert doc["checkpoints"][str(ref)]["symmetry"]["layer1_qk_gauge"]["verdicts_changed"] == []
     assert "1 symmetry mutants: verdicts changed none" in capsys.readouterr().out
+
+
+def test_symmetry_changes_sees_a_moved_verdict_a_moved_value_and_a_value_lost():
+    from types import SimpleNamespace as NS
+
+    from assignadd.hypotheses.mutation import symmetry_changes
+
+    def result(verdict, value, control):
+        m = NS(value=value)
+        return NS(claim="c", verdict=verdict, evidence=[NS(name="i", measurement=m, controls={"k": NS(value=control)})])
+
+    unbroken = [result("pass", 0.95, 0.1)]
+    same, moved, lost = (
+        [result("pass", 0.95, 0.1)],
+        [result("fail", 0.75, 0.1)],
+        [result("pass", 0.95, float("nan"))],
+    )
+    names = ["layer1_qk_gauge", "layer2_qk_gauge", "layer2_ov_gauge", "layer1_attention_flattened"]
+    matrix = {
+        "mutants": names,
+        "unbroken": {"c": "pass"},
+        "results": {"(unbroken)": unbroken, names[0]: same, names[1]: moved, names[2]: lost, names[3]: moved},
+    }
+    got = symmetry_changes(matrix)
+    assert set(got) == set(names[:3])  # break mutants are not symmetries: not compared
+    assert got[names[0]] == {"verdicts_changed": [], "largest_value_change": 0.0, "at": None, "other_changes": []}
+    assert got[names[1]]["verdicts_changed"] == ["c"] and got[names[1]]["at"] == "c.i"
+    assert abs(got[names[1]]["largest_value_change"] - 0.2) < 1e-12
+    assert got[names[2]]["other_changes"] == ["c.i.k"] and got[names[2]]["verdicts_changed"] == []
