@@ -39,6 +39,15 @@ At Layer 1's output (the same fit and bar, applied at every position): Layer 1's
 breaks at most 0.339, except Layer 2's value bias shifted 0.993, which ``check_all`` localizes to the
 later interface that restores it too (docs/reregistrations/interfaces_layer1_2026-12-04.md).
 The fit runs on one thread (small matrices; the same result whatever the machine's thread count).
+
+Pools of 1,000 whatever ``--n``, and a fit size per interface (re-registered 2026-12-04, before seed 2 of
+the paper's configuration was looked at; docs/reregistrations/interface_fit_sizes_2026-12-04.md): 300
+sequences per pool were fitted everywhere, and at ``--n`` 500 only 250. At the MLP's input an exact
+recoding was restored only to 0.889-0.906 on seed 0 with 250-300 fitted (``inconclusive``) and to 0.941
+with 500, breaks inside a component at most 0.841 there; at the MLP's output the unembedding that follows
+is linear and a larger fit re-reads a damaged MLP (0.905 with 500 against 0.819 with 300), while exact
+recodings reach 0.994 with 300. So ``ov2_to_mlp`` fits 500 per pool, the other two 300
+(``tools/interface_fit_sizes.py``, reference and seeds 0, 1).
 """
 
 from __future__ import annotations
@@ -53,8 +62,7 @@ from ..random_streams import torch_generator
 from .base import Threshold, _r, rate
 
 POOLS = ("0var_train", "1var_train", "2var_train")
-POOL_SIZE = 1000  # sequences per pool (at most the context's n)
-FIT_PER_POOL = 300  # of which the recoding is fitted on these; the rest score it
+POOL_SIZE = 1000  # sequences per pool, whatever the context's n: the bar is registered for these sizes
 LBFGS_ITERATIONS = 100
 BAR = Threshold(
     0.9,
@@ -72,6 +80,7 @@ class Interface:
     reader_part: str  # the reading component, in words
     output: str  # the writer's output: "layer1_out" (the previous-token head's layer, at every position),
     # or, read at `=`, "attn_out" (the fetching head's layer) or "mlp_out"
+    fit_per_pool: int  # sequences of each pool the recoding is fitted on; the rest of the pool scores it
 
     def hook(self, components: Components) -> str:
         """Where the writer's output is read, at the located components (SPEC §2.1)."""
@@ -89,14 +98,14 @@ class Interface:
 # In the order the model computes them: a break is localized to the last interface whose recoding
 # restores the answers (``check_all``).
 INTERFACES = (
-    Interface("ov1_to_layer2", "previous_token_head", "identity_qk", "Layer 2", "layer1_out"),
-    Interface("ov2_to_mlp", "shared_residual", "fourier_neurons", "the adding MLP", "attn_out"),
-    Interface("mlp_to_unembedding", "fourier_neurons", "", "the unembedding", "mlp_out"),
+    Interface("ov1_to_layer2", "previous_token_head", "identity_qk", "Layer 2", "layer1_out", fit_per_pool=300),
+    Interface("ov2_to_mlp", "shared_residual", "fourier_neurons", "the adding MLP", "attn_out", fit_per_pool=500),
+    Interface("mlp_to_unembedding", "fourier_neurons", "", "the unembedding", "mlp_out", fit_per_pool=300),
 )
 
 
 def _pool(ctx) -> tuple[torch.Tensor, torch.Tensor]:
-    tokens, labels = zip(*(ctx.pool(name, min(ctx.n, POOL_SIZE)) for name in POOLS))
+    tokens, labels = zip(*(ctx.pool(name, POOL_SIZE) for name in POOLS))
     return torch.cat(tokens), torch.cat(labels)
 
 
@@ -137,12 +146,12 @@ def _logits(model, interface: Interface, base: torch.Tensor, a: torch.Tensor) ->
 
 
 def _fit_rows(n_rows: int, seed: int, interface: Interface) -> torch.Tensor:
-    """The rows (bool) the recoding is fitted on: ``FIT_PER_POOL`` seeded rows of each pool."""
+    """The rows (bool) the recoding is fitted on: ``interface.fit_per_pool`` seeded rows of each pool."""
     n_pool = n_rows // len(POOLS)
     gen = torch_generator(seed, f"interface {interface.name} fit rows")
     fit = torch.zeros(n_rows, dtype=torch.bool)
     for i in range(len(POOLS)):
-        fit[i * n_pool + torch.randperm(n_pool, generator=gen)[: min(FIT_PER_POOL, n_pool // 2)]] = True
+        fit[i * n_pool + torch.randperm(n_pool, generator=gen)[: interface.fit_per_pool]] = True
     return fit
 
 

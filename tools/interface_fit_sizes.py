@@ -4,7 +4,7 @@
 
 For every break mutant of each checkpoint, the two interfaces at `=` (``ov2_to_mlp``,
 ``mlp_to_unembedding``; hypotheses/interfaces.py) are checked with the recoding fitted on each number of
-sequences per pool in ``--fits`` (the registered value is ``interfaces.FIT_PER_POOL``). Printed as a
+sequences per pool in ``--fits`` (the registered values are each interface's ``fit_per_pool``). Printed as a
 Markdown table of the recoded answers' share (the verdict where it is not "not a recoding"). A recoding
 mutant should be restored above the bar at every fit size, and a break inside a component should stay
 below it: the more sequences the fit sees, the better it learns an exact recoding, and the more it can
@@ -15,6 +15,7 @@ the whole model, minutes per checkpoint).
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 
 from assignadd import load_checkpoint
 from assignadd.data import Task
@@ -28,34 +29,34 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("checkpoints", nargs="+")
     parser.add_argument("--fits", default="300,500", help="sequences fitted per pool, comma-separated")
-    parser.add_argument("--n", type=int, default=1000, help="pool size of the context (default 1000)")
+    parser.add_argument(
+        "--n",
+        type=int,
+        default=1000,
+        help="pool size of the context that locates the components (default 1000; the interface checks draw their own pools of 1,000)",
+    )
     args = parser.parse_args()
     fits = [int(x) for x in args.fits.split(",")]
     at_eq = [i for i in interfaces.INTERFACES if i.output != "layer1_out"]
-    registered = interfaces.FIT_PER_POOL
     header = ["checkpoint", "mutant"] + [f"{i.name} @ {f}" for i in at_eq for f in fits]
     print("| " + " | ".join(header) + " |\n|" + "---|" * len(header))
-    try:
-        for path in args.checkpoints:
-            model = load_checkpoint(path)
-            located = Context(model, Task(), seed=0, n=args.n).located
-            for name, mutant in MUTANTS.items():
-                if mutant.kind != "break":
-                    continue
-                mutated = build_mutant(name, model, 0, components=located.components)
-                cells = []
-                for interface in at_eq:
-                    for fit in fits:
-                        interfaces.FIT_PER_POOL = fit
-                        ctx = Context(mutated, Task(), seed=0, n=args.n)
-                        ctx.pin(located)
-                        c = interfaces.check(ctx, interface)
-                        share = c["recoded"]["value"] if c["recoded"] else c["plain"]["value"]
-                        note = "" if c["verdict"] == "not a recoding" else f" ({c['verdict']})"
-                        cells.append(f"{share:.3f}{note}")
-                print(f"| {path} | {name} | " + " | ".join(cells) + " |", flush=True)
-    finally:
-        interfaces.FIT_PER_POOL = registered
+    for path in args.checkpoints:
+        model = load_checkpoint(path)
+        located = Context(model, Task(), seed=0, n=args.n).located
+        for name, mutant in MUTANTS.items():
+            if mutant.kind != "break":
+                continue
+            mutated = build_mutant(name, model, 0, components=located.components)
+            cells = []
+            for interface in at_eq:
+                for fit in fits:
+                    ctx = Context(mutated, Task(), seed=0, n=args.n)
+                    ctx.pin(located)
+                    c = interfaces.check(ctx, replace(interface, fit_per_pool=fit))
+                    share = c["recoded"]["value"] if c["recoded"] else c["plain"]["value"]
+                    note = "" if c["verdict"] == "not a recoding" else f" ({c['verdict']})"
+                    cells.append(f"{share:.3f}{note}")
+            print(f"| {path} | {name} | " + " | ".join(cells) + " |", flush=True)
 
 
 if __name__ == "__main__":
