@@ -1,4 +1,4 @@
-"""Small helpers shared by the command-line tools."""
+"""Small functions shared by the command-line tools."""
 
 from __future__ import annotations
 

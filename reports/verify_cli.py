@@ -316,6 +316,11 @@ def _run(args, path, shown_path, only, ids, staging_dirs, t_start, version, docu
     # claim, so nothing is left without its newline for the table on stdout to run into.
     interactive = not args.quiet and sys.stderr.isatty()
     try:
+        # The interface checks (those naming a claim this run asks about) run here while the workers run
+        # the claims: they read the model and the pools only, like a claim.
+        t_interfaces = time.perf_counter()
+        interfaces = interface_checks.check_all(ctx, claims=ids)
+        timings["interfaces_seconds"] = time.perf_counter() - t_interfaces
         by_id = {}
         bar = tqdm(total=len(ids), desc="claims", unit="claim", file=sys.stderr, disable=not interactive, leave=False)
         for i, (cid, result, seconds) in enumerate(runner, 1):
@@ -346,9 +351,6 @@ def _run(args, path, shown_path, only, ids, staging_dirs, t_start, version, docu
     }
     if meta.get("step_source"):
         checkpoint["step_source"] = meta["step_source"]
-    t_interfaces = time.perf_counter()
-    interfaces = interface_checks.check_all(ctx, claims=ids)  # those naming a claim this run asks about
-    timings["interfaces_seconds"] = time.perf_counter() - t_interfaces
     report = render.build_report(
         checkpoint=checkpoint,
         model_config=model.cfg.to_dict(),
