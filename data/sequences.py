@@ -33,11 +33,7 @@ def build_sequences(
     n ~ U{1..6} distinct assignments (n >= 2 for 2-var), shuffled, with 12 - 2n PADs each dropped
     independently into one of the n + 1 gaps.
     """
-    kind = np.asarray(kind, dtype=np.int64)
-    var1 = np.asarray(var1, dtype=np.int64)
-    var2 = np.asarray(var2, dtype=np.int64)
-    num1 = np.asarray(num1, dtype=np.int64)
-    num2 = np.asarray(num2, dtype=np.int64)
+    kind, var1, var2, num1, num2 = (np.asarray(x, dtype=np.int64) for x in (kind, var1, var2, num1, num2))
     B, V, N = kind.shape[0], vocab.n_vars, vocab.modulus
     rows = np.arange(B)
 
@@ -110,8 +106,9 @@ def operand_sources(tokens: torch.Tensor, vocab: Vocab = VOCAB) -> torch.Tensor:
         match = prefix[:, :-1] == op[:, None]  # var token positions 0..10; the value follows
         has = match.any(dim=1)
         pos = match.float().argmax(dim=1) + 1
-        is_var = (op >= vocab.first_var) & (op < vocab.size)
-        out.append(torch.where(is_var, torch.where(has, pos, torch.full_like(pos, -1)), torch.full_like(pos, slot)))
+        out.append(
+            torch.where(vocab.is_var(op), torch.where(has, pos, torch.full_like(pos, -1)), torch.full_like(pos, slot))
+        )
     return torch.stack(out, dim=1)
 
 
@@ -119,6 +116,5 @@ def value_positions(tokens: torch.Tensor, vocab: Vocab = VOCAB) -> torch.Tensor:
     """Boolean mask [B, 16] of the prefix positions holding an assigned value (a number after a variable)."""
     tokens = torch.as_tensor(tokens)
     mask = torch.zeros_like(tokens, dtype=torch.bool)
-    prev_is_var = (tokens[:, : PREFIX_LEN - 1] >= vocab.first_var) & (tokens[:, : PREFIX_LEN - 1] < vocab.size)
-    mask[:, 1:PREFIX_LEN] = prev_is_var & (tokens[:, 1:PREFIX_LEN] < vocab.modulus)
+    mask[:, 1:PREFIX_LEN] = vocab.is_var(tokens[:, : PREFIX_LEN - 1]) & (tokens[:, 1:PREFIX_LEN] < vocab.modulus)
     return mask

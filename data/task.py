@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import random
 import zlib
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import numpy as np
 import torch
@@ -55,15 +55,7 @@ class TaskConfig:
     never_lhs: tuple[str, ...] = ("k", "l")  # never the LHS operand in training
 
     def to_dict(self) -> dict:
-        return {
-            "f": self.f,
-            "r": self.r,
-            "seed": self.seed,
-            "modulus": self.modulus,
-            "n_vars": self.n_vars,
-            "never_rhs": list(self.never_rhs),
-            "never_lhs": list(self.never_lhs),
-        }
+        return {**asdict(self), "never_rhs": list(self.never_rhs), "never_lhs": list(self.never_lhs)}
 
     @classmethod
     def from_dict(cls, d: dict) -> "TaskConfig":
@@ -174,9 +166,6 @@ class Task:
         return self.sample_batch(batch_size, np.random.default_rng([int(run_seed), int(step), 7]))
 
     # ----- evaluation -----------------------------------------------------------------------------
-    def _pairs(self, which: str) -> np.ndarray:
-        return {"train": self._train_arr, "heldout": self._heldout_arr, "all": self._all_arr}[which]
-
     def pool(self, name: str, size: int = 2000, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
         """An evaluation pool of SPEC §1.4: ``(tokens [size, 16], labels [size])``, fixed by ``seed``."""
         if name not in POOL_NAMES:
@@ -189,7 +178,7 @@ class Task:
         which = "train" if kind_name in ("train", "restricted_slot", "restricted_1", "restricted_2") else "heldout"
         if name.startswith("b_operand"):
             which = "all"
-        pairs = self._pairs(which)
+        pairs = {"train": self._train_arr, "heldout": self._heldout_arr, "all": self._all_arr}[which]
         if len(pairs) == 0:
             raise TaskError(f"pool {name!r} needs {which} pairs, and this task has none")
         nums = pairs[rng.integers(0, len(pairs), size=size)]
@@ -245,13 +234,9 @@ class Task:
         variable pair (193,580 sequences for the paper's task)."""
         rng = np.random.default_rng([int(seed), 200])
         restricted = np.concatenate([self.restricted_1_var_pairs, self.restricted_2_var_pairs])
-        parts = []
-        for pairs, var_pairs in ((self._heldout_arr, self.valid_var_pairs), (self._train_arr, restricted)):
-            nums = np.repeat(pairs, len(var_pairs), axis=0)
-            vp = np.tile(var_pairs, (len(pairs), 1))
-            parts.append((nums, vp))
-        nums = np.concatenate([p[0] for p in parts])
-        vp = np.concatenate([p[1] for p in parts])
+        parts = ((self._heldout_arr, self.valid_var_pairs), (self._train_arr, restricted))
+        nums = np.concatenate([np.repeat(pairs, len(var_pairs), axis=0) for pairs, var_pairs in parts])
+        vp = np.concatenate([np.tile(var_pairs, (len(pairs), 1)) for pairs, var_pairs in parts])
         tokens = build_sequences(
             np.full(len(nums), KIND_2VAR), vp[:, 0], vp[:, 1], nums[:, 0], nums[:, 1], rng, self.vocab
         )

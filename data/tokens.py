@@ -70,27 +70,24 @@ class Vocab:
     def is_var(self, token):
         return (token >= self.first_var) & (token < self.size)
 
+    @property
+    def specials(self) -> dict[str, int]:
+        """The words of the tokens between the numbers and the variables, with their ids."""
+        return {"+": self.plus, "=": self.eq, "PAD": self.pad}
+
     def token_name(self, token: int) -> str:
         token = int(token)
         if 0 <= token < self.modulus:
             return str(token)
-        if token == self.plus:
-            return "+"
-        if token == self.eq:
-            return "="
-        if token == self.pad:
-            return "PAD"
+        if self.modulus <= token < self.first_var:
+            return next(word for word, t in self.specials.items() if t == token)
         if self.first_var <= token < self.size:
             return self.var_names[token - self.first_var]
         raise ParseError(f"token id {token} is outside the vocabulary 0..{self.size - 1}")
 
     def token_id(self, word: str) -> int:
-        if word == "+":
-            return self.plus
-        if word == "=":
-            return self.eq
-        if word == "PAD":
-            return self.pad
+        if word in self.specials:
+            return self.specials[word]
         if word in self.var_names:
             return self.var_token(word)
         if word.isdigit() and (word == "0" or not word.startswith("0")) and int(word) < self.modulus:

@@ -35,10 +35,11 @@ class Intervention:
 
     site: Site
     self_contained = True  # usable in a permanent knockout (needs no per-batch source run)
+    reference_tokens: torch.Tensor | None = None  # the pool a kind that reads one (Mean, Resample) reads
 
     def reference_requests(self) -> list[tuple[torch.Tensor, str]]:
         """The (tokens, hook) clean activations ``bind`` will fetch."""
-        return []
+        return [] if self.reference_tokens is None else [(self.reference_tokens, self.site.hook)]
 
     def bind(self, model, fetch: Fetch) -> Edit:
         raise NotImplementedError
@@ -71,9 +72,6 @@ class Mean(Intervention):
         self.site = as_site(site)
         self.reference_tokens = reference_tokens
         self.per_position = per_position
-
-    def reference_requests(self):
-        return [(self.reference_tokens, self.site.hook)]
 
     def bind(self, model, fetch):
         ref = fetch(self.reference_tokens, self.site.hook)
@@ -151,9 +149,6 @@ class Resample(Intervention):
             return self.indices
         gen = torch_generator(self.seed, "resample draws")
         return torch.randint(len(self.reference_tokens), (batch,), generator=gen)
-
-    def reference_requests(self):
-        return [(self.reference_tokens, self.site.hook)]
 
     def bind(self, model, fetch):
         ref = fetch(self.reference_tokens, self.site.hook)

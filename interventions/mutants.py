@@ -50,7 +50,7 @@ model (the key-frequency directions of the MLP input) takes it from the caller a
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable
 
 import torch
@@ -101,24 +101,10 @@ class Mutant:
         return mutated
 
 
-def _attn(model, layer):
-    return model.blocks[layer].attn
-
-
 def _head(c: Components, layer: int) -> tuple[int, int]:
     """(layer, head) of the paper's Layer ``layer`` (0 or 1) at ``c``: the previous-token head or the
     fetching head."""
     return (c.prev_layer, c.prev_head) if layer == 0 else (c.fetch_layer, c.fetch_head)
-
-
-def _flatten(layer):
-    def build(model, gen, c):
-        at, h = _head(c, layer)
-        a = _attn(model, at)
-        a.W_Q[h].zero_()
-        a.b_Q[h].zero_()
-
-    return build
 
 
 def _rotate(layer: int | None, param: str):
@@ -140,12 +126,20 @@ def _rotate(layer: int | None, param: str):
     return build
 
 
+def _rotated(name: str, component: str, layer: int | None, param: str, whose: str) -> Mutant:
+    """The mutant ``_rotate(layer, param)`` makes, described as ``whose`` weight rotated."""
+    weight = param.rsplit(".", 1)[-1]
+    description = f"{whose} {weight} input space rotated by a random orthogonal matrix"
+    return Mutant(name, component, description, _rotate(layer, param))
+
+
 def _scale_scores(layer, factor):
+    """W_Q and b_Q of the head at the paper's Layer ``layer`` (0, 1) times ``factor``, so every attention
+    score is too; 0 flattens its attention (uniform over the causal keys)."""
+
     def build(model, gen, c):
-        at, h = _head(c, layer)
-        a = _attn(model, at)
-        a.W_Q[h].mul_(factor)
-        a.b_Q[h].mul_(factor)
+        for name in ("W_Q", "b_Q"):
+            _head_weight(model, c, layer, name).mul_(factor)
 
     return build
 
@@ -161,7 +155,7 @@ def _span_out_of_input(param: torch.Tensor, rows: torch.Tensor) -> None:
 def _head_weight(model, c: Components, layer: int, name: str) -> torch.Tensor:
     """Weight ``name`` ("W_Q", ...) of the head at the paper's Layer ``layer`` (0, 1): a (1, ...) view."""
     at, h = _head(c, layer)
-    return getattr(_attn(model, at), name)[h : h + 1]
+    return getattr(model.blocks[at].attn, name)[h : h + 1]
 
 
 def _identity_out_of_ov1(model, gen, c):
@@ -176,9 +170,7 @@ def _ov1_noised(model, gen, c):
     """Layer 1's W_V and W_O each gain Gaussian noise of 3x their own RMS: the head attends as before, and
     what it writes at each value token is the variable's identity in a garbled code Layer 2 was not
     trained on (a linear probe still decodes it)."""
-    at, h = _head(c, 0)
-    a = _attn(model, at)
-    for w in (a.W_V[h], a.W_O[h]):
+    for w in (_head_weight(model, c, 0, "W_V"), _head_weight(model, c, 0, "W_O")):
         w.add_(3 * w.pow(2).mean().sqrt() * torch.randn(w.shape, generator=gen))
 
 
@@ -200,12 +192,10 @@ def _ov2_rank_cut(rank):
         projection (d_model, d_model) onto the top ``rank`` right singular vectors of W_V W_O. Then
         W_V W_O P = U_r S_r V_r^T; the value bias b_V W_O P is cut the same way. Layer 2 still writes
         its strongest directions, and only ``rank`` of them."""
-        at, head = _head(c, 1)
-        a = _attn(model, at)
-        for h in (head,):
-            _, _, Vh = torch.linalg.svd((a.W_V[h] @ a.W_O[h]).double(), full_matrices=False)
-            P = Vh[:rank].T @ Vh[:rank]
-            a.W_O[h].copy_((a.W_O[h].double() @ P).float())
+        W_V, W_O = _head_weight(model, c, 1, "W_V")[0], _head_weight(model, c, 1, "W_O")[0]
+        _, _, Vh = torch.linalg.svd((W_V @ W_O).double(), full_matrices=False)
+        P = Vh[:rank].T @ Vh[:rank]
+        W_O.copy_((W_O.double() @ P).float())
 
     return build
 
@@ -214,22 +204,19 @@ def _ov2_output_recoded(model, gen, c):
     """Layer 2's W_O (d_head, d_model) replaced by U' S V'^T: its singular values kept, both singular
     bases Haar-random. Layer 2 still writes every value it reads, at the same strengths, in a basis
     the MLP was not trained on."""
-    at, head = _head(c, 1)
-    a = _attn(model, at)
-    for h in (head,):
-        S = torch.linalg.svdvals(a.W_O[h].double())
-        U, V = random_rotation(a.W_O.shape[1], gen).double(), random_rotation(a.W_O.shape[2], gen).double()
-        a.W_O[h].copy_((U[:, : len(S)] @ torch.diag(S) @ V[: len(S)]).float())
+    W_O = _head_weight(model, c, 1, "W_O")[0]  # (d_head, d_model)
+    S = torch.linalg.svdvals(W_O.double())
+    U, V = random_rotation(W_O.shape[0], gen).double(), random_rotation(W_O.shape[1], gen).double()
+    W_O.copy_((U[:, : len(S)] @ torch.diag(S) @ V[: len(S)]).float())
 
 
 def _value_bias_shifted(model, gen, c):
     """Layer 2's value bias b_V += δ, δ Gaussian with 3x W_V's mean column norm per coordinate: attention
     weights sum to 1, so Layer 2's output moves by the same δ W_O at every position, a constant offset
     the MLP reads."""
-    at, head = _head(c, 1)
-    a = _attn(model, at)
-    scale = 3 * a.W_V[head].norm(dim=0).mean()
-    a.b_V[head].add_(torch.randn(a.b_V.shape[-1], generator=gen) * scale)
+    W_V, b_V = _head_weight(model, c, 1, "W_V")[0], _head_weight(model, c, 1, "b_V")[0]
+    scale = 3 * W_V.norm(dim=0).mean()
+    b_V.add_(torch.randn(b_V.shape[-1], generator=gen) * scale)
 
 
 def _mlp_output_rotated(model, gen, c):
@@ -409,83 +396,75 @@ def _unembedding_class_shift(model, gen, c):
 
 
 SYMMETRY_MUTANTS = [
-    Mutant(
-        "layer1_unseen_inputs",
-        "layer1_previous_token",
-        "Layer 1's W_Q, W_K, W_V each gain 10x their norm along input directions no W_E[t] + W_pos[p] has",
-        _layer1_unseen_inputs,
-        kind="symmetry",
-    ),
-    Mutant(
-        "layer1_qk_gauge",
-        "layer1_previous_token",
-        "Layer 1: W_Q -> W_Q A, W_K -> W_K A^-T (and the biases), A random invertible (condition <= 4)",
-        _qk_gauge(0),
-        kind="symmetry",
-    ),
-    Mutant(
-        "layer1_ov_gauge",
-        "layer1_previous_token",
-        "Layer 1: W_V -> W_V B, b_V -> b_V B, W_O -> B^-1 W_O, B random invertible (condition <= 4)",
-        _ov_gauge(0),
-        kind="symmetry",
-    ),
-    Mutant(
-        "layer1_softmax_shift",
-        "layer1_previous_token",
-        "Layer 1: b_K += δ, a constant added to every score of a query row",
-        _softmax_shift(0),
-        kind="symmetry",
-    ),
-    Mutant(
-        "layer2_qk_gauge",
-        "layer2_identity_qk",
-        "Layer 2: W_Q -> W_Q A, W_K -> W_K A^-T (and the biases), A random invertible (condition <= 4)",
-        _qk_gauge(1),
-        kind="symmetry",
-    ),
-    Mutant(
-        "layer2_query_unseen_at_eq",
-        "layer2_identity_qk",
-        "Layer 2's W_Q gains 10x its norm along input directions the residual at `=` never has",
-        _layer2_query_unseen_at_eq,
-        kind="symmetry",
-    ),
-    Mutant(
-        "layer2_softmax_shift",
-        "layer2_identity_qk",
-        "Layer 2: b_K += δ, a constant added to every score of a query row",
-        _softmax_shift(1),
-        kind="symmetry",
-    ),
-    Mutant(
-        "layer2_ov_gauge",
-        "layer2_ov",
-        "Layer 2: W_V -> W_V B, b_V -> b_V B, W_O -> B^-1 W_O, B random invertible (condition <= 4)",
-        _ov_gauge(1),
-        kind="symmetry",
-    ),
-    Mutant(
-        "mlp_neurons_rescaled",
-        "layer2_mlp",
-        "each Layer-2 neuron's input times c and output over c, c in [1/10, 10]; the largest neuron x10",
-        _mlp_neurons_rescaled,
-        kind="symmetry",
-    ),
-    Mutant(
-        "mlp_neurons_reordered",
-        "layer2_mlp",
-        "the Layer-2 neurons permuted, input and output weights together",
-        _permute_neurons(outputs=True),
-        kind="symmetry",
-    ),
-    Mutant(
-        "unembedding_class_shift",
-        "unembedding",
-        "the same vector added to every column of W_U, a constant to b_U: every logit moves equally",
-        _unembedding_class_shift,
-        kind="symmetry",
-    ),
+    replace(m, kind="symmetry")
+    for m in [
+        Mutant(
+            "layer1_unseen_inputs",
+            "layer1_previous_token",
+            "Layer 1's W_Q, W_K, W_V each gain 10x their norm along input directions no W_E[t] + W_pos[p] has",
+            _layer1_unseen_inputs,
+        ),
+        Mutant(
+            "layer1_qk_gauge",
+            "layer1_previous_token",
+            "Layer 1: W_Q -> W_Q A, W_K -> W_K A^-T (and the biases), A random invertible (condition <= 4)",
+            _qk_gauge(0),
+        ),
+        Mutant(
+            "layer1_ov_gauge",
+            "layer1_previous_token",
+            "Layer 1: W_V -> W_V B, b_V -> b_V B, W_O -> B^-1 W_O, B random invertible (condition <= 4)",
+            _ov_gauge(0),
+        ),
+        Mutant(
+            "layer1_softmax_shift",
+            "layer1_previous_token",
+            "Layer 1: b_K += δ, a constant added to every score of a query row",
+            _softmax_shift(0),
+        ),
+        Mutant(
+            "layer2_qk_gauge",
+            "layer2_identity_qk",
+            "Layer 2: W_Q -> W_Q A, W_K -> W_K A^-T (and the biases), A random invertible (condition <= 4)",
+            _qk_gauge(1),
+        ),
+        Mutant(
+            "layer2_query_unseen_at_eq",
+            "layer2_identity_qk",
+            "Layer 2's W_Q gains 10x its norm along input directions the residual at `=` never has",
+            _layer2_query_unseen_at_eq,
+        ),
+        Mutant(
+            "layer2_softmax_shift",
+            "layer2_identity_qk",
+            "Layer 2: b_K += δ, a constant added to every score of a query row",
+            _softmax_shift(1),
+        ),
+        Mutant(
+            "layer2_ov_gauge",
+            "layer2_ov",
+            "Layer 2: W_V -> W_V B, b_V -> b_V B, W_O -> B^-1 W_O, B random invertible (condition <= 4)",
+            _ov_gauge(1),
+        ),
+        Mutant(
+            "mlp_neurons_rescaled",
+            "layer2_mlp",
+            "each Layer-2 neuron's input times c and output over c, c in [1/10, 10]; the largest neuron x10",
+            _mlp_neurons_rescaled,
+        ),
+        Mutant(
+            "mlp_neurons_reordered",
+            "layer2_mlp",
+            "the Layer-2 neurons permuted, input and output weights together",
+            _permute_neurons(outputs=True),
+        ),
+        Mutant(
+            "unembedding_class_shift",
+            "unembedding",
+            "the same vector added to every column of W_U, a constant to b_U: every logit moves equally",
+            _unembedding_class_shift,
+        ),
+    ]
 ]
 
 
@@ -496,26 +475,11 @@ MUTANTS: dict[str, Mutant] = {
             "layer1_attention_flattened",
             "layer1_previous_token",
             "Layer 1's W_Q zeroed: every query attends uniformly over its causal keys",
-            _flatten(0),
+            _scale_scores(0, 0.0),
         ),
-        Mutant(
-            "layer1_keys_rotated",
-            "layer1_previous_token",
-            "Layer 1's W_K input space rotated by a random orthogonal matrix",
-            _rotate(0, "attn.W_K"),
-        ),
-        Mutant(
-            "layer1_values_rotated",
-            "layer1_previous_token",
-            "Layer 1's W_V input space rotated by a random orthogonal matrix",
-            _rotate(0, "attn.W_V"),
-        ),
-        Mutant(
-            "layer1_queries_rotated",
-            "layer1_previous_token",
-            "Layer 1's W_Q input space rotated by a random orthogonal matrix",
-            _rotate(0, "attn.W_Q"),
-        ),
+        _rotated("layer1_keys_rotated", "layer1_previous_token", 0, "attn.W_K", "Layer 1's"),
+        _rotated("layer1_values_rotated", "layer1_previous_token", 0, "attn.W_V", "Layer 1's"),
+        _rotated("layer1_queries_rotated", "layer1_previous_token", 0, "attn.W_Q", "Layer 1's"),
         Mutant(
             "ov1_identity_removed",
             "layer1_previous_token",
@@ -529,23 +493,13 @@ MUTANTS: dict[str, Mutant] = {
             "a garbled code",
             _ov1_noised,
         ),
-        Mutant(
-            "layer2_keys_rotated",
-            "layer2_identity_qk",
-            "Layer 2's W_K input space rotated by a random orthogonal matrix",
-            _rotate(1, "attn.W_K"),
-        ),
-        Mutant(
-            "layer2_queries_rotated",
-            "layer2_identity_qk",
-            "Layer 2's W_Q input space rotated by a random orthogonal matrix",
-            _rotate(1, "attn.W_Q"),
-        ),
+        _rotated("layer2_keys_rotated", "layer2_identity_qk", 1, "attn.W_K", "Layer 2's"),
+        _rotated("layer2_queries_rotated", "layer2_identity_qk", 1, "attn.W_Q", "Layer 2's"),
         Mutant(
             "layer2_attention_flattened",
             "layer2_identity_qk",
             "Layer 2's W_Q zeroed: `=` attends uniformly over all 16 positions",
-            _flatten(1),
+            _scale_scores(1, 0.0),
         ),
         Mutant(
             "layer2_scores_scaled",
@@ -571,12 +525,7 @@ MUTANTS: dict[str, Mutant] = {
             "the number embeddings' span projected out of Layer 2's W_V input",
             _numbers_out_of_v2,
         ),
-        Mutant(
-            "layer2_values_rotated",
-            "layer2_ov",
-            "Layer 2's W_V input space rotated by a random orthogonal matrix",
-            _rotate(1, "attn.W_V"),
-        ),
+        _rotated("layer2_values_rotated", "layer2_ov", 1, "attn.W_V", "Layer 2's"),
         Mutant(
             "layer2_ov_rank4",
             "layer2_ov",
@@ -601,12 +550,7 @@ MUTANTS: dict[str, Mutant] = {
             "Layer 2's value bias shifted (3x W_V's mean column norm per coordinate): a constant offset at `=`",
             _value_bias_shifted,
         ),
-        Mutant(
-            "mlp_input_rotated",
-            "layer2_mlp",
-            "the Layer-2 MLP's W_in input space rotated by a random orthogonal matrix",
-            _rotate(None, "mlp.W_in"),
-        ),
+        _rotated("mlp_input_rotated", "layer2_mlp", None, "mlp.W_in", "the Layer-2 MLP's"),
         Mutant(
             "mlp_neurons_permuted",
             "layer2_mlp",

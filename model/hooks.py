@@ -8,7 +8,7 @@ bottom of this module are the paper's layout (``*_1`` is Layer 1, ``blocks.0``; 
 
 from __future__ import annotations
 
-# per block: (name relative to the block, whether it lives under ``attn.`` / ``mlp.``)
+# per activation: its hook's name relative to the block (under ``attn.`` / ``mlp.`` where it lives there)
 _BLOCK = {
     "resid_pre": "hook_resid_pre",
     "attn_out": "hook_attn_out",

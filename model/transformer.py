@@ -297,23 +297,10 @@ class Unembed(nn.Module):
         return x @ self.W_U + self.b_U
 
 
-# The last block's hook points that fire before its MLP (named relative to the block): hooks there
-# still let the MLP and the unembedding run at the last position only.
-_UP_TO_RESID_MID = frozenset(
-    {
-        "hook_resid_pre",
-        "hook_attn_out",
-        "hook_resid_mid",
-        "attn.hook_q",
-        "attn.hook_k",
-        "attn.hook_v",
-        "attn.hook_z",
-        "attn.hook_attn_scores",
-        "attn.hook_pattern",
-        "ln1.hook_scale",
-        "ln1.hook_normalized",
-    }
-)
+# The last block's hook points that fire before its MLP (names relative to the block, or their prefixes:
+# everything in attn and ln1): hooks there still let the MLP and the unembedding run at the last position
+# only. (attn's per-head input hooks fire only in split-input mode, which takes the full forward anyway.)
+_UP_TO_RESID_MID = ("hook_resid_pre", "hook_attn_out", "hook_resid_mid", "attn.", "ln1.")
 
 
 def mlp_unhooked(mlp: "MLP", x: torch.Tensor, biases: bool = True) -> torch.Tensor:
@@ -452,11 +439,12 @@ class AssignAddTransformer(HookedRootModule):
         more work than the TransformerLens hooks attached to the last block need (see ``forward``)."""
         last = self.blocks[-1]
         hooked = {name for name, m in last.named_modules() if isinstance(m, HookPoint) and m.has_hooks()}
+        after_resid_mid = not all(name.startswith(_UP_TO_RESID_MID) for name in hooked)
         if self.ln_final is not None:  # ln_final's hooks see every position: any of them needs the full forward
             final_hooked = self.ln_final.hook_scale.has_hooks() or self.ln_final.hook_normalized.has_hooks()
-            if last.attn.split_qkv_input or final_hooked or not hooked <= _UP_TO_RESID_MID:
+            if last.attn.split_qkv_input or final_hooked or after_resid_mid:
                 return self.unembed(self.ln_final(last(x)))[:, -1].float()
-        elif last.attn.split_qkv_input or not hooked <= _UP_TO_RESID_MID:
+        elif last.attn.split_qkv_input or after_resid_mid:
             return self.unembed(last(x)[:, -1]).float()
         if not hooked:
             return last_block_at_last_position(self, x)

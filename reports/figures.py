@@ -15,8 +15,7 @@ judge the verdict by eye:
 - per claim, a forest-style plot of every evidence item: value, interval, threshold, controls.
 
 Everything is deterministic for a (model, task, seed). Drawing them is a fair share of
-``assignadd-verify``'s work: about 6.5 s of CPU of its 26 on the development machine (3 s of wall time on
-two cores; ``bench/verify_speed.py --compare-figures``), which ``--json`` alone skips.
+``assignadd-verify``'s work (bench/RESULTS.md, "what the figures cost"), which ``--json`` alone skips.
 """
 
 from __future__ import annotations

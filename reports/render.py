@@ -186,11 +186,8 @@ def item_status(e: dict) -> str:
 
 def headline(claim: dict) -> dict | None:
     """As ``ClaimResult.headline()``, on the dict: first required causal item, else first required."""
-    ev = claim.get("evidence") or []
-    for e in ev:
-        if e["required"] and e["kind"] == "causal":
-            return e
-    return next((e for e in ev if e["required"]), None)
+    required = [e for e in claim.get("evidence") or [] if e["required"]]
+    return next((e for e in required if e["kind"] == "causal"), required[0] if required else None)
 
 
 def closest_control(e: dict) -> tuple[str, dict] | None:
@@ -481,8 +478,7 @@ def junit_xml(report: dict, timings: dict | None = None) -> str:
 
 # ----- HTML --------------------------------------------------------------------------------------
 def _figure(fig) -> H.Markup:
-    caption = fig.caption if isinstance(fig.caption, H.Markup) else H.escape(fig.caption)
-    return H.figure(fig.key, fig.title, caption, fig.png)
+    return H.figure(fig.key, fig.title, fig.caption, fig.png)
 
 
 def evidence_table(

@@ -2,10 +2,9 @@
 
 Why measure: a training step under bf16 autocast is about twice as fast as fp32's on a CPU with
 native bf16 (AVX512-BF16, AMX) and on most GPUs, and 8 to 11 times slower on a CPU that emulates it
-(AVX2 without bf16: its matmuls run 40 times slower than fp32's; ``bench/RESULTS.md``). The machines
-that run this project differ from one day to the next, and so do users' laptops, so
-``--precision auto`` (the default of train and sweep) decides on the machine that
-runs, not from the device's name.
+(AVX2 without bf16: its matmuls run 40 times slower than fp32's; ``bench/RESULTS.md``). Machines differ,
+so ``--precision auto`` (the default of train and sweep) decides on the machine that runs, not from the
+device's name.
 
 How (``choose_precision``), in about one second, once per run (a resumed run keeps its choice):
 
@@ -14,14 +13,13 @@ How (``choose_precision``), in about one second, once per run (a resumed run kee
    for every candidate, is the **safety sample**: the candidate's loss and gradients must be finite and
    close to fp32's (``LOSS_RTOL``, ``GRAD_RTOL``). Its next steps are timed. A candidate more than
    ``SCOUT_SLOWDOWN`` times slower than fp32 here (an emulated path) is not timed further.
-2. **Workload**: the candidates left run the step at the run's own size (its batch), which is where a GPU's bf16 gain shows; timed within the rest of
-   ``BUDGET_S``. Skipped when the scout already is the workload, or when one fp32 step at full size
+2. **Workload**: the candidates left run the step at the run's own size (its batch), which is where a
+   GPU's bf16 gain shows; timed within the rest of ``BUDGET_S``. Skipped when the scout already is the workload, or when one fp32 step at full size
    would not fit in the budget (predicted from the scout, or found on its first step): then the
    scout's timings decide.
 3. **Decide** (``decide``): fp32 unless a safe candidate ran at least ``SPEEDUP_MARGIN`` times fp32's
    steps/s; of those, the fastest. So a candidate slower than fp32 is never chosen, and a tie (within
    timing noise) keeps the exact arithmetic.
-
 
 The safety sample is one step at initialisation: it catches a path that overflows or is badly wrong
 (NaN, inf, a gradient off by more than 10%), not drift late in training. This module knows nothing of

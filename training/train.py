@@ -15,7 +15,6 @@ run keeps the precision it started with (recorded in ``run.json``), whatever ``a
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import json
 import math
@@ -202,15 +201,6 @@ _RECORDED_ELSEWHERE = (
 )
 
 
-def checkpoint_name(step: int) -> str:
-    return f"step_{step:06d}.pt"
-
-
-def eval_pools(task: Task, cfg: TrainConfig) -> dict:
-    """The evaluation pools of a run: every pool of SPEC §1.4, ``cfg.eval_size`` sequences each, seed 1."""
-    return {name: task.pool(name, cfg.eval_size, seed=1) for name in POOL_NAMES}
-
-
 @torch.no_grad()
 def accuracy(model: AssignAddTransformer, tokens: torch.Tensor, labels: torch.Tensor, batch: int = 4096) -> float:
     """Fraction of sequences whose last-position argmax is the label (fp32, fast path)."""
@@ -220,12 +210,6 @@ def accuracy(model: AssignAddTransformer, tokens: torch.Tensor, labels: torch.Te
         logits = last_logits(model, tokens[i : i + batch].to(dev))
         correct += (logits.argmax(-1).cpu() == labels[i : i + batch]).sum().item()
     return correct / len(tokens)
-
-
-def _autocast(device: str, enabled: bool):
-    if not enabled:
-        return contextlib.nullcontext()
-    return torch.autocast("cuda" if device.startswith("cuda") else "cpu", dtype=torch.bfloat16)
 
 
 def adamw(params, cfg: TrainConfig) -> torch.optim.AdamW:
@@ -246,7 +230,7 @@ def training_step(
     (under bf16 autocast if ``bf16``), cross-entropy at the last position in fp32, backward, AdamW.
     Returns the loss; the step's gradients stay on the parameters. The step ``train`` runs, and the
     one ``training.precision`` times."""
-    with _autocast(device, bf16):
+    with torch.autocast("cuda" if device.startswith("cuda") else "cpu", dtype=torch.bfloat16, enabled=bf16):
         logits = last_logits(model, tokens, biases=biases)  # (B, d_vocab_out)
     loss = F.cross_entropy(logits.float(), labels)
     opt.zero_grad(set_to_none=True)
@@ -412,7 +396,7 @@ def train(
         log(f"{run.run_dir}: {run.precision.log_line()}")
     run_dir, cfg, task, model, opt, start = run.run_dir, run.cfg, run.task, run.model, run.opt, run.start
     prepare_run_folder(run_dir, start)
-    pools = eval_pools(task, cfg)
+    pools = {name: task.pool(name, cfg.eval_size, seed=1) for name in POOL_NAMES}  # SPEC §1.4's, seed 1
     use_bias = not model.biases_are_zero()
     files = RunFiles(run_dir, task.config.to_dict(), cfg.checkpoint_run())
     t0 = time.time()
@@ -496,7 +480,7 @@ class RunFiles:
         """``checkpoints/step_NNNNNN.pt``, without the all-zero frozen tensors (series files stay small)."""
         save_checkpoint(
             model,
-            self.run_dir / "checkpoints" / checkpoint_name(step),
+            self.run_dir / "checkpoints" / f"step_{step:06d}.pt",
             task=self.task_meta,
             step=step,
             metrics=accs,
