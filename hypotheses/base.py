@@ -284,9 +284,7 @@ class Context:
         self.device = device
         self._pools: dict = {} if pools is None else pools  # keyed by (name, size), drawn from the seed alone
         self._memo: dict = {}
-        # ``model.components.Components`` pinned by the caller (``--components``), or None: searched on
-        # first use (``located``).
-        self._given = components
+        self._given = components  # pinned by the caller (``--components``), or None: searched (``located``)
 
     @property
     def located(self):

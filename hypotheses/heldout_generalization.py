@@ -128,7 +128,6 @@ class HeldoutGeneralization(Hypothesis):
             item(
                 "accuracy[exhaustive_0var_heldout]",
                 site="the logits at `=`, every held-out pair as a 0-var sequence",
-                intervention=None,
                 definition="accuracy over every held-out pair once, as 0-var sequences",
                 kind="observational",
                 threshold=EXHAUSTIVE_BAR,
@@ -141,7 +140,6 @@ class HeldoutGeneralization(Hypothesis):
             item(
                 "accuracy[exhaustive_0var_heldout, doubled pairs (n, n)]",
                 site="the logits at `=`, every held-out doubled pair as a 0-var sequence",
-                intervention=None,
                 definition="accuracy over every held-out doubled pair (n, n) once, as 0-var sequences",
                 kind="observational",
                 threshold=DOUBLED_BAR,

@@ -142,7 +142,6 @@ class IdentityQK(Hypothesis):
             item(
                 "identity_block_diagonal",
                 site=f"weights: {c.layer2}.attn.W_Q, {c.layer2}.attn.W_K, {c.layer1} OV, W_E",
-                intervention=None,
                 definition="fraction of rows i of M~ = X~ W_Q^2 W_K^2T X~^T / sqrt(d_head), X~ = (E_var - mean) OV_1, with "
                 "argmax_j M~[i, j] = i by a margin >= 1",
                 kind="observational",
@@ -155,7 +154,6 @@ class IdentityQK(Hypothesis):
             item(
                 "eq_attends_to_operand_values",
                 site=f"{c.PATTERN_2}, the row of `=`",
-                intervention=None,
                 definition="mean_i 1[top2_k A2_i[15, k] = value positions of the two operands, and they hold >= 0.25], "
                 "1var_train + 2var_train",
                 kind="observational",

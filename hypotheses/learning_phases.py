@@ -65,10 +65,6 @@ REFINEMENT = Threshold(
     "gain once assignment is learned comes in one window, not as a slow drift",
 )
 REFINEMENT_WIDTH = 3000  # steps: twice the paper's refinement (14,500-16,000: 1,500 steps), for seed variation
-COHERENCE_R2 = COHERENCE.value
-JUMP_FRACTION = JUMP.value
-RESTRICTED_GAP = RESTRICTED.value
-REFINEMENT_FRACTION = REFINEMENT.value
 
 SKIP_NOTE = (
     "needs a checkpoint series: run `assignadd-report RUN_FOLDER` (a claim about the order of "
@@ -82,7 +78,6 @@ class Phase:
     title: str
     curve: tuple[str, ...]  # measure names; the phase curve is their minimum
     supporting: tuple[str, ...]  # measures whose onsets are reported beside it (not decided on)
-    why: str
 
 
 PHASES = (
@@ -91,7 +86,6 @@ PHASES = (
         "0-var addition generalizes",
         ("acc_0var_heldout_pair",),
         ("acc_0var_train", "ov2_mlp2_accuracy"),
-        "held-out pairs as constants are solved only by the addition algorithm, not by memorising",
     ),
     Phase(
         "assignment",
@@ -105,14 +99,12 @@ PHASES = (
             "layer2_eq_to_operand_values",
             "variable_probe",
         ),
-        "1- and 2-var training sequences need the routing circuit: value retrieval through the variable",
     ),
     Phase(
         "restricted_slots",
         "restricted-slot sequences generalize",
         ("acc_1var_restricted_slot", "acc_2var_restricted_1", "acc_2var_restricted_2"),
         ("layer2_eq_to_operand_values_restricted",),
-        "variables in slots never seen in training: the paper's refinement phase",
     ),
 )
 
@@ -397,7 +389,7 @@ def detect_phases(records: list[dict]) -> dict:
                 "onset_interval": [before, at],
                 "coherence_r2": None if r2 is None else round(r2, 6),
                 "step_r2": None if step_r2 is None else round(step_r2, 6),
-                "coherent": r2 is not None and r2 >= COHERENCE_R2,
+                "coherent": r2 is not None and r2 >= COHERENCE.value,
                 "largest_rise": None
                 if j is None
                 else {"from_step": steps[j], "to_step": steps[j + 1], "rise": round(float(rise[j]), 6)},
@@ -484,28 +476,28 @@ def detect_phases(records: list[dict]) -> dict:
             }
         )
     restricted_gap = gaps[1]
-    restricted_gap["min_gap_steps"] = RESTRICTED_GAP
-    restricted_gap["state"] = interval_state(">=", RESTRICTED_GAP, *restricted_gap["gap_interval"])
+    restricted_gap["min_gap_steps"] = RESTRICTED.value
+    restricted_gap["state"] = interval_state(">=", RESTRICTED.value, *restricted_gap["gap_interval"])
     restricted_gap["clear"] = restricted_gap["state"] == "pass"
     # addition -> assignment is decided by the jump (it must come after addition is learned), not by a gap
-    gaps[0]["state"] = interval_state(">=", JUMP_FRACTION, *jump["fraction_interval"])
+    gaps[0]["state"] = interval_state(">=", JUMP.value, *jump["fraction_interval"])
     gaps[0]["clear"] = gaps[0]["state"] == "pass"
     jump["state"] = gaps[0]["state"]
-    refinement["state"] = interval_state(">=", REFINEMENT_FRACTION, *refinement["fraction_interval"])
+    refinement["state"] = interval_state(">=", REFINEMENT.value, *refinement["fraction_interval"])
     in_order = all(g["gap_steps"] is not None and g["gap_steps"] > 0 for g in gaps)
     return {
         "rule": {
             "version": RULE_VERSION,
             "learned": LEARNED,
-            "coherence_r2": COHERENCE_R2,
+            "coherence_r2": COHERENCE.value,
             "coherence": "R^2 of the best non-decreasing (isotonic) fit of the phase curve",
             "jump_width_steps": JUMP_WIDTH,
-            "jump_fraction": JUMP_FRACTION,
+            "jump_fraction": JUMP.value,
             "jump_flank_steps": JUMP_FLANK,
             "jump_contrast": JUMP_CONTRAST,
-            "restricted_gap_steps": RESTRICTED_GAP,
+            "restricted_gap_steps": RESTRICTED.value,
             "refinement_width_steps": REFINEMENT_WIDTH,
-            "refinement_fraction": REFINEMENT_FRACTION,
+            "refinement_fraction": REFINEMENT.value,
             "smoothing": f"median of {SMOOTH} checkpoints",
         },
         "phases": phases,

@@ -38,7 +38,6 @@ from .base import (
     register,
 )
 from ..data import POS_LHS, POS_RHS, operand_sources
-from ..model.components import PAPER, Components
 from .measures import doubled as doubled_pairs
 from .measures import scrubbing
 from .measures.circuits import last_position_correct
@@ -78,16 +77,7 @@ CONSTANTS_ONLY = ("0var_heldout_pair",)  # pools whose operands are all constant
 WRONG_CORRESPONDENCE = {"routing": "position_only", "addition": "first_operand_only"}
 
 
-# Where each scrub edits and what it does (the claim's document; the per-pool items name their scrub)
-def scrub_sites(components: Components = PAPER) -> dict[str, str]:
-    """Where each scrub edits, at the ``components``' sites."""
-    return {
-        "routing": f"{components.ATTN_OUT_1} at positions 0-14; read at the logits at `=`",
-        "addition": f"{components.ATTN_OUT_2} at `=`; read at the logits at `=`",
-    }
-
-
-SCRUB_SITE = scrub_sites(PAPER)  # the paper's sites
+# What each scrub does (the claim's document; the per-pool items name their scrub)
 SCRUB_EDIT = {
     "routing": "resampled (causal scrubbing) from positions with the same position and variable before it (value "
     "tokens), or token and variable at t-1 (elsewhere)",
@@ -278,7 +268,10 @@ class WholeAlgorithm(Hypothesis):
         labels = torch.cat([ctx.pool(p)[1][:share] for p in POOLS])
         reinit = ctx.reinitialised_model()
         c = ctx.components  # every component of the circuit (§2.1)
-        SCRUB_SITE = scrub_sites(c)
+        SCRUB_SITE = {  # where each scrub edits
+            "routing": f"{c.ATTN_OUT_1} at positions 0-14; read at the logits at `=`",
+            "addition": f"{c.ATTN_OUT_2} at `=`; read at the logits at `=`",
+        }
         pool_of = torch.arange(len(tokens)) // share
         groups = {p: pool_of == i for i, p in enumerate(POOLS)}
         # where the hypothesis fails: by operand variable (in either slot), by slot holding a variable,
@@ -593,7 +586,6 @@ class WholeAlgorithm(Hypothesis):
             item(
                 "model_solves_the_task",
                 site="the logits at `=`",
-                intervention=None,
                 definition=f"accuracy over {', '.join(POOLS)} ({share} each)",
                 kind="observational",
                 threshold=SOLVES,
