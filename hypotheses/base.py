@@ -328,16 +328,6 @@ class Context:
             "reinit", lambda: AssignAddTransformer(self.model.cfg, seed=10_000 + self.seed).to(self.device).eval()
         )
 
-    def derive(self, model: AssignAddTransformer) -> "Context":
-        """A context on another model (a control) sharing this one's pools."""
-        c = Context.__new__(Context)
-        c.model, c.task, c.seed, c.n, c.device = model, self.task, self.seed, self.n, self.device
-        c._pools, c._memo = self._pools, {}
-        # A control asks whether the same component of another model shows the property: it keeps the
-        # model under test's components rather than searching its own.
-        c._given = None
-        return c.pin(self.located)
-
 
 class Hypothesis:
     """One claim. Subclasses set ``id``, ``spec``, ``statement``, ``controls`` and implement ``evidence``."""

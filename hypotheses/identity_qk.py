@@ -23,9 +23,9 @@ from ..data import operand_sources
 from .base import Arm, Context, Evidence, Hypothesis, Measurement, REINITIALISED, Threshold, item, rate, register
 from .measures import local
 from .measures.circuits import (
-    attention_patterns,
     diagonal_margin,
     eq_top2_is,
+    head_pattern,
     identity_qk_diagonal,
     identity_qk_interaction,
 )
@@ -105,7 +105,7 @@ class IdentityQK(Hypothesis):
             )
 
         def eq_values(model):
-            pattern = attention_patterns(model, mixed, (1,), components=c)[1]
+            pattern = head_pattern(model, mixed, fetching=True, components=c)
             src, rows = operand_sources(mixed, model.vocab), torch.arange(len(mixed))
             w1, w2 = (pattern[rows, -1, src[:, k].clamp(min=0)] for k in (0, 1))  # the `=` row's operand weights
             share = w1 + w2

@@ -401,8 +401,7 @@ def detect_phases(records: list[dict]) -> dict:
 
     # Assignment spikes after addition: of the windows of JUMP_WIDTH steps that start once addition is
     # learned and rise at least JUMP_CONTRAST times as fast as their flanks, the largest rise, as a fraction
-    # of the assignment curve's whole rise. The steepest window with no contrast asked (version 3's
-    # measure) is reported beside it.
+    # of the assignment curve's whole rise.
     jump = {
         "width_steps": JUMP_WIDTH,
         "flank_steps": JUMP_FLANK,
@@ -413,7 +412,6 @@ def detect_phases(records: list[dict]) -> dict:
         "possible_span": None,
         "window_contrast": None,
         "possible_contrast": None,
-        "steepest_fraction_interval": [None, None],
         "total_rise": None,
     }
     if coherent["addition"] and coherent["assignment"]:
@@ -424,7 +422,6 @@ def detect_phases(records: list[dict]) -> dict:
             w = spike_window(
                 steps, fit, width=JUMP_WIDTH, flank=JUMP_FLANK, contrast=JUMP_CONTRAST, first=onsets["addition"]
             )
-            steepest = window_rise(steps, fit, JUMP_WIDTH, onsets["addition"])
             jump.update(
                 fraction=_shares(w, total)[0],
                 fraction_interval=_shares(w, total),
@@ -432,7 +429,6 @@ def detect_phases(records: list[dict]) -> dict:
                 possible_span=w["high_span"],
                 window_contrast=_finite(w["low_contrast"]),
                 possible_contrast=_finite(w["high_contrast"]),
-                steepest_fraction_interval=_shares(steepest, total),
             )
 
     # Restricted slots' refinement: of what the restricted curve still has to gain at the assignment
@@ -609,7 +605,7 @@ class LearningPhases(Hypothesis):
                 lo, hi = x["fraction_interval"]
                 extra = {"window": x["window"], "possible_span": x["possible_span"]}
                 if key == "assignment_jump":
-                    for k in ("window_contrast", "possible_contrast", "steepest_fraction_interval"):
+                    for k in ("window_contrast", "possible_contrast"):
                         extra[k] = x[k]
                 if x["state"] == "inconclusive":
                     a, b = x["possible_span"] or (None, None)

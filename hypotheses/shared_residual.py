@@ -2,25 +2,15 @@
 
 The Layer-2 MLP input at `=` (``blocks.1.hook_resid_mid`` at position 15) is nearly the same vector
 whether the operands come as constants or through variables: Layer 2's OV writes an operand's value
-the same way whichever route brought it, and the same MLP computes the sum.
+the same way whichever route brought it, and the same MLP computes the sum. For a 1- or 2-var sequence
+x, c(x) is its *constant rewrite* (each variable operand replaced by its assigned value) and c'(x) an
+*other-values rewrite* (same prefix, constants with another sum); r(.) is resid_mid_2 at `=`
+(``measures/residual.py``).
 
-For a 1- or 2-var sequence x, c(x) is its *constant rewrite* (each variable operand replaced by its
-assigned value, prefix unchanged) and c'(x) an *other-values rewrite* (same prefix, constants with
-another sum); r(.) is resid_mid_2 at `=` (``measures/residual.py``).
-
-Decided where the next component reads (SPEC §6): the MLP's input r, in the directions Layer 2
-writes numbers into (the span of OV_2's number images), never through the MLP itself, so a break in
-the MLP cannot decide this claim. The causal item patches Layer 2's value vector at a variable's
-value token with the one the constant route gives the same number: r must barely move, compared
-with how far another number moves it. What Layer 2 hands on must carry the two values, not only
-their strongest directions: a linear read-out of the operands' embeddings from Layer 2's attention
-output at `=`, fitted on half the sequences and scored on the other half, must explain most of their
-variance (a rank-r cut of OV_2 caps it; the read-out uses no MLP weight). Answer-level evidence (the
-weights-only addition module, a constant-run difference moving the variable run's answer) is
-supporting.
-
-Thresholds and their nulls (measured before the final checkpoints were looked at, unless said):
-re-initialised models, and checkpoints of seeds 0 and 42 at steps 100-2000.
+Decided where the next component reads (SPEC §6): the MLP's input, in the directions Layer 2 writes
+numbers into, and Layer 2's attention output, never through the MLP itself, so a break in the MLP
+cannot decide this claim; answer-level items are supporting. Each item and why: docs/claims/shared_residual.md.
+Thresholds' nulls: re-initialised models, and checkpoints of seeds 0 and 42 at steps 100-2000.
 """
 
 from __future__ import annotations

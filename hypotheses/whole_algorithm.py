@@ -10,15 +10,11 @@ held-out pairs and restricted slots, where the answers cannot have been memorise
     recovered = (acc_scrubbed - acc_floor) / (acc_model - acc_floor)      (all pools together)
     kept[pool] = (acc_scrubbed[pool] - 1/59) / (acc_model[pool] - 1/59)   (each pool on its own)
 
-acc_floor resamples the same activation keeping no feature. Wrong correspondences a reader could propose
-are scrubbed the same way and must not recover the accuracy; a model that does not solve the task has
-nothing to explain, so its accuracy is an item too. Part by part (``scrubbing.scrub_plans``): each part
-of the full scrub C resampled from inputs that differ in what it carries must cost accuracy
-(minimality); knocking parts out of C and out of the model M must cost the same (completeness, as in the
-IOI paper). A diagnostic item locates the held-out errors on doubled pairs (``measures/doubled.py``).
-
-The paper's correspondence (version 1) stays as the supporting item ``routing_scrub_recovers[paper]``.
-Why version 2, and why each pool is an item: docs/claims/whole_algorithm.md, "Re-registrations".
+acc_floor resamples the same activation keeping no feature; wrong correspondences are scrubbed the same
+way as controls. Part by part (``scrubbing.scrub_plans``): minimality and completeness (as in the IOI
+paper); a diagnostic item locates the held-out errors on doubled pairs (``measures/doubled.py``). Every
+item, and the re-registrations (the paper's correspondence, version 1, is the supporting item
+``routing_scrub_recovers[paper]``): docs/claims/whole_algorithm.md.
 """
 
 from __future__ import annotations
@@ -61,8 +57,6 @@ RECOVERS = Threshold(
     "explain it with and must stay near 0)",
 )
 
-# Registered 2026-12-04 (docs/reregistrations/whole_algorithm_2026-12-04.md), the value and reason of
-# RECOVERS carried to each pool by itself.
 KEEPS = Threshold(
     0.90,
     ">=",
@@ -84,7 +78,6 @@ SCRUB_EDIT = {
     "addition": "patched from a fresh sequence with the same two operand values in a random form",
 }
 
-# Registered 2026-12-01, before any of these three was measured on the bundled reference.
 MINIMAL = Threshold(
     0.50,
     ">=",
