@@ -91,9 +91,7 @@ class IdentityQK(Hypothesis):
             on_diagonal, margin = diagonal_margin(M)
             wins = on_diagonal & (margin >= MIN_MARGIN_NATS)
             spread = float(M[~torch.eye(len(M), dtype=torch.bool)].std())  # the scores a variable gives the others
-            paper = identity_qk_diagonal(model, components=c)[
-                0
-            ]  # the paper's M, uncentred: its argmax-diagonal fraction
+            paper, _ = identity_qk_diagonal(model, components=c)  # the paper's M, uncentred: argmax on the diagonal
             return Measurement.exact(
                 float(wins.double().mean()),
                 n=len(M),

@@ -148,12 +148,8 @@ def frequency_share(power: torch.Tensor) -> torch.Tensor:
 
 # The key-frequency rule (fixed before looking at any trained checkpoint): a frequency is *key* when
 # it carries at least KEY_SHARE_FACTOR times the share it would have if the single-frequency power of
-# the Layer-2 MLP pre-activations were spread evenly over the ⌊N/2⌋ frequencies (1/29 for N = 59).
-# The null: with 512 neurons the even-spread share is concentrated; the largest share, as a multiple
-# of even, is 1.26-1.40 in re-initialised models and 1.46-1.84 in the step-100 and step-200
-# checkpoints of seeds 0 and 42 (before any addition is learned), so none of them has a key
-# frequency. A factor of 2 also caps the key set at ⌊N/2⌋/2 frequencies, leaving at least as many
-# non-key frequencies for the placebo.
+# the Layer-2 MLP pre-activations were spread evenly over the ⌊N/2⌋ frequencies (1/29 for N = 59). Its
+# nulls, and why 2: docs/claims/fourier_neurons.md.
 KEY_SHARE_FACTOR = 2.0
 # Each neuron's power counts in output units, power_k(u) x ||W_out[u]||² (``key_frequency_share``), so a
 # positive rescaling of a ReLU neuron cannot move the key set (re-registered: docs/claims/fourier_neurons.md).
@@ -280,7 +276,6 @@ def key_frequency_edits(
     labels: torch.Tensor,
     *,
     seed: int,
-    vocab: Vocab | None = None,
     grid: dict | None = None,
     components: Components = PAPER,
 ) -> dict:
@@ -309,7 +304,7 @@ def key_frequency_edits(
     "norm_placebo", "through_unembedding"} (the norms: the mean size of φ_K and φ_P, to show how much
     each edit moves the input). ``grid``: the model's ``grids`` if already computed.
     """
-    vocab = vocab or model.vocab  # the model's own vocabulary (its modulus and variables)
+    vocab = model.vocab  # the model's own vocabulary (its modulus and variables)
     from ...data import operand_sources
     from ...interventions import capture
 
@@ -367,11 +362,10 @@ def key_frequency_edits(
     }
 
 
-def embedding_spectrum(model: AssignAddTransformer, vocab: Vocab | None = None) -> torch.Tensor:
+def embedding_spectrum(model: AssignAddTransformer) -> torch.Tensor:
     """Fourier spectrum of the number embeddings W_E[0:N] (centred over numbers): the share of their
     variance at each frequency k = 1..⌊N/2⌋ (K,)."""
-    vocab = vocab or model.vocab  # the model's own vocabulary (its modulus and variables)
-    N = vocab.modulus
+    N = model.vocab.modulus
     E = model.embed.W_E[:N].detach().double()
     E = E - E.mean(0, keepdim=True)
     F = torch.fft.rfft(E, dim=0)[1 : N // 2 + 1]  # (K, d)

@@ -180,7 +180,7 @@ def addition_scrub(
 
 # ----- the correspondence part by part: minimality and completeness ---------------------------------
 #
-# The hypothesis as a list of parts (``PARTS``), each an activation (``PART_HOOK``) and what it carries,
+# The hypothesis as a list of parts (``PARTS``), each an activation (``part_hooks``) and what it carries,
 # what Layer 2 or the answer reads from it (the table: docs/claims/whole_algorithm.md),
 # plus one statement with no part to remove: Layer 2's value vectors anywhere else (distractors,
 # PADs, variables) carry nothing `=` reads. ``scrub_plans`` builds, within one batch, donor maps
@@ -214,7 +214,6 @@ def part_hooks(components: Components = PAPER) -> dict[str, str]:
 
 
 # The paper's sites (``Components.paper()``).
-PART_HOOK = part_hooks(PAPER)
 ATTN_OUT_1, VALUES_2, MLP_OUT_2 = PAPER.ATTN_OUT_1, PAPER.VALUES_2, PAPER.MLP_OUT_2
 
 
