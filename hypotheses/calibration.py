@@ -45,22 +45,16 @@ def noise_copy(model, seed: int, index: int, scale: float = NOISE_SCALE):
 def answer_agreement(model, other, ctx: Context) -> float:
     """Share of the sequences of ``AGREEMENT_POOLS`` (the context's pool size each) on which the two
     models give the same answer at `=`."""
+    from ..interventions import run
     from .measures.circuits import last_position_correct
 
     same = []
     for name in AGREEMENT_POOLS:
         tokens, _ = ctx.pool(name)
-        answers = model_answers(model, tokens)
+        with torch.no_grad():
+            answers = run(model, tokens, [], last_only=True).last_logits.argmax(-1)  # ``model``'s own answers
         same.append(last_position_correct(other, tokens, answers))
     return float(torch.cat(same).double().mean())
-
-
-def model_answers(model, tokens: torch.Tensor) -> torch.Tensor:
-    """The model's own answers at `=` (argmax), (B,)."""
-    from ..interventions import run
-
-    with torch.no_grad():
-        return run(model, tokens, [], last_only=True).last_logits.argmax(-1)
 
 
 def _count(cells: list[tuple[str, str]], wanted: str) -> dict:
