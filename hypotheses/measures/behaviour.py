@@ -1,5 +1,4 @@
-"""Behavioural and input-interchange measurements shared by the generalization claims (SPEC §4.5),
-and token-aware knock-outs used as "mechanism ablated" controls."""
+"""Behavioural and input-interchange measurements shared by the generalization claims (SPEC §4.5)."""
 
 from __future__ import annotations
 

@@ -213,10 +213,6 @@ def part_hooks(components: Components = PAPER) -> dict[str, str]:
     }
 
 
-# The paper's sites (``Components.paper()``).
-ATTN_OUT_1, VALUES_2, MLP_OUT_2 = PAPER.ATTN_OUT_1, PAPER.VALUES_2, PAPER.MLP_OUT_2
-
-
 def _pick(
     target_key: torch.Tensor,
     target_self: torch.Tensor,
@@ -435,7 +431,7 @@ def run_plan(model, tokens: torch.Tensor, labels: torch.Tensor, plan: dict, meas
 
 
 def identity_removed(model, tokens: torch.Tensor, *, seed: int, label: str) -> torch.Tensor:
-    """The donor map for ``ATTN_OUT_1`` (the paper's ``blocks.0.hook_attn_out``) that removes the variable identity at value tokens:
+    """The donor map for Layer 1's ``hook_attn_out`` (the paper's ``blocks.0.hook_attn_out``) that removes the variable identity at value tokens:
     each value token reads a value token at the same position after another variable (the
     ``value_token_identity`` part removed, alone)."""
     c = _cells(tokens, model.cfg.first_var, model.cfg.d_vocab_out, model.cfg.n_vars)
