@@ -7,13 +7,11 @@ A claim about a *series* of checkpoints, not one model: it lives in ``SERIES_REG
 ``assignadd.series/1`` document ``assignadd-report`` writes (only ``checkpoints[*].step`` and
 ``checkpoints[*].values`` are read). On one checkpoint it answers ``skipped`` with a note.
 
-The phase rule (version 4), measured in training steps, never in checkpoint counts: each phase's curve is
-the minimum over its pools, learned at ``LEARNED``; its onset is an interval between two checkpoints;
-window rises and gaps are intervals of what the checkpoints allow (``Measurement.low``/``high``), so an
-item passes, fails or is ``inconclusive`` (``interval_state``). A claim about the order of events has no
-causal item, so ``decide_series`` replaces it by controls on the time axis (steps permuted, reversed).
-The rule in full, what it can and cannot see, and every earlier version with why it was replaced:
-docs/dynamics.md, "The phase rule (version 4)".
+The phase rule (version 4) works in training steps, never in checkpoint counts: onsets, window rises and
+gaps are intervals of what the checkpoints allow, so an item passes, fails or is ``inconclusive``
+(``interval_state``); with no causal item, ``decide_series`` asks for controls on the time axis (steps
+permuted, reversed) instead. The rule in full, what it can and cannot see, and every earlier version
+with why it was replaced: docs/dynamics.md, "The phase rule (version 4)".
 """
 
 from __future__ import annotations
