@@ -284,9 +284,7 @@ class Context:
         self.device = device
         self._pools: dict = {} if pools is None else pools  # keyed by (name, size), drawn from the seed alone
         self._memo: dict = {}
-        # ``model.components.Components`` pinned by the caller (``--components``), or None: searched on
-        # first use (``located``).
-        self._given = components
+        self._given = components  # pinned by the caller (``--components``), or None: searched (``located``)
 
     @property
     def located(self):
@@ -329,16 +327,6 @@ class Context:
         return self.memo(
             "reinit", lambda: AssignAddTransformer(self.model.cfg, seed=10_000 + self.seed).to(self.device).eval()
         )
-
-    def derive(self, model: AssignAddTransformer) -> "Context":
-        """A context on another model (a control) sharing this one's pools."""
-        c = Context.__new__(Context)
-        c.model, c.task, c.seed, c.n, c.device = model, self.task, self.seed, self.n, self.device
-        c._pools, c._memo = self._pools, {}
-        # A control asks whether the same component of another model shows the property: it keeps the
-        # model under test's components rather than searching its own.
-        c._given = None
-        return c.pin(self.located)
 
 
 class Hypothesis:

@@ -1,29 +1,14 @@
 """Calibration of the claims: how often a claim sees a break of what it owns (power), how often it fails
 where nothing it owns was touched (false alarms), and how often its intervals hold the value they estimate
 (coverage). A verdict is worth what these three numbers say; ``assignadd-mutants --calibrate`` measures them
-on the checkpoints given.
+on the checkpoints given. Over the checkpoints on which claim c passes unbroken:
 
-For claim c, over the checkpoints on which c passes unbroken (on any other nothing can be seen, as in the
-mutation matrix of ``hypotheses.mutation``):
+    power(c)       = share of the break mutants c should fail on which it fails (or an interface names it)
+    false_alarm(c) = share of the models c should keep passing on (downstream breaks, symmetry mutants,
+                     noise copies) on which it fails; an inconclusive verdict is counted apart in both
+    coverage(c)    = share of (required item, pool seed) whose interval at n holds its value at 10 n
 
-    power(c)       = #{break mutants on which c is expected to fail, and fails (or a broken interface
-                       names it: hypotheses/interfaces.py)} / #{such mutants}
-    false_alarm(c) = #{models on which c is expected to keep passing, and fails} / #{such models}
-
-The models of ``false_alarm`` are the break mutants downstream of c's component (SPEC §6: a break there
-must not decide c), the symmetry mutants (the same function in other weights) and ``noise_copies`` small-
-noise copies (every weight tensor W + N(0, (s rms(W))^2), s = ``NOISE_SCALE``; each copy's answer agreement
-with the checkpoint is recorded, so a reader can see that the copy computes nearly the same function).
-An inconclusive verdict is counted apart: it is neither a detection nor a false alarm, only a cost.
-
-    coverage(c) = #{(item, seed): the item's interval at n contains its value at COVERAGE_FACTOR * n}
-                  / #{(item, seed)}
-
-over c's required items with an interval, for ``coverage_seeds`` pool seeds. The value at 10 n on a pool of
-its own seed stands for the truth: its own error is about a third of the interval's half-width at n, so the
-coverage read off it is a slight underestimate of the nominal 0.95. Weights-only items have no sampling error
-(an exact interval); they are left out. The planted models of the tests are not used here: by construction
-their rates are exactly 0 or 1, where every Clopper-Pearson interval covers trivially.
+Which models, why 10 n, why the planted models are left out: docs/calibration.md.
 """
 
 from __future__ import annotations
@@ -60,22 +45,16 @@ def noise_copy(model, seed: int, index: int, scale: float = NOISE_SCALE):
 def answer_agreement(model, other, ctx: Context) -> float:
     """Share of the sequences of ``AGREEMENT_POOLS`` (the context's pool size each) on which the two
     models give the same answer at `=`."""
+    from ..interventions import run
     from .measures.circuits import last_position_correct
 
     same = []
     for name in AGREEMENT_POOLS:
         tokens, _ = ctx.pool(name)
-        answers = model_answers(model, tokens)
+        with torch.no_grad():
+            answers = run(model, tokens, [], last_only=True).last_logits.argmax(-1)  # ``model``'s own answers
         same.append(last_position_correct(other, tokens, answers))
     return float(torch.cat(same).double().mean())
-
-
-def model_answers(model, tokens: torch.Tensor) -> torch.Tensor:
-    """The model's own answers at `=` (argmax), (B,)."""
-    from ..interventions import run
-
-    with torch.no_grad():
-        return run(model, tokens, [], last_only=True).last_logits.argmax(-1)
 
 
 def _count(cells: list[tuple[str, str]], wanted: str) -> dict:

@@ -3,21 +3,12 @@ needs r ≳ 0.2.
 
 A claim about a *sweep* of training runs (``assignadd-sweep``), not one model: it lives in
 ``SWEEP_REGISTRY`` (not the per-checkpoint ``REGISTRY``) and runs through
-``DataRequirements().run_sweep(folders)``; on one checkpoint it answers ``skipped``.
-
-Per grid point, on its final weights and its own task: sweeping f, the exhaustive 0-var held-out
-accuracy (exact); sweeping r, the 2-var union accuracy on a fixed subsample of ``UNION_SAMPLE`` sequences
-(rows from ``numpy_rng(0, "2-var union sample rows")``; ``union_sample=None``: all), with a Clopper-Pearson
-interval. Each value is cached in the point folder as ``generalization.json``, tied to final.pt by its
-SHA-256 (without final.pt, e.g. a sweep copied without weights, the cached value stands for it).
-
-The rule (version 2): a point generalizes when its lower bound is ``>= GENERALIZES``; per seed the grid
-brackets the threshold T in (b, θ]; the lowest and highest seed's brackets are compared with ``BAND``
-(``bracket_state``: pass, fail, or inconclusive when a bracket straddles the band's edge), and no value
-that generalizes may lie below one that does not. The sweep *is* the intervention (the swept parameter
-set by design, all else fixed), so ``decide_sweep`` replaces the causal requirement of ``decide``; a
-missing half is ``error``. Every item, bar and version 1 with why it was replaced:
-docs/claims/data_requirements.md (recipes: docs/sweeps.md).
+``DataRequirements().run_sweep(folders)``; on one checkpoint it answers ``skipped``. Per point, its
+generalization accuracy with an interval (``generalization_accuracy``, cached by ``point_metric``); per
+seed the grid brackets the threshold in (b, θ] (``estimate_threshold``), and the brackets are compared
+with a band around the paper's value (``bracket_state``). The sweep *is* the intervention, so
+``decide_sweep`` replaces the causal requirement of ``decide``. The rule (version 2), every item and bar,
+and version 1 with why it was replaced: docs/claims/data_requirements.md (recipes: docs/sweeps.md).
 """
 
 from __future__ import annotations

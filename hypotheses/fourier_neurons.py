@@ -7,15 +7,9 @@ operand scale β) keeps the answer; removing it destroys it; removing as many no
 not. The answer is read where the unembedding reads the MLP (``measures.fourier.key_frequency_edits``),
 so a break downstream of the MLP cannot decide this claim.
 
-How the thresholds were fixed (before the final checkpoints were looked at; grokking's "85% of
-neurons" is not used): per-neuron fractions of variance explained (FVE) by the best frequency were
-measured on null models, three re-initialised models and the step-100 and step-200 checkpoints of
-seeds 0 and 42 (before any addition is learned): 3,584 neurons, FVE median 0.13, 99th percentile
-0.25, maximum 0.34. A neuron is counted as single-frequency at FVE >= 0.5 (the frequency explains
-most of its variance; no null neuron gets there). The key-frequency rule (``measures/fourier.py``)
-finds no key frequency in any null model. Measured on 0-var pools so that routing errors (SPEC
-§4.1-4.3) do not count against the addition module. The edits' scale β, where the answer is read and
-the key-frequency rule's output weighting were re-registered: docs/claims/fourier_neurons.md.
+Measured on 0-var pools so that routing errors (SPEC §4.1-4.3) do not count against the addition
+module. How the thresholds were fixed on null models, and the re-registrations of the edits' scale β,
+of where the answer is read and of the key-frequency rule's weighting: docs/claims/fourier_neurons.md.
 """
 
 from __future__ import annotations
@@ -162,7 +156,6 @@ class FourierNeurons(Hypothesis):
             item(
                 "single_frequency_neurons",
                 site=f"{c.MLP_PRE_2} on the grid of operand pairs",
-                intervention=None,
                 definition="fraction of live Layer-2 neurons u with max_k FVE_k(u) >= 0.5 on the grid, FVE_k(u) = variance of "
                 "pre_u(n, m) explained by {cos ω_k n, sin ω_k n, cos ω_k m, sin ω_k m}",
                 kind="observational",

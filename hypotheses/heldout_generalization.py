@@ -24,7 +24,7 @@ from .base import (
     register,
 )
 from .measures.behaviour import interchange_item, pair_table, pool_accuracy_items
-from .measures.circuits import attention_patterns, eq_top2_is, last_position_correct, ov2_mlp2_accuracy
+from .measures.circuits import eq_top2_is, head_pattern, last_position_correct, ov2_mlp2_accuracy
 
 ACCURACY_BARS = {
     "0var_heldout_pair": Threshold(
@@ -107,7 +107,7 @@ class HeldoutGeneralization(Hypothesis):
             t = tokens[doubled]
             ok = last_position_correct(m, t, labels[doubled])
             c = ctx.components  # the fetching head and the adding MLP (§2.1)
-            pattern = attention_patterns(m, t, (1,), components=c)[1]
+            pattern = head_pattern(m, t, fetching=True, components=c)
             routed = eq_top2_is(pattern, torch.tensor([[POS_LHS, POS_RHS]]).expand(len(t), 2))
             _, adder_ok = ov2_mlp2_accuracy(m, components=c)
             n_value = t[:, POS_LHS]
@@ -128,7 +128,6 @@ class HeldoutGeneralization(Hypothesis):
             item(
                 "accuracy[exhaustive_0var_heldout]",
                 site="the logits at `=`, every held-out pair as a 0-var sequence",
-                intervention=None,
                 definition="accuracy over every held-out pair once, as 0-var sequences",
                 kind="observational",
                 threshold=EXHAUSTIVE_BAR,
@@ -141,7 +140,6 @@ class HeldoutGeneralization(Hypothesis):
             item(
                 "accuracy[exhaustive_0var_heldout, doubled pairs (n, n)]",
                 site="the logits at `=`, every held-out doubled pair as a 0-var sequence",
-                intervention=None,
                 definition="accuracy over every held-out doubled pair (n, n) once, as 0-var sequences",
                 kind="observational",
                 threshold=DOUBLED_BAR,

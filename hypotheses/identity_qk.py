@@ -23,9 +23,9 @@ from ..data import operand_sources
 from .base import Arm, Context, Evidence, Hypothesis, Measurement, REINITIALISED, Threshold, item, rate, register
 from .measures import local
 from .measures.circuits import (
-    attention_patterns,
     diagonal_margin,
     eq_top2_is,
+    head_pattern,
     identity_qk_diagonal,
     identity_qk_interaction,
 )
@@ -91,9 +91,7 @@ class IdentityQK(Hypothesis):
             on_diagonal, margin = diagonal_margin(M)
             wins = on_diagonal & (margin >= MIN_MARGIN_NATS)
             spread = float(M[~torch.eye(len(M), dtype=torch.bool)].std())  # the scores a variable gives the others
-            paper = identity_qk_diagonal(model, components=c)[
-                0
-            ]  # the paper's M, uncentred: its argmax-diagonal fraction
+            paper, _ = identity_qk_diagonal(model, components=c)  # the paper's M, uncentred: argmax on the diagonal
             return Measurement.exact(
                 float(wins.double().mean()),
                 n=len(M),
@@ -105,7 +103,7 @@ class IdentityQK(Hypothesis):
             )
 
         def eq_values(model):
-            pattern = attention_patterns(model, mixed, (1,), components=c)[1]
+            pattern = head_pattern(model, mixed, fetching=True, components=c)
             src, rows = operand_sources(mixed, model.vocab), torch.arange(len(mixed))
             w1, w2 = (pattern[rows, -1, src[:, k].clamp(min=0)] for k in (0, 1))  # the `=` row's operand weights
             share = w1 + w2
@@ -142,7 +140,6 @@ class IdentityQK(Hypothesis):
             item(
                 "identity_block_diagonal",
                 site=f"weights: {c.layer2}.attn.W_Q, {c.layer2}.attn.W_K, {c.layer1} OV, W_E",
-                intervention=None,
                 definition="fraction of rows i of M~ = X~ W_Q^2 W_K^2T X~^T / sqrt(d_head), X~ = (E_var - mean) OV_1, with "
                 "argmax_j M~[i, j] = i by a margin >= 1",
                 kind="observational",
@@ -155,7 +152,6 @@ class IdentityQK(Hypothesis):
             item(
                 "eq_attends_to_operand_values",
                 site=f"{c.PATTERN_2}, the row of `=`",
-                intervention=None,
                 definition="mean_i 1[top2_k A2_i[15, k] = value positions of the two operands, and they hold >= 0.25], "
                 "1var_train + 2var_train",
                 kind="observational",

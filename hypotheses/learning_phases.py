@@ -7,13 +7,11 @@ A claim about a *series* of checkpoints, not one model: it lives in ``SERIES_REG
 ``assignadd.series/1`` document ``assignadd-report`` writes (only ``checkpoints[*].step`` and
 ``checkpoints[*].values`` are read). On one checkpoint it answers ``skipped`` with a note.
 
-The phase rule (version 4), measured in training steps, never in checkpoint counts: each phase's curve is
-the minimum over its pools, learned at ``LEARNED``; its onset is an interval between two checkpoints;
-window rises and gaps are intervals of what the checkpoints allow (``Measurement.low``/``high``), so an
-item passes, fails or is ``inconclusive`` (``interval_state``). A claim about the order of events has no
-causal item, so ``decide_series`` replaces it by controls on the time axis (steps permuted, reversed).
-The rule in full, what it can and cannot see, and every earlier version with why it was replaced:
-docs/dynamics.md, "The phase rule (version 4)".
+The phase rule (version 4) works in training steps, never in checkpoint counts: onsets, window rises and
+gaps are intervals of what the checkpoints allow, so an item passes, fails or is ``inconclusive``
+(``interval_state``); with no causal item, ``decide_series`` asks for controls on the time axis (steps
+permuted, reversed) instead. The rule in full, what it can and cannot see, and every earlier version
+with why it was replaced: docs/dynamics.md, "The phase rule (version 4)".
 """
 
 from __future__ import annotations
@@ -65,10 +63,6 @@ REFINEMENT = Threshold(
     "gain once assignment is learned comes in one window, not as a slow drift",
 )
 REFINEMENT_WIDTH = 3000  # steps: twice the paper's refinement (14,500-16,000: 1,500 steps), for seed variation
-COHERENCE_R2 = COHERENCE.value
-JUMP_FRACTION = JUMP.value
-RESTRICTED_GAP = RESTRICTED.value
-REFINEMENT_FRACTION = REFINEMENT.value
 
 SKIP_NOTE = (
     "needs a checkpoint series: run `assignadd-report RUN_FOLDER` (a claim about the order of "
@@ -82,7 +76,6 @@ class Phase:
     title: str
     curve: tuple[str, ...]  # measure names; the phase curve is their minimum
     supporting: tuple[str, ...]  # measures whose onsets are reported beside it (not decided on)
-    why: str
 
 
 PHASES = (
@@ -91,7 +84,6 @@ PHASES = (
         "0-var addition generalizes",
         ("acc_0var_heldout_pair",),
         ("acc_0var_train", "ov2_mlp2_accuracy"),
-        "held-out pairs as constants are solved only by the addition algorithm, not by memorising",
     ),
     Phase(
         "assignment",
@@ -105,14 +97,12 @@ PHASES = (
             "layer2_eq_to_operand_values",
             "variable_probe",
         ),
-        "1- and 2-var training sequences need the routing circuit: value retrieval through the variable",
     ),
     Phase(
         "restricted_slots",
         "restricted-slot sequences generalize",
         ("acc_1var_restricted_slot", "acc_2var_restricted_1", "acc_2var_restricted_2"),
         ("layer2_eq_to_operand_values_restricted",),
-        "variables in slots never seen in training: the paper's refinement phase",
     ),
 )
 
@@ -397,7 +387,7 @@ def detect_phases(records: list[dict]) -> dict:
                 "onset_interval": [before, at],
                 "coherence_r2": None if r2 is None else round(r2, 6),
                 "step_r2": None if step_r2 is None else round(step_r2, 6),
-                "coherent": r2 is not None and r2 >= COHERENCE_R2,
+                "coherent": r2 is not None and r2 >= COHERENCE.value,
                 "largest_rise": None
                 if j is None
                 else {"from_step": steps[j], "to_step": steps[j + 1], "rise": round(float(rise[j]), 6)},
@@ -409,8 +399,7 @@ def detect_phases(records: list[dict]) -> dict:
 
     # Assignment spikes after addition: of the windows of JUMP_WIDTH steps that start once addition is
     # learned and rise at least JUMP_CONTRAST times as fast as their flanks, the largest rise, as a fraction
-    # of the assignment curve's whole rise. The steepest window with no contrast asked (version 3's
-    # measure) is reported beside it.
+    # of the assignment curve's whole rise.
     jump = {
         "width_steps": JUMP_WIDTH,
         "flank_steps": JUMP_FLANK,
@@ -421,7 +410,6 @@ def detect_phases(records: list[dict]) -> dict:
         "possible_span": None,
         "window_contrast": None,
         "possible_contrast": None,
-        "steepest_fraction_interval": [None, None],
         "total_rise": None,
     }
     if coherent["addition"] and coherent["assignment"]:
@@ -432,7 +420,6 @@ def detect_phases(records: list[dict]) -> dict:
             w = spike_window(
                 steps, fit, width=JUMP_WIDTH, flank=JUMP_FLANK, contrast=JUMP_CONTRAST, first=onsets["addition"]
             )
-            steepest = window_rise(steps, fit, JUMP_WIDTH, onsets["addition"])
             jump.update(
                 fraction=_shares(w, total)[0],
                 fraction_interval=_shares(w, total),
@@ -440,7 +427,6 @@ def detect_phases(records: list[dict]) -> dict:
                 possible_span=w["high_span"],
                 window_contrast=_finite(w["low_contrast"]),
                 possible_contrast=_finite(w["high_contrast"]),
-                steepest_fraction_interval=_shares(steepest, total),
             )
 
     # Restricted slots' refinement: of what the restricted curve still has to gain at the assignment
@@ -484,28 +470,28 @@ def detect_phases(records: list[dict]) -> dict:
             }
         )
     restricted_gap = gaps[1]
-    restricted_gap["min_gap_steps"] = RESTRICTED_GAP
-    restricted_gap["state"] = interval_state(">=", RESTRICTED_GAP, *restricted_gap["gap_interval"])
+    restricted_gap["min_gap_steps"] = RESTRICTED.value
+    restricted_gap["state"] = interval_state(">=", RESTRICTED.value, *restricted_gap["gap_interval"])
     restricted_gap["clear"] = restricted_gap["state"] == "pass"
     # addition -> assignment is decided by the jump (it must come after addition is learned), not by a gap
-    gaps[0]["state"] = interval_state(">=", JUMP_FRACTION, *jump["fraction_interval"])
+    gaps[0]["state"] = interval_state(">=", JUMP.value, *jump["fraction_interval"])
     gaps[0]["clear"] = gaps[0]["state"] == "pass"
     jump["state"] = gaps[0]["state"]
-    refinement["state"] = interval_state(">=", REFINEMENT_FRACTION, *refinement["fraction_interval"])
+    refinement["state"] = interval_state(">=", REFINEMENT.value, *refinement["fraction_interval"])
     in_order = all(g["gap_steps"] is not None and g["gap_steps"] > 0 for g in gaps)
     return {
         "rule": {
             "version": RULE_VERSION,
             "learned": LEARNED,
-            "coherence_r2": COHERENCE_R2,
+            "coherence_r2": COHERENCE.value,
             "coherence": "R^2 of the best non-decreasing (isotonic) fit of the phase curve",
             "jump_width_steps": JUMP_WIDTH,
-            "jump_fraction": JUMP_FRACTION,
+            "jump_fraction": JUMP.value,
             "jump_flank_steps": JUMP_FLANK,
             "jump_contrast": JUMP_CONTRAST,
-            "restricted_gap_steps": RESTRICTED_GAP,
+            "restricted_gap_steps": RESTRICTED.value,
             "refinement_width_steps": REFINEMENT_WIDTH,
-            "refinement_fraction": REFINEMENT_FRACTION,
+            "refinement_fraction": REFINEMENT.value,
             "smoothing": f"median of {SMOOTH} checkpoints",
         },
         "phases": phases,
@@ -617,7 +603,7 @@ class LearningPhases(Hypothesis):
                 lo, hi = x["fraction_interval"]
                 extra = {"window": x["window"], "possible_span": x["possible_span"]}
                 if key == "assignment_jump":
-                    for k in ("window_contrast", "possible_contrast", "steepest_fraction_interval"):
+                    for k in ("window_contrast", "possible_contrast"):
                         extra[k] = x[k]
                 if x["state"] == "inconclusive":
                     a, b = x["possible_span"] or (None, None)

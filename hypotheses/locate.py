@@ -1,40 +1,22 @@
 """Finding the circuit's components in a model: which head is the previous-token head, which head `=`
 uses to fetch the operand values, which MLP adds them (SPEC §2.1).
 
-The claims of §4 are about roles, not about ``blocks.0`` and ``blocks.1``: on the paper's model each role
-has one possible site, on a variant (more heads, more layers) it may sit elsewhere. Each role is found
-by a search fixed here before any variant was looked at, then the claim decides on what was found
-exactly as it decides on the paper's site. The searches are cheap (one hooked forward of a few hundred
-sequences, and one more per candidate MLP) and deterministic (the first ``LOCATE_SIZE`` sequences of the
-context's own training pools, no random draw).
+The claims of §4 are about roles, not about ``blocks.0`` and ``blocks.1``: on a variant (more heads, more
+layers) a role may sit elsewhere. Each role is found by a search fixed before any variant was looked at,
+on the first ``LOCATE_SIZE`` sequences of the context's own training pools (one hooked forward, plus one
+per candidate MLP; no random draw), in this order, each reading the one before:
 
-Pre-registered searches, in this order (each reads the one before):
+    previous-token head  heads in layers 0 .. n_layers - 2; score = mean A[t, t - 1] over the value
+                         tokens t of 1- and 2-var sequences
+    fetching head        heads in later layers; score = mean A[15, s_1] + A[15, s_2], s_1, s_2 the
+                         operand sources (``data.operand_sources``), over 0-, 1- and 2-var sequences
+    adding MLP           MLP layers at or after the fetching head's; score = share of answers at `=`
+                         that change when that MLP's output at `=` is mean-ablated
 
-    silent heads      a head h of layer l writes o = z_h W_O^h at each position (b_O, shared by the layer,
-                      left out). At the rows a search reads, a head whose mean ||o|| is below
-                      ``SILENT_SHARE`` (0.01) of the largest head's (over every head of the model, at the
-                      same rows) is not a candidate: it writes nothing anyone could read, so no attention
-                      pattern of its own can make it the component (a dead head, W_O = 0, is never chosen
-                      while a head that writes is a candidate; when every candidate of a role is silent,
-                      none is left out, and the claim decides on a head that writes nothing: it fails on
-                      its own items rather than erroring, as on the paper's model, where each role has one
-                      candidate whatever its size).
-    previous-token    candidates: heads in layers 0 .. n_layers - 2 (a later layer must read what it
-    head              writes). score = mean over value tokens t of 1-var and 2-var training sequences of
-                      A[t, t - 1]: the weight from each assignment's value token to its variable token.
-    fetching head     candidates: heads in layers after the previous-token head's. score = mean over a
-                      pool of 0-, 1- and 2-var training sequences of A[15, s_1] + A[15, s_2], s the two
-                      operand sources (``data.operand_sources``: a variable's value token, a constant's
-                      slot), the weight `=` puts where the operands' values sit.
-    adding MLP        candidates: layers at or after the fetching head's whose MLP computes
-                      (``cfg.mlp_layers``). score = share of answers at `=` (same pool) that change when
-                      that MLP's output at `=` is replaced by its mean over the pool.
-
-The highest score wins; ties go to the lowest (layer, head). Each role reports what it found, its score,
-the runner-up and its score (None when there was one candidate), how many candidates there were and how
-many heads were left out as silent. On the paper's configuration every role has exactly one candidate,
-the paper's site, so nothing about its report changes. ``given`` pins the components instead
-(``assignadd-verify --components``), and the report says they were given.
+A head writing less than ``SILENT_SHARE`` of the largest head's mean output norm at the rows read is no
+candidate, unless every candidate is. The highest score wins, ties to the lowest site; on the paper's
+configuration every role has one candidate, its site. The rules in full and what each role reports:
+docs/spec.md §2.1. ``given`` pins the components instead (``assignadd-verify --components``).
 """
 
 from __future__ import annotations

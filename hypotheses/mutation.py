@@ -57,11 +57,11 @@ def expected(claim: str, mutant: Mutant, unbroken: str = "pass") -> str:
     return "fail" if i == j else "pass" if i < j else "not judged"
 
 
-def mutant_inputs(name: str, model, components: Components = PAPER) -> dict:
-    """The measurements of ``model`` a mutant needs (``Mutant.needs``), by name, at ``components``."""
-    needs = MUTANTS[name].needs
+def build_mutant(name: str, model, seed: int = 0, *, components: Components = PAPER):
+    """``MUTANTS[name]`` applied to ``model``'s components at ``components``, with the measurements of
+    ``model`` it needs (``Mutant.needs``)."""
     given = {}
-    if "directions" in needs:  # the key-frequency directions of the Layer-2 MLP input
+    if "directions" in MUTANTS[name].needs:  # the key-frequency directions of the Layer-2 MLP input
         from .measures import fourier
 
         grid = fourier.grids(model, components=components)
@@ -69,12 +69,7 @@ def mutant_inputs(name: str, model, components: Components = PAPER) -> dict:
         if not key:
             raise ValueError(f"{name}: the model has no key frequencies, so there is nothing to remove")
         given["directions"] = fourier.frequency_directions(grid[fourier.RESID_MID2], key)  # (k, D)
-    return given
-
-
-def build_mutant(name: str, model, seed: int = 0, *, components: Components = PAPER):
-    """``MUTANTS[name]`` applied to ``model``'s components at ``components``, with the measurements it needs."""
-    return MUTANTS[name](model, seed, components=components, **mutant_inputs(name, model, components))
+    return MUTANTS[name](model, seed, components=components, **given)
 
 
 MATRIX_SCHEMA = "assignadd.mutants/1"

@@ -201,7 +201,6 @@ class PreviousTokenHead(Hypothesis):
             item(
                 "value_attends_to_variable",
                 site=f"{c.PATTERN_1}, the rows of value tokens",
-                intervention=None,
                 definition="mean over prefix value tokens t of 1[argmax_k A1[t, k] = t - 1 and A1[t, t-1] >= 0.5]",
                 kind="observational",
                 threshold=NEARLY_ALL,
@@ -212,7 +211,6 @@ class PreviousTokenHead(Hypothesis):
             item(
                 "positional_previous_token",
                 site=f"weights: W_pos, {L1}.attn.W_Q, {L1}.attn.W_K",
-                intervention=None,
                 definition="fraction of q in 1..11 with argmax_k S[q, k] = q - 1, S = W_pos W_Q^1 W_K^1T W_pos^T, keys > q, q, q-2 masked",
                 kind="observational",
                 threshold=POSITIONAL,
@@ -226,7 +224,6 @@ class PreviousTokenHead(Hypothesis):
             item(
                 "eq_attends_to_operand_slots",
                 site=f"{c.PATTERN_1}, the row of `=` (position 15)",
-                intervention=None,
                 definition="mean_i 1[top2_k A1_i[15, k] = {13, 14} and A1_i[15, 13] + A1_i[15, 14] >= 0.25]",
                 kind="observational",
                 threshold=EQ_SLOTS,
@@ -237,7 +234,6 @@ class PreviousTokenHead(Hypothesis):
             item(
                 "identity_written_at_value_tokens",
                 site=f"{c.ATTN_OUT_1} at value tokens",
-                intervention=None,
                 definition="held-out accuracy of a ridge probe: the variable v at t-1 from attn_out_1[t], t a value token "
                 "(probe fitted on the other half of the sequences)",
                 kind="observational",
@@ -249,7 +245,6 @@ class PreviousTokenHead(Hypothesis):
             item(
                 "ov1_transmits_variables",
                 site=f"weights: {L1}.attn.W_V, {L1}.attn.W_O, W_E, W_pos",
-                intervention=None,
                 definition="share of 1,000 Haar-random placements S of the centred E_var (its singular values kept) in the "
                 "span of Layer 1's inputs W_E[t] + W_pos[p] with g(S) < g(E_var); g(X) = (||X OV_1||_F^2 / ||X||_F^2) / "
                 "(||R OV_1||_F^2 / rank R), OV_1 = W_V^1 W_O^1, R an orthonormal basis of that span minus X's",

@@ -2,25 +2,15 @@
 
 The Layer-2 MLP input at `=` (``blocks.1.hook_resid_mid`` at position 15) is nearly the same vector
 whether the operands come as constants or through variables: Layer 2's OV writes an operand's value
-the same way whichever route brought it, and the same MLP computes the sum.
+the same way whichever route brought it, and the same MLP computes the sum. For a 1- or 2-var sequence
+x, c(x) is its *constant rewrite* (each variable operand replaced by its assigned value) and c'(x) an
+*other-values rewrite* (same prefix, constants with another sum); r(.) is resid_mid_2 at `=`
+(``measures/residual.py``).
 
-For a 1- or 2-var sequence x, c(x) is its *constant rewrite* (each variable operand replaced by its
-assigned value, prefix unchanged) and c'(x) an *other-values rewrite* (same prefix, constants with
-another sum); r(.) is resid_mid_2 at `=` (``measures/residual.py``).
-
-Decided where the next component reads (SPEC §6): the MLP's input r, in the directions Layer 2
-writes numbers into (the span of OV_2's number images), never through the MLP itself, so a break in
-the MLP cannot decide this claim. The causal item patches Layer 2's value vector at a variable's
-value token with the one the constant route gives the same number: r must barely move, compared
-with how far another number moves it. What Layer 2 hands on must carry the two values, not only
-their strongest directions: a linear read-out of the operands' embeddings from Layer 2's attention
-output at `=`, fitted on half the sequences and scored on the other half, must explain most of their
-variance (a rank-r cut of OV_2 caps it; the read-out uses no MLP weight). Answer-level evidence (the
-weights-only addition module, a constant-run difference moving the variable run's answer) is
-supporting.
-
-Thresholds and their nulls (measured before the final checkpoints were looked at, unless said):
-re-initialised models, and checkpoints of seeds 0 and 42 at steps 100-2000.
+Decided where the next component reads (SPEC §6): the MLP's input, in the directions Layer 2 writes
+numbers into, and Layer 2's attention output, never through the MLP itself, so a break in the MLP
+cannot decide this claim; answer-level items are supporting. Each item and why: docs/claims/shared_residual.md.
+Thresholds' nulls: re-initialised models, and checkpoints of seeds 0 and 42 at steps 100-2000.
 """
 
 from __future__ import annotations
@@ -170,7 +160,6 @@ class SharedResidual(Hypothesis):
             item(
                 "resid_mid_matches_constant_run",
                 site=f"{c.RESID_MID_2} at `=`, in the sequence and in its constant rewrite",
-                intervention=None,
                 definition="mean_i cos(P(r(x_i) - μ_i), P(r(c(x_i)) - μ_i)), r = resid_mid_2[15], μ_i = mean of r over 8 "
                 "other-values rewrites of x_i's prefix, P = projection on the span of OV_2's centred number images; "
                 "1var_train + 2var_train",
@@ -183,7 +172,6 @@ class SharedResidual(Hypothesis):
             item(
                 "ov2_transmits_numbers",
                 site=f"weights: {c.layer2}.attn.W_V, {c.layer2}.attn.W_O and what Layer 2 can receive",
-                intervention=None,
                 definition="(||(E_num - mean) OV_2||_F^2 / ||E_num - mean||_F^2) / (||R OV_2||_F^2 / rank R), OV_2 = W_V^2 W_O^2, "
                 "R an orthonormal basis of the span of what Layer 2 can receive (Layer 1's inputs, their OV_1 images, "
                 "its bias) minus the centred E_num's span",
@@ -196,7 +184,6 @@ class SharedResidual(Hypothesis):
             item(
                 "attn_out_2_carries_operand_values",
                 site=f"{c.ATTN_OUT_2} at `=`",
-                intervention=None,
                 definition="held-out R² of a least-squares read-out of Ē[n1] + Ē[n2] (Ē = W_E[0:59] centred) from "
                 "attn_out_2[15], "
                 "fitted on a seeded half of 0var_train + 1var_train + 2var_train (at least 1,000 sequences each), "
@@ -222,7 +209,6 @@ class SharedResidual(Hypothesis):
             item(
                 "ov2_additivity",
                 site=f"{c.ATTN_OUT_2} at `=`; weights: {c.layer2} OV, W_E",
-                intervention=None,
                 definition="mean_i [cos(attn_out_2[15] - μ, s_i - μ_s) - cos(attn_out_2[15] - μ, s_π(i) - μ_s)], "
                 "s_i = OV_2 e_{n1} + OV_2 e_{n2}, π a seeded shuffle",
                 kind="observational",
@@ -235,7 +221,6 @@ class SharedResidual(Hypothesis):
             item(
                 "ov2_mlp2_accuracy",
                 site=f"weights: {c.layer2} OV, {c.mlp}, W_U (the addition module on OV_2 e_a + OV_2 e_b)",
-                intervention=None,
                 definition="mean over all 59² (a, b) of 1[argmax (h + MLP_2(h)) W_U = (a + b) mod 59], h = OV_2 e_a + OV_2 e_b",
                 kind="observational",
                 threshold=OV2_MLP2,

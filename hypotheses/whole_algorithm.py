@@ -10,15 +10,11 @@ held-out pairs and restricted slots, where the answers cannot have been memorise
     recovered = (acc_scrubbed - acc_floor) / (acc_model - acc_floor)      (all pools together)
     kept[pool] = (acc_scrubbed[pool] - 1/59) / (acc_model[pool] - 1/59)   (each pool on its own)
 
-acc_floor resamples the same activation keeping no feature. Wrong correspondences a reader could propose
-are scrubbed the same way and must not recover the accuracy; a model that does not solve the task has
-nothing to explain, so its accuracy is an item too. Part by part (``scrubbing.scrub_plans``): each part
-of the full scrub C resampled from inputs that differ in what it carries must cost accuracy
-(minimality); knocking parts out of C and out of the model M must cost the same (completeness, as in the
-IOI paper). A diagnostic item locates the held-out errors on doubled pairs (``measures/doubled.py``).
-
-The paper's correspondence (version 1) stays as the supporting item ``routing_scrub_recovers[paper]``.
-Why version 2, and why each pool is an item: docs/claims/whole_algorithm.md, "Re-registrations".
+acc_floor resamples the same activation keeping no feature; wrong correspondences are scrubbed the same
+way as controls. Part by part (``scrubbing.scrub_plans``): minimality and completeness (as in the IOI
+paper); a diagnostic item locates the held-out errors on doubled pairs (``measures/doubled.py``). Every
+item, and the re-registrations (the paper's correspondence, version 1, is the supporting item
+``routing_scrub_recovers[paper]``): docs/claims/whole_algorithm.md.
 """
 
 from __future__ import annotations
@@ -38,7 +34,6 @@ from .base import (
     register,
 )
 from ..data import POS_LHS, POS_RHS, operand_sources
-from ..model.components import PAPER, Components
 from .measures import doubled as doubled_pairs
 from .measures import scrubbing
 from .measures.circuits import last_position_correct
@@ -62,8 +57,6 @@ RECOVERS = Threshold(
     "explain it with and must stay near 0)",
 )
 
-# Registered 2026-12-04 (docs/reregistrations/whole_algorithm_2026-12-04.md), the value and reason of
-# RECOVERS carried to each pool by itself.
 KEEPS = Threshold(
     0.90,
     ">=",
@@ -78,23 +71,13 @@ CONSTANTS_ONLY = ("0var_heldout_pair",)  # pools whose operands are all constant
 WRONG_CORRESPONDENCE = {"routing": "position_only", "addition": "first_operand_only"}
 
 
-# Where each scrub edits and what it does (the claim's document; the per-pool items name their scrub)
-def scrub_sites(components: Components = PAPER) -> dict[str, str]:
-    """Where each scrub edits, at the ``components``' sites."""
-    return {
-        "routing": f"{components.ATTN_OUT_1} at positions 0-14; read at the logits at `=`",
-        "addition": f"{components.ATTN_OUT_2} at `=`; read at the logits at `=`",
-    }
-
-
-SCRUB_SITE = scrub_sites(PAPER)  # the paper's sites
+# What each scrub does (the claim's document; the per-pool items name their scrub)
 SCRUB_EDIT = {
     "routing": "resampled (causal scrubbing) from positions with the same position and variable before it (value "
     "tokens), or token and variable at t-1 (elsewhere)",
     "addition": "patched from a fresh sequence with the same two operand values in a random form",
 }
 
-# Registered 2026-12-01, before any of these three was measured on the bundled reference.
 MINIMAL = Threshold(
     0.50,
     ">=",
@@ -278,7 +261,10 @@ class WholeAlgorithm(Hypothesis):
         labels = torch.cat([ctx.pool(p)[1][:share] for p in POOLS])
         reinit = ctx.reinitialised_model()
         c = ctx.components  # every component of the circuit (§2.1)
-        SCRUB_SITE = scrub_sites(c)
+        SCRUB_SITE = {  # where each scrub edits
+            "routing": f"{c.ATTN_OUT_1} at positions 0-14; read at the logits at `=`",
+            "addition": f"{c.ATTN_OUT_2} at `=`; read at the logits at `=`",
+        }
         pool_of = torch.arange(len(tokens)) // share
         groups = {p: pool_of == i for i, p in enumerate(POOLS)}
         # where the hypothesis fails: by operand variable (in either slot), by slot holding a variable,
@@ -593,7 +579,6 @@ class WholeAlgorithm(Hypothesis):
             item(
                 "model_solves_the_task",
                 site="the logits at `=`",
-                intervention=None,
                 definition=f"accuracy over {', '.join(POOLS)} ({share} each)",
                 kind="observational",
                 threshold=SOLVES,

@@ -14,7 +14,7 @@ import torch
 import assignadd
 from assignadd import Task, load_checkpoint
 from assignadd.hypotheses import REGISTRY, Context, run_all
-from assignadd.hypotheses.measures.knockouts import scrambled_identity_qk, uniform_value_attention
+from assignadd.tests.knockouts import key_frequencies_removed, scrambled_identity_qk, uniform_value_attention
 from assignadd.training.fast_forward import hooks_attached
 
 MECHANISTIC = ["previous_token_head", "identity_qk", "shared_residual", "fourier_neurons"]
@@ -133,9 +133,7 @@ def test_adding_a_hypothesis_recipe_runs_as_written(capsys):
 
 @needs_reference
 def test_fourier_neurons_fails_when_key_frequencies_are_projected_out_of_the_reference(reference, task):
-    from assignadd.hypotheses.measures import fourier
-
-    knocked = fourier.key_frequencies_removed(reference, task.pool("0var_train", 200, seed=9)[0])
+    knocked = key_frequencies_removed(reference, task.pool("0var_train", 200, seed=9)[0])
     r = verdicts(knocked, task, ["fourier_neurons"], n=500)["fourier_neurons"]
     assert r.verdict == "fail"
     assert not {e.name: e for e in r.evidence}["key_frequencies_kept"].passed

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from assignadd.data import Task, value_positions
-from assignadd.hypotheses.measures.knockouts import uniform_value_attention
+from assignadd.tests.knockouts import uniform_value_attention
 from assignadd.interventions import InterventionError, Replace, Resample, Site, Zero, capture, knockout, run
 from assignadd.model import AssignAddTransformer
 from assignadd.training.fast_forward import HookedModelError, last_logits

@@ -41,8 +41,13 @@ MODELS = {
 @pytest.fixture(scope="module")
 def contexts(paper_task: Task) -> dict[str, Context]:
     """One context per planted model, sharing the solver context's pools."""
-    base = Context(MODELS["solver"](), paper_task, n=POOL_SIZE)
-    return {name: base if name == "solver" else base.derive(build().eval()) for name, build in MODELS.items()}
+    pools: dict = {}
+    base = Context(MODELS["solver"](), paper_task, n=POOL_SIZE, pools=pools)
+
+    def context(model):  # a control is read at the solver's components, not searched again
+        return Context(model, paper_task, n=POOL_SIZE, pools=pools).pin(base.located)
+
+    return {name: base if name == "solver" else context(build().eval()) for name, build in MODELS.items()}
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,7 @@ from assignadd import Task, hypotheses
 from assignadd.hypotheses.measures.circuits import last_position_correct
 from assignadd.hypotheses.base import ClaimResult, Evidence, Hypothesis, Measurement, Threshold
 from assignadd.hypotheses.learning_phases import (
-    COHERENCE_R2,
+    COHERENCE,
     LEARNED,
     PHASES,
     SERIES_REGISTRY,
@@ -434,10 +434,10 @@ def test_a_two_stage_learning_curve_is_coherent_where_a_single_step_is_not():
     curve = np.array([0.0] * 4 + [0.8, 0.85, 0.82, 0.86, 0.84, 0.87, 0.85, 0.86] + [0.95, 0.97, 0.98, 0.99, 0.99])
     onset = onset_index(curve)
     assert curve[onset] >= LEARNED and curve[onset - 1] < LEARNED
-    assert step_fit_r2(curve, onset) < COHERENCE_R2 <= monotone_fit_r2(curve, onset)
+    assert step_fit_r2(curve, onset) < COHERENCE.value <= monotone_fit_r2(curve, onset)
     assert monotone_fit_r2(curve, onset) > 0.95
     shuffled = curve[np.random.default_rng(0).permutation(len(curve))]
-    assert monotone_fit_r2(shuffled, onset_index(shuffled) or 1) < COHERENCE_R2
+    assert monotone_fit_r2(shuffled, onset_index(shuffled) or 1) < COHERENCE.value
     assert monotone_fit_r2(curve[::-1], 1) < 0.05
     assert monotone_fit_r2(curve, 0) is None and monotone_fit_r2(curve, None) is None  # nothing before the onset
 

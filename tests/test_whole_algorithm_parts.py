@@ -18,6 +18,7 @@ from assignadd.hypotheses import whole_algorithm as wa
 from assignadd.hypotheses.whole_algorithm import ADDER_ERRORS, COMPLETE, MINIMAL
 from assignadd.interventions.mutants import MUTANTS, generator
 from assignadd.model import AssignAddTransformer
+from assignadd.model.components import PAPER
 
 needs_reference = pytest.mark.skipif(
     not assignadd.reference_checkpoint().exists(), reason="the bundled reference checkpoint is missing"
@@ -61,22 +62,22 @@ def test_plans_resample_by_what_each_part_carries():
     removed, targets = plans["removed"], plans["targets"]
     # value tokens: the hypothesis keeps (position, variable before); removal changes the variable
     vt = targets["value_token_identity"]
-    hyp = plans["hypothesis"][scrubbing.ATTN_OUT_1][vt]
+    hyp = plans["hypothesis"][PAPER.ATTN_OUT_1][vt]
     assert torch.equal(pos[hyp], pos[vt]) and torch.equal(prev[hyp], prev[vt])
-    rem = removed["value_token_identity"][scrubbing.ATTN_OUT_1][vt]
+    rem = removed["value_token_identity"][PAPER.ATTN_OUT_1][vt]
     assert torch.equal(pos[rem], pos[vt]) and (prev[rem] != prev[vt]).all()
     # operand values read by Layer 2: the hypothesis keeps the number, removal changes it
     for part in ("lhs_value_read", "rhs_value_read"):
         cells = targets[part]
-        hyp = plans["hypothesis"][scrubbing.VALUES_2][cells]
-        rem = removed[part][scrubbing.VALUES_2][cells]
+        hyp = plans["hypothesis"][PAPER.VALUES_2][cells]
+        rem = removed[part][PAPER.VALUES_2][cells]
         assert torch.equal(flat_tok[hyp], flat_tok[cells]) and torch.equal(pos[hyp], pos[cells])
         assert (flat_tok[rem] != flat_tok[cells]).all() and torch.equal(pos[rem], pos[cells])
     # the MLP's output: the redraw keeps the sum, removal changes it
     cells = targets["mlp_adds"]
     rows = lambda c: c // T  # noqa: E731
-    assert torch.equal(labels[rows(plans["redrawn"][scrubbing.MLP_OUT_2][cells])], labels)
-    assert (labels[rows(removed["mlp_adds"][scrubbing.MLP_OUT_2][cells])] != labels).all()
+    assert torch.equal(labels[rows(plans["redrawn"][PAPER.MLP_OUT_2][cells])], labels)
+    assert (labels[rows(removed["mlp_adds"][PAPER.MLP_OUT_2][cells])] != labels).all()
     assert all(share > 0.99 for p, share in plans["removed_share"].items() if p != "non_value_tokens")
 
 

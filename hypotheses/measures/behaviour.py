@@ -1,5 +1,4 @@
-"""Behavioural and input-interchange measurements shared by the generalization claims (SPEC §4.5),
-and token-aware knock-outs used as "mechanism ablated" controls."""
+"""Behavioural and input-interchange measurements shared by the generalization claims (SPEC §4.5)."""
 
 from __future__ import annotations
 
@@ -116,7 +115,6 @@ def pool_accuracy_items(ctx, bars: dict, controls: dict) -> list:
             item(
                 f"accuracy[{pool}]",
                 site="the logits at `=` (position 15)",
-                intervention=None,
                 definition=f"mean_i 1[argmax logits(x_i)[15] = (n1_i + n2_i) mod 59], x_i ~ {pool}",
                 kind="observational",
                 threshold=bar,

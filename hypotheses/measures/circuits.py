@@ -16,9 +16,7 @@ from ...interventions import capture
 from ...model import AssignAddTransformer
 from ...model.components import PAPER, Components
 
-# The paper's layers (``Components.paper()``); every function below reads the layers and heads of the
-# ``components`` it is given, the paper's by default.
-LAYER1, LAYER2 = PAPER.prev_layer, PAPER.fetch_layer
+# Every function below reads the layers and heads of the ``components`` it is given, the paper's by default.
 
 
 def _attn(model, layer):
@@ -129,18 +127,14 @@ def layer1_activations(
 
 
 @torch.no_grad()
-def attention_patterns(
-    model: AssignAddTransformer, tokens: torch.Tensor, layers=(LAYER1, LAYER2), *, components: Components = PAPER
-) -> dict[int, torch.Tensor]:
-    """The patterns (B, Tq, Tk) of the previous-token head (key 1) and of the fetching head (key 2), the
-    ones ``layers`` names (1, 2 as the paper counts: ``LAYER1`` is 0, ``LAYER2`` is 1), from a hooked
-    forward stopped after the last pattern asked. Keyed as asked."""
-    where = {
-        LAYER1: (components.PATTERN_1, components.prev_head),
-        LAYER2: (components.PATTERN_2, components.fetch_head),
-    }
-    acts = capture(model, tokens, [where[l][0] for l in layers])
-    return {l: acts[where[l][0]][:, where[l][1]] for l in layers}
+def head_pattern(
+    model, tokens: torch.Tensor, *, fetching: bool = False, components: Components = PAPER
+) -> torch.Tensor:
+    """The attention pattern (B, Tq, Tk) of the previous-token head (``fetching``: of the fetching head),
+    from a hooked forward stopped once it is read."""
+    c = components
+    hook, head = (c.PATTERN_2, c.fetch_head) if fetching else (c.PATTERN_1, c.prev_head)
+    return capture(model, tokens, [hook])[hook][:, head]
 
 
 def prev_token_attention(
@@ -152,7 +146,7 @@ def prev_token_attention(
 ):
     """Layer-1 attention from prefix value tokens (a number right after a variable): per token, is the
     argmax key t-1, and the weight on t-1. Returns (argmax_is_prev bool (K,), weight (K,))."""
-    p = attention_patterns(model, tokens, (LAYER1,), components=components)[LAYER1] if pattern1 is None else pattern1
+    p = head_pattern(model, tokens, components=components) if pattern1 is None else pattern1
     mask = value_positions(tokens, model.vocab)
     b, t = mask.nonzero(as_tuple=True)
     rows = p[b, t]  # (K, Tk)
@@ -167,7 +161,7 @@ def eq_top2_is(pattern: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
 
 def layer1_eq_to_operand_slots(model, tokens, pattern1=None, *, components: Components = PAPER) -> torch.Tensor:
     """Layer-1 attention from `=`: are its top-2 keys {13, 14}, the operand slots? Bool (B,)."""
-    p = attention_patterns(model, tokens, (LAYER1,), components=components)[LAYER1] if pattern1 is None else pattern1
+    p = head_pattern(model, tokens, components=components) if pattern1 is None else pattern1
     return eq_top2_is(p, torch.tensor([[POS_LHS, POS_RHS]]).expand(len(tokens), 2))
 
 
@@ -175,7 +169,7 @@ def layer2_eq_to_operand_values(model, tokens, pattern2=None, *, components: Com
     """Layer-2 attention from `=`: are its top-2 keys exactly where the operands' values sit (the value
     tokens of variable operands, the slots of constant ones)? Bool (B,). Sequences whose two operands
     resolve to one position (never, for valid sequences) count as misses."""
-    p = attention_patterns(model, tokens, components=components)[LAYER2] if pattern2 is None else pattern2
+    p = head_pattern(model, tokens, fetching=True, components=components) if pattern2 is None else pattern2
     src = operand_sources(tokens, model.vocab)
     ok = eq_top2_is(p, src)
     return ok & (src[:, 0] != src[:, 1]) & (src >= 0).all(dim=1)

@@ -39,10 +39,6 @@ MLP2_PRE, RESID_MID2 = PAPER.MLP_PRE_2, PAPER.RESID_MID_2
 DEAD_FRACTION = 1e-4
 
 
-def n_frequencies(modulus: int) -> int:
-    return modulus // 2
-
-
 def grid_tokens(vocab: Vocab = VOCAB) -> tuple[torch.Tensor, torch.Tensor]:
     """``PAD×12 + n m =`` for all N² pairs, row-major in (n, m): (tokens [N², 16], labels [N²])."""
     N = vocab.modulus
@@ -82,7 +78,7 @@ def single_frequency_basis(modulus: int) -> torch.Tensor:
     """The grid functions of each frequency: (K, 4, N, N), K = ⌊N/2⌋, in the order
     (cos ω_k n, sin ω_k n, cos ω_k m, sin ω_k m); float64."""
     N = modulus
-    k = torch.arange(1, n_frequencies(N) + 1, dtype=torch.float64)[:, None]  # (K, 1)
+    k = torch.arange(1, N // 2 + 1, dtype=torch.float64)[:, None]  # (K, 1)
     x = torch.arange(N, dtype=torch.float64)[None, :]
     c, s = torch.cos(2 * math.pi * k * x / N), torch.sin(2 * math.pi * k * x / N)  # (K, N)
     ones = torch.ones(N, dtype=torch.float64)
@@ -152,12 +148,8 @@ def frequency_share(power: torch.Tensor) -> torch.Tensor:
 
 # The key-frequency rule (fixed before looking at any trained checkpoint): a frequency is *key* when
 # it carries at least KEY_SHARE_FACTOR times the share it would have if the single-frequency power of
-# the Layer-2 MLP pre-activations were spread evenly over the ⌊N/2⌋ frequencies (1/29 for N = 59).
-# The null: with 512 neurons the even-spread share is concentrated; the largest share, as a multiple
-# of even, is 1.26-1.40 in re-initialised models and 1.46-1.84 in the step-100 and step-200
-# checkpoints of seeds 0 and 42 (before any addition is learned), so none of them has a key
-# frequency. A factor of 2 also caps the key set at ⌊N/2⌋/2 frequencies, leaving at least as many
-# non-key frequencies for the placebo.
+# the Layer-2 MLP pre-activations were spread evenly over the ⌊N/2⌋ frequencies (1/29 for N = 59). Its
+# nulls, and why 2: docs/claims/fourier_neurons.md.
 KEY_SHARE_FACTOR = 2.0
 # Each neuron's power counts in output units, power_k(u) x ||W_out[u]||² (``key_frequency_share``), so a
 # positive rescaling of a ReLU neuron cannot move the key set (re-registered: docs/claims/fourier_neurons.md).
@@ -229,7 +221,7 @@ def frequency_component(grid: torch.Tensor, freqs: list[int], n: torch.Tensor, m
 
 def all_frequencies(modulus: int) -> list[int]:
     """1, ..., ⌊N/2⌋: every frequency of the operand grid."""
-    return list(range(1, n_frequencies(modulus) + 1))
+    return list(range(1, modulus // 2 + 1))
 
 
 def operand_content_scale(deviation: torch.Tensor, phi_all: torch.Tensor) -> float:
@@ -278,19 +270,12 @@ def answer_centroids(
     )
 
 
-def read_answers(centroids: torch.Tensor, post: torch.Tensor) -> torch.Tensor:
-    """The sum each row of ``post`` (B, d), read at the unembedding's input, is nearest to (Euclidean) among
-    ``answer_centroids``: (B,) long."""
-    return torch.cdist(post.double(), centroids).argmin(-1)
-
-
 def key_frequency_edits(
     model: AssignAddTransformer,
     tokens: torch.Tensor,
     labels: torch.Tensor,
     *,
     seed: int,
-    vocab: Vocab | None = None,
     grid: dict | None = None,
     components: Components = PAPER,
 ) -> dict:
@@ -319,7 +304,7 @@ def key_frequency_edits(
     "norm_placebo", "through_unembedding"} (the norms: the mean size of φ_K and φ_P, to show how much
     each edit moves the input). ``grid``: the model's ``grids`` if already computed.
     """
-    vocab = vocab or model.vocab  # the model's own vocabulary (its modulus and variables)
+    vocab = model.vocab  # the model's own vocabulary (its modulus and variables)
     from ...data import operand_sources
     from ...interventions import capture
 
@@ -363,7 +348,7 @@ def key_frequency_edits(
     out, through_unembedding = {}, {}
     for arm, x_new in edited.items():
         post = unembedding_input(model, x_new, components=components)
-        out[arm] = read_answers(centroids, post) == labels
+        out[arm] = torch.cdist(post.double(), centroids).argmin(-1) == labels  # the nearest answer centroid
         through_unembedding[arm] = float(((post @ W_U + b_U).argmax(-1) == labels).double().mean())
     return {
         **out,
@@ -377,44 +362,13 @@ def key_frequency_edits(
     }
 
 
-def key_frequencies_removed(
-    model: AssignAddTransformer,
-    reference_tokens: torch.Tensor,
-    vocab: Vocab | None = None,
-    grid: dict | None = None,
-    *,
-    components: Components = PAPER,
-):
-    """A control model: a copy of ``model`` with its key-frequency directions Q (orthonormal rows)
-    permanently mean-ablated from the Layer-2 MLP input at `=`, via the engine's ``knockout``:
-
-        x -> x - (x - μ) Q^T Q,     μ the mean over ``reference_tokens``
-
-    About the mean rather than the origin, so that the constant part of the input (the `=` embedding, the
-    position), which carries no operand information but sets every neuron's offset, is kept."""
-    vocab = vocab or model.vocab  # the model's own vocabulary (its modulus and variables)
-    from ...interventions import Replace, Site, knockout
-
-    grid = grids(model, vocab, components=components) if grid is None else grid
-    Q = frequency_directions(grid[RESID_MID2], key_frequencies(model, vocab, grid, components=components))
-    site = components.RESID_MID_2
-    mu = activations_at(model, reference_tokens, (site,))[site].mean(0)
-
-    def remove(act, hook):
-        Q_, mu_ = Q.to(device=act.device, dtype=act.dtype), mu.to(device=act.device, dtype=act.dtype)
-        return act - ((act - mu_) @ Q_.T) @ Q_
-
-    return knockout(model, [Replace(Site(site, positions=POS_EQ), remove)])
-
-
-def embedding_spectrum(model: AssignAddTransformer, vocab: Vocab | None = None) -> torch.Tensor:
+def embedding_spectrum(model: AssignAddTransformer) -> torch.Tensor:
     """Fourier spectrum of the number embeddings W_E[0:N] (centred over numbers): the share of their
     variance at each frequency k = 1..⌊N/2⌋ (K,)."""
-    vocab = vocab or model.vocab  # the model's own vocabulary (its modulus and variables)
-    N = vocab.modulus
+    N = model.vocab.modulus
     E = model.embed.W_E[:N].detach().double()
     E = E - E.mean(0, keepdim=True)
-    F = torch.fft.rfft(E, dim=0)[1 : n_frequencies(N) + 1]  # (K, d)
+    F = torch.fft.rfft(E, dim=0)[1 : N // 2 + 1]  # (K, d)
     p = (F.abs() ** 2).sum(1)
     return p / p.sum()
 
@@ -425,7 +379,7 @@ def logit_spectrum(model: AssignAddTransformer, *, components: Components = PAPE
     W = (model.blocks[components.mlp_layer].mlp.W_out @ model.unembed.W_U).detach().double()
     W = W - W.mean(1, keepdim=True)
     N = W.shape[1]
-    F = torch.fft.rfft(W, dim=1)[:, 1 : n_frequencies(N) + 1]
+    F = torch.fft.rfft(W, dim=1)[:, 1 : N // 2 + 1]
     p = (F.abs() ** 2).sum(0)
     return p / p.sum() if p.sum() > 0 else p
 

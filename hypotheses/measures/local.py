@@ -20,11 +20,17 @@ from ...interventions import Patch, Replace, Site, run, run_in_pieces
 from ...model import AssignAddTransformer
 from ...model.components import PAPER, Components
 from ...random_streams import numpy_rng, torch_generator
-from .knockouts import uniform_rows
 from .residual import ov2_number_images
 
 
 # ----- Layer 1: the variable identity written at value tokens ------------------------------------------
+def uniform_rows(pattern: torch.Tensor, hook=None) -> torch.Tensor:
+    """Every query row uniform over its causal keys (the engine applies it only at the site's rows)."""
+    T = pattern.shape[-1]
+    causal = torch.tril(torch.ones(T, T, dtype=pattern.dtype, device=pattern.device))
+    return (causal / causal.sum(-1, keepdim=True)).expand_as(pattern)
+
+
 def _layer1_out(model, tokens, edits_for=None, components: Components = PAPER) -> tuple[torch.Tensor, torch.Tensor]:
     """(attn_out_1 (B, T, D), pattern_1 (B, T, T)), up to the previous-token head's layer only, under the
     interventions ``edits_for(rows)`` gives for each piece of the batch (per-sequence edits; ``run_in_pieces``)."""

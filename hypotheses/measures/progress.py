@@ -128,20 +128,24 @@ class SeriesMeasurer:
     @torch.no_grad()
     def measure(self, model) -> dict[str, float]:
         v: dict[str, float] = {}
+
+        def mean(x: torch.Tensor) -> float:
+            return float(x.double().mean())
+
         # Batches of ~1000 sequences: larger ones fall out of cache and run slower on a CPU.
         correct = circuits.last_position_correct(model, self._all_tokens, self._all_labels, batch=1024)
         for i, name in enumerate(POOL_NAMES):
-            v[f"acc_{name}"] = float(correct[i * self.n : (i + 1) * self.n].double().mean())
+            v[f"acc_{name}"] = mean(correct[i * self.n : (i + 1) * self.n])
         # the restricted-slot phase cell by cell: each variable in the slot training never gave it
         i = POOL_NAMES.index(RESTRICTED_CELLS_POOL)
         ok = correct[i * self.n : (i + 1) * self.n]
         for measure, rows in self._restricted_cells.items():
-            v[measure] = float(ok[rows].double().mean()) if rows.any() else math.nan
+            v[measure] = mean(ok[rows]) if rows.any() else math.nan
         v["ov2_mlp2_accuracy"] = circuits.ov2_mlp2_accuracy(model)[0]
-        v["positional_prev_token"] = float(circuits.positional_prev_token_rows(model).double().mean())
+        v["positional_prev_token"] = mean(circuits.positional_prev_token_rows(model))
         diag, margin = circuits.identity_qk_diagonal(model)
-        v["identity_qk_diagonal"] = float(diag.double().mean())
-        v["identity_qk_margin"] = float(margin.double().mean())
+        v["identity_qk_diagonal"] = mean(diag)
+        v["identity_qk_margin"] = mean(margin)
 
         # One hooked forward over both routing pools, stopped once Layer 2's pattern is read (the
         # Layer-2 MLP and the unembedding over all positions are most of a forward's cost).
@@ -150,29 +154,21 @@ class SeriesMeasurer:
         k = len(tokens)
         p1, p2 = acts[hooks.PATTERN_1][:, 0], acts[hooks.PATTERN_2][:, 0]
         is_prev, weight = circuits.prev_token_attention(model, tokens, pattern1=p1[:k])
-        v["prev_token_argmax"] = float(is_prev.double().mean())
-        v["prev_token_weight"] = float(weight.double().mean())
-        v["layer1_eq_to_operand_slots"] = float(
-            circuits.layer1_eq_to_operand_slots(model, tokens, p1[:k]).double().mean()
-        )
-        v["layer2_eq_to_operand_values"] = float(
-            circuits.layer2_eq_to_operand_values(model, tokens, p2[:k]).double().mean()
-        )
-        v["layer2_eq_to_operand_values_restricted"] = float(
-            circuits.layer2_eq_to_operand_values(model, restricted, p2[k:]).double().mean()
+        v["prev_token_argmax"] = mean(is_prev)
+        v["prev_token_weight"] = mean(weight)
+        v["layer1_eq_to_operand_slots"] = mean(circuits.layer1_eq_to_operand_slots(model, tokens, p1[:k]))
+        v["layer2_eq_to_operand_values"] = mean(circuits.layer2_eq_to_operand_values(model, tokens, p2[:k]))
+        v["layer2_eq_to_operand_values_restricted"] = mean(
+            circuits.layer2_eq_to_operand_values(model, restricted, p2[k:])
         )
         # when does the paper's algorithm explain the model? the whole_algorithm claim's two scrubs
         tokens, labels = self._scrub
-        v["scrub_model_accuracy"] = float(
-            circuits.last_position_correct(model, tokens, labels, batch=1024).double().mean()
+        v["scrub_model_accuracy"] = mean(circuits.last_position_correct(model, tokens, labels, batch=1024))
+        v["scrub_routing_accuracy"] = mean(
+            routing_scrub(model, tokens, labels, seed=POOL_SEED, features="hypothesis")["correct"]
         )
-        v["scrub_routing_accuracy"] = float(
-            routing_scrub(model, tokens, labels, seed=POOL_SEED, features="hypothesis")["correct"].double().mean()
-        )
-        v["scrub_addition_accuracy"] = float(
+        v["scrub_addition_accuracy"] = mean(
             addition_scrub(model, tokens, labels, self.task, seed=POOL_SEED, features="hypothesis")["correct"]
-            .double()
-            .mean()
         )
         b, t = self._probe_index
         v["variable_probe"] = least_squares_probe(

@@ -23,8 +23,7 @@ from ...model.components import PAPER, Components
 from ...random_streams import numpy_rng
 from .fourier import activations_at
 
-# The paper's sites; every function reads those of the ``components`` it is given.
-RESID_MID2, ATTN_OUT2 = PAPER.RESID_MID_2, PAPER.ATTN_OUT_2
+# Every function reads the sites of the ``components`` it is given, the paper's by default.
 
 
 def constant_rewrite(tokens: torch.Tensor, vocab: Vocab = VOCAB) -> torch.Tensor:

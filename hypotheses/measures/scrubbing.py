@@ -180,7 +180,7 @@ def addition_scrub(
 
 # ----- the correspondence part by part: minimality and completeness ---------------------------------
 #
-# The hypothesis as a list of parts (``PARTS``), each an activation (``PART_HOOK``) and what it carries,
+# The hypothesis as a list of parts (``PARTS``), each an activation (``part_hooks``) and what it carries,
 # what Layer 2 or the answer reads from it (the table: docs/claims/whole_algorithm.md),
 # plus one statement with no part to remove: Layer 2's value vectors anywhere else (distractors,
 # PADs, variables) carry nothing `=` reads. ``scrub_plans`` builds, within one batch, donor maps
@@ -211,11 +211,6 @@ def part_hooks(components: Components = PAPER) -> dict[str, str]:
         "rhs_value_read": c.VALUES_2,
         "mlp_adds": c.MLP_OUT_2,
     }
-
-
-# The paper's sites (``Components.paper()``).
-PART_HOOK = part_hooks(PAPER)
-ATTN_OUT_1, VALUES_2, MLP_OUT_2 = PAPER.ATTN_OUT_1, PAPER.VALUES_2, PAPER.MLP_OUT_2
 
 
 def _pick(
@@ -436,7 +431,7 @@ def run_plan(model, tokens: torch.Tensor, labels: torch.Tensor, plan: dict, meas
 
 
 def identity_removed(model, tokens: torch.Tensor, *, seed: int, label: str) -> torch.Tensor:
-    """The donor map for ``ATTN_OUT_1`` (the paper's ``blocks.0.hook_attn_out``) that removes the variable identity at value tokens:
+    """The donor map for Layer 1's ``hook_attn_out`` (the paper's ``blocks.0.hook_attn_out``) that removes the variable identity at value tokens:
     each value token reads a value token at the same position after another variable (the
     ``value_token_identity`` part removed, alone)."""
     c = _cells(tokens, model.cfg.first_var, model.cfg.d_vocab_out, model.cfg.n_vars)

@@ -1,27 +1,22 @@
-"""Mechanism knock-outs: copies of a model with one claimed mechanism removed and the rest intact,
-built with the interventions engine's ``knockout`` (so every entry point, ``__call__``,
+"""Mechanism knock-outs for the tests: copies of a model with one claimed mechanism removed and the rest
+intact, built with the interventions engine's ``knockout`` (so every entry point, ``__call__``,
 ``run_with_hooks``, ``run``, ``capture`` and ``last_logits``, runs the knock-out).
 
-They are the "mechanism ablated" controls of SPEC §5: a claim must fail on its own knock-out.
+They are "mechanism ablated" controls (SPEC §5): a claim must fail on its own knock-out.
 """
 
 from __future__ import annotations
 
 import torch
 
-from ...data import value_positions
-from ...interventions import Replace, Site, knockout
-from ...interventions.mutants import generator
-from ...model import AssignAddTransformer
-from ...model.components import PAPER, Components
-from .circuits import variable_ov1_embeddings
-
-
-def uniform_rows(pattern: torch.Tensor, hook=None) -> torch.Tensor:
-    """Every query row uniform over its causal keys (the engine applies it only at the site's rows)."""
-    T = pattern.shape[-1]
-    causal = torch.tril(torch.ones(T, T, dtype=pattern.dtype, device=pattern.device))
-    return (causal / causal.sum(-1, keepdim=True)).expand_as(pattern)
+from assignadd.data import POS_EQ, value_positions
+from assignadd.hypotheses.measures import fourier
+from assignadd.hypotheses.measures.circuits import variable_ov1_embeddings
+from assignadd.hypotheses.measures.local import uniform_rows
+from assignadd.interventions import Replace, Site, knockout
+from assignadd.interventions.mutants import generator
+from assignadd.model import AssignAddTransformer
+from assignadd.model.components import PAPER, Components
 
 
 def uniform_value_attention(model: AssignAddTransformer, *, components: Components = PAPER) -> AssignAddTransformer:
@@ -64,3 +59,23 @@ def scrambled_identity_qk(
             Replace(Site(components.KEYS_2, positions=value_positions), permute_keys),
         ],
     )
+
+
+def key_frequencies_removed(model: AssignAddTransformer, reference_tokens: torch.Tensor):
+    """A copy of ``model`` with its key-frequency directions Q (orthonormal rows) permanently mean-ablated
+    from the Layer-2 MLP input at `=`:
+
+        x -> x - (x - μ) Q^T Q,     μ the mean over ``reference_tokens``
+
+    About the mean rather than the origin, so that the constant part of the input (the `=` embedding, the
+    position), which carries no operand information but sets every neuron's offset, is kept."""
+    grid = fourier.grids(model)
+    Q = fourier.frequency_directions(grid[fourier.RESID_MID2], fourier.key_frequencies(model, grid=grid))
+    site = PAPER.RESID_MID_2
+    mu = fourier.activations_at(model, reference_tokens, (site,))[site].mean(0)
+
+    def remove(act, hook):
+        Q_, mu_ = Q.to(device=act.device, dtype=act.dtype), mu.to(device=act.device, dtype=act.dtype)
+        return act - ((act - mu_) @ Q_.T) @ Q_
+
+    return knockout(model, [Replace(Site(site, positions=POS_EQ), remove)])
