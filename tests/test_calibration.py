@@ -161,3 +161,18 @@ def test_symmetry_changes_sees_a_moved_verdict_a_moved_value_and_a_value_lost():
     assert got[names[1]]["verdicts_changed"] == ["c"] and got[names[1]]["at"] == "c.i"
     assert abs(got[names[1]]["largest_value_change"] - 0.2) < 1e-12
     assert got[names[2]]["other_changes"] == ["c.i.k"] and got[names[2]]["verdicts_changed"] == []
+
+
+def test_the_shipped_seed_2_table_is_its_measurement():
+    """The held-out seed's table (docs/calibration.md, "Seed 2") renders from its JSON, and the one wrong
+    cell the page reports is the one the JSON holds."""
+    from pathlib import Path
+
+    docs = Path(assignadd.__file__).resolve().parent / "docs"
+    doc = json.loads((docs / "calibration_results" / "calibration_seed2.json").read_text(encoding="utf-8"))
+    table = render_calibration(doc, markdown=True)
+    assert table == (docs / "calibration_results" / "calibration_seed2.md").read_text(encoding="utf-8")
+    assert list(doc["checkpoints"]) == ["seed2.pt"] and doc["n"] == 500
+    summary = doc["checkpoints"]["seed2.pt"]["mutation_summary"]
+    assert (summary["judged"], summary["right"]) == (202, 201)
+    assert "201/202" in (docs / "calibration.md").read_text(encoding="utf-8")
