@@ -16,7 +16,8 @@ task, so a healthy model answers them):
     plain    = share answered correctly, the model as it is (Clopper-Pearson interval)
     recoded  = share answered correctly when the writer's output a at the interface is replaced by
                a A + c, (A, c) fitted by L-BFGS (100 iterations, from A = I and c = -mean(a)) to the
-               cross-entropy of the answers on a seeded fitting set, scored on the other sequences
+               cross-entropy of the answers on a fitting draw of its own, scored on the same sequences
+               as plain
 
     intact            plain lower >= 0.9
     interface-broken  plain upper < 0.9 and recoded lower >= 0.9: the two sides disagree on the code
@@ -48,6 +49,11 @@ with 500, breaks inside a component at most 0.841 there; at the MLP's output the
 is linear and a larger fit re-reads a damaged MLP (0.905 with 500 against 0.819 with 300), while exact
 recodings reach 0.994 with 300. So ``ov2_to_mlp`` fits 500 per pool, the other two 300
 (``tools/interface_fit_sizes.py``, reference and seeds 0, 1).
+
+The fitting sequences are a draw of their own, and recoded is scored on plain's pool (re-registered
+2026-12-05, docs/reregistrations/interface_fit_draw_2026-12-05.md): when the fit took its rows from the
+scored pool, one draw of 500 per pool restored seed 2's exact recoding to 0.914, five draws of their
+own 0.952-0.973, and only half the pool was left to score it. Sizes and bar unchanged.
 """
 
 from __future__ import annotations
@@ -58,7 +64,7 @@ import torch
 import torch.nn.functional as F
 
 from ..model.components import Components
-from ..random_streams import torch_generator
+from ..random_streams import torch_seed
 from .base import Threshold, _r, rate
 
 POOLS = ("0var_train", "1var_train", "2var_train")
@@ -80,7 +86,7 @@ class Interface:
     reader_part: str  # the reading component, in words
     output: str  # the writer's output: "layer1_out" (the previous-token head's layer, at every position),
     # or, read at `=`, "attn_out" (the fetching head's layer) or "mlp_out"
-    fit_per_pool: int  # sequences of each pool the recoding is fitted on; the rest of the pool scores it
+    fit_per_pool: int  # sequences of each training pool the recoding is fitted on (a draw of their own)
 
     def hook(self, components: Components) -> str:
         """Where the writer's output is read, at the located components (SPEC §2.1)."""
@@ -145,43 +151,40 @@ def _logits(model, interface: Interface, base: torch.Tensor, a: torch.Tensor) ->
     return layer_norm_unhooked(model.ln_final, resid) @ model.unembed.W_U + model.unembed.b_U
 
 
-def _fit_rows(n_rows: int, seed: int, interface: Interface) -> torch.Tensor:
-    """The rows (bool) the recoding is fitted on: ``interface.fit_per_pool`` seeded rows of each pool."""
-    n_pool = n_rows // len(POOLS)
-    gen = torch_generator(seed, f"interface {interface.name} fit rows")
-    fit = torch.zeros(n_rows, dtype=torch.bool)
-    for i in range(len(POOLS)):
-        fit[i * n_pool + torch.randperm(n_pool, generator=gen)[: interface.fit_per_pool]] = True
-    return fit
+def _fit_pool(ctx, interface: Interface) -> tuple[torch.Tensor, torch.Tensor]:
+    """The sequences the recoding is fitted on: ``interface.fit_per_pool`` of each training pool, a draw
+    of its own (seeded apart from the scored pool), so that plain and recoded are scored on the same
+    sequences and the fit's size does not take any from them."""
+    seed = torch_seed(ctx.seed, f"interface {interface.name} fit pool")
+    tokens, labels = zip(*(ctx.task.pool(name, interface.fit_per_pool, seed=seed) for name in POOLS))
+    return torch.cat(tokens), torch.cat(labels)
 
 
-def recoded_accuracy(
-    model, interface: Interface, acts: dict, tokens, labels, *, seed: int, components: Components
-) -> torch.Tensor:
-    """Correct (bool) on the scoring rows when the writer's output is recoded as a A + c (at `=`, or at
-    every position for Layer 1's output), (A, c) fitted on ``_fit_rows`` (the rest score it)."""
-    fit = _fit_rows(len(labels), seed, interface)
+def recoded_accuracy(model, interface: Interface, fit: tuple, score: tuple, *, components: Components) -> torch.Tensor:
+    """Correct (bool) on the scored sequences when the writer's output is recoded as a A + c (at `=`, or
+    at every position for Layer 1's output), (A, c) fitted on the fitting sequences. ``fit`` and
+    ``score``: (tokens, labels, ``_activations`` of the tokens)."""
     if interface.output == "layer1_out":  # everything after it depends on every position: run the model
         hook = interface.hook(components)
 
-        def logits(rows, A, c):
+        def logits(which, A, c):
             edit = [(hook, lambda act, hook: act @ A + c)]
-            return model.run_with_hooks(tokens[rows], fwd_hooks=edit, last_only=True)[:, -1]
+            return model.run_with_hooks(which[0], fwd_hooks=edit, last_only=True)[:, -1]
 
-        start = -acts["layer1_out"][fit].mean((0, 1))
+        start = -fit[2]["layer1_out"].mean((0, 1))
     else:
-        base, a = _split(acts, interface)
 
-        def logits(rows, A, c):
-            return _logits(model, interface, base[rows], a[rows] @ A + c)
+        def logits(which, A, c):
+            base, a = _split(which[2], interface)
+            return _logits(model, interface, base, a @ A + c)
 
-        start = -a[fit].mean(0)
+        start = -_split(fit[2], interface)[1].mean(0)
     A = torch.eye(start.shape[-1], requires_grad=True)
     c = start.clone().requires_grad_(True)
     opt = torch.optim.LBFGS([A, c], lr=1, max_iter=LBFGS_ITERATIONS, history_size=20, line_search_fn="strong_wolfe")
 
     def closure():  # gradients for A and c only: the model's own parameters are left untouched
-        loss = F.cross_entropy(logits(fit, A, c), labels[fit])
+        loss = F.cross_entropy(logits(fit, A, c), fit[1])
         A.grad, c.grad = torch.autograd.grad(loss, [A, c])
         return loss
 
@@ -193,7 +196,7 @@ def recoded_accuracy(
     finally:
         torch.set_num_threads(threads)
     with torch.no_grad():
-        return logits(~fit, A, c).argmax(-1) == labels[~fit]
+        return logits(score, A, c).argmax(-1) == score[1]
 
 
 def _plain_logits(model, interface: Interface, acts: dict) -> torch.Tensor:
@@ -214,8 +217,11 @@ def check(ctx, interface: Interface, acts: dict | None = None, broken_later: str
         plain = rate(_plain_logits(model, interface, acts).argmax(-1) == labels)
     recoded = None
     if plain.high < BAR.value and broken_later is None:
-        correct = recoded_accuracy(model, interface, acts, tokens, labels, seed=ctx.seed, components=ctx.components)
-        recoded = rate(correct)
+        fit_tokens, fit_labels = _fit_pool(ctx, interface)
+        with torch.no_grad():
+            fit_acts = _activations(model, fit_tokens, ctx.components)
+        fit = (fit_tokens, fit_labels, fit_acts)
+        recoded = rate(recoded_accuracy(model, interface, fit, (tokens, labels, acts), components=ctx.components))
     if BAR.passes(plain.low, plain.high):
         verdict, reason = "intact", f"the model answers its training pools ({plain.value:.3f})"
     elif broken_later is not None:
