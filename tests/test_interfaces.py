@@ -5,11 +5,12 @@ is intact and fits nothing."""
 from __future__ import annotations
 
 import pytest
+import torch
 
 import assignadd
 from assignadd import Task, load_checkpoint
 from assignadd.hypotheses import Context
-from assignadd.hypotheses.interfaces import BAR, broken_naming, check_all
+from assignadd.hypotheses.interfaces import BAR, INTERFACES, POOLS, _fit_pool, _pool, broken_naming, check_all
 from assignadd.hypotheses.mutation import build_mutant
 from assignadd.reports import render
 
@@ -64,6 +65,7 @@ def test_a_recoding_breaks_its_interface_and_no_other(reference, name, where):
         if interface == where:
             assert c["verdict"] == "interface-broken", c
             assert c["recoded"]["ci"][0] >= BAR.value
+            assert c["recoded"]["n"] == c["plain"]["n"]  # scored on plain's sequences, fitted on others
         elif order.index(interface) < order.index(where):
             assert c["verdict"] == "upstream of the break" and c["recoded"] is None, c
             assert where in c["reason"]
@@ -151,3 +153,21 @@ def test_the_report_shows_a_broken_interface_in_every_form():
     # without interface checks (another layout) the document has neither field
     bare = render.build_report(**common)
     assert "interfaces" not in bare and "interfaces_broken" not in bare["summary"]
+
+
+@needs_reference
+def test_the_fit_draws_its_own_sequences_apart_from_the_scored_pool(reference):
+    """The recoding is fitted on ``fit_per_pool`` sequences of each training pool drawn for the fit alone
+    (docs/reregistrations/interface_fit_draw_2026-12-05.md): none of the scored rows, the same draw for the
+    same seed, another for another interface."""
+    ctx = Context(reference, Task(), seed=0, n=400)
+    scored = {tuple(t) for t in _pool(ctx)[0].tolist()}
+    draws = {}
+    for interface in INTERFACES:
+        tokens, labels = _fit_pool(ctx, interface)
+        assert tokens.shape[0] == labels.shape[0] == interface.fit_per_pool * len(POOLS)
+        assert torch.equal(tokens, _fit_pool(ctx, interface)[0])
+        rows = [tuple(t) for t in tokens.tolist()]
+        assert sum(r in scored for r in rows) < 0.01 * len(rows)  # a repeat is a coincidence of two draws
+        draws[interface.name] = tokens
+    assert not torch.equal(draws["ov1_to_layer2"], draws["mlp_to_unembedding"])
