@@ -212,10 +212,10 @@ def _capture_tl(model, tokens: torch.Tensor, hooks: list[str], pos: int | None) 
 
 # Sequences per forward when a clean forward of an unhooked model is split (``_clean_chunks``). Every
 # operation of the forward treats sequences independently, so the pieces give the same bits as one
-# forward (tested); 512 sequences keep each layer's intermediates in the caches, where 11,000 at once
-# stream through memory: 1.8-2.1x faster on an 11,000-sequence forward, 1.12x of the claims' CPU
-# (bench/RESULTS.md, bench/savings.py).
-CLEAN_CHUNK = 512
+# forward (tested); small pieces keep each layer's intermediates in the caches, where thousands of
+# sequences at once stream through memory (bench/RESULTS.md: 512 against one piece, 1.12x of the claims'
+# CPU; 128 against 512, 1.08x of `assignadd-verify`'s CPU, 2026-12-05).
+CLEAN_CHUNK = 128
 
 
 def _clean_chunks(model, tokens: torch.Tensor) -> list[torch.Tensor]:
