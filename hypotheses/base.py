@@ -195,13 +195,6 @@ class ClaimResult:
             d["timings"] = _r(self.timings)
         return d
 
-    def headline(self) -> Evidence | None:
-        """The first required causal item, else the first required item: the one a summary shows."""
-        for e in self.evidence:
-            if e.required and e.kind == "causal":
-                return e
-        return next((e for e in self.evidence if e.required), None)
-
 
 def decide(evidence: list[Evidence]) -> tuple[str, str]:
     """The decision rule shared by every claim (SPEC §4, §5, §6).

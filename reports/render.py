@@ -185,7 +185,7 @@ def item_status(e: dict) -> str:
 
 
 def headline(claim: dict) -> dict | None:
-    """As ``ClaimResult.headline()``, on the dict: first required causal item, else first required."""
+    """The item a summary shows: the first required causal item, else the first required one."""
     required = [e for e in claim.get("evidence") or [] if e["required"]]
     return next((e for e in required if e["kind"] == "causal"), required[0] if required else None)
 
