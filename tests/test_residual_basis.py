@@ -1,0 +1,114 @@
+"""A change of basis of the residual stream, x -> x A, is a symmetry of a model without LayerNorm: the
+embeddings and every writer (W_O, b_O, W_out, b_out) are multiplied by A, every reader (W_Q, W_K, W_V,
+W_in, W_U) by A^-1 on its input side, and every logit is the same up to float rounding.
+
+A rotation (A orthogonal) keeps every verdict. A stretch of one span does not:
+the weights-only items measure norms and angles in the residual space's own coordinates, which the
+function does not fix (docs/mutation_results/README.md, "Residual change of basis"). The tests marked
+``xfail(strict=True)`` record that gap: they start to pass, and so fail as XPASS, once those items are
+measured in a metric the function fixes.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+
+import assignadd
+from assignadd import Task, load_checkpoint
+from assignadd.hypotheses import run_all
+from assignadd.hypotheses.base import Context
+from assignadd.interventions.mutants import random_rotation
+from assignadd.random_streams import torch_generator
+
+needs_reference = pytest.mark.skipif(
+    not assignadd.reference_checkpoint().exists(), reason="the bundled reference checkpoint is missing"
+)
+N = 500
+
+
+@torch.no_grad()
+def residual_basis(model, A: torch.Tensor):
+    """A copy of ``model`` with its residual stream written in the basis x A (A (d_model, d_model))."""
+    m = copy.deepcopy(model)
+    A = A.double()
+    A_inv = torch.linalg.inv(A)
+
+    def write(p):
+        p.copy_((p.double() @ A).float())
+
+    def read(p):  # the input (d_model) side: the second-to-last axis of W_Q/W_K/W_V, the first of W_in, W_U
+        p.copy_((A_inv @ p.double()).float())
+
+    write(m.embed.W_E)
+    write(m.pos_embed.W_pos)
+    for block in m.blocks:
+        for name in ("W_Q", "W_K", "W_V"):
+            read(getattr(block.attn, name))
+        write(block.attn.W_O)
+        write(block.attn.b_O)
+        if block.has_mlp:
+            read(block.mlp.W_in)
+            write(block.mlp.W_out)
+            write(block.mlp.b_out)
+    read(m.unembed.W_U)
+    return m
+
+
+def stretch(rows: torch.Tensor, factor: float) -> torch.Tensor:
+    """A = I + (factor - 1) P, P the projection onto the span of ``rows`` less their mean."""
+    q, _ = torch.linalg.qr((rows - rows.mean(0)).double().T)
+    return torch.eye(rows.shape[1], dtype=torch.float64) + (factor - 1.0) * q @ q.T
+
+
+@pytest.fixture(scope="module")
+def reference():
+    model = load_checkpoint(assignadd.reference_checkpoint())
+    task = Task()
+    return model, task, {r.claim: r for r in run_all(Context(model, task, seed=0, n=N), _CLAIMS)}
+
+
+_CLAIMS = ["previous_token_head", "shared_residual"]
+
+
+def _basis(model, task, which: str) -> torch.Tensor:
+    if which == "rotation":
+        return random_rotation(model.cfg.d_model, torch_generator(0, "test residual rotation"))
+    v = task.vocab
+    rows = model.embed.W_E.detach()[v.first_var : v.first_var + v.n_vars]
+    return stretch(rows, 10.0)
+
+
+def _check_same_function(model, mutated, task):
+    tokens = task.pool("1var_train", 200, seed=1)[0]
+    with torch.no_grad():
+        a, b = model(tokens)[:, -1].log_softmax(-1), mutated(tokens)[:, -1].log_softmax(-1)
+    assert float((a - b).abs().max()) < 1e-3
+    assert torch.equal(a.argmax(-1), b.argmax(-1))
+
+
+@needs_reference
+@pytest.mark.parametrize(
+    "which",
+    [
+        "rotation",
+        pytest.param(
+            "variables_stretched_10x",
+            marks=pytest.mark.xfail(
+                strict=True,
+                raises=AssertionError,
+                reason="ov1_transmits_variables and resid_mid_matches_constant_run read Euclidean norms "
+                "of the residual basis",
+            ),
+        ),
+    ],
+)
+def test_residual_change_of_basis_keeps_verdicts(reference, which):
+    model, task, before = reference
+    mutated = residual_basis(model, _basis(model, task, which))
+    _check_same_function(model, mutated, task)
+    after = {r.claim: r for r in run_all(Context(mutated, task, seed=0, n=N), _CLAIMS)}
+    for cid in _CLAIMS:
+        assert after[cid].verdict == before[cid].verdict == "pass", (cid, after[cid].reason)
