@@ -264,6 +264,39 @@ def random_invertible(d: int, gen: torch.Generator, spread: float = 4.0) -> torc
     return random_rotation(d, gen).double() @ torch.diag(s) @ random_rotation(d, gen).double()
 
 
+@torch.no_grad()
+def residual_change_of_basis(model, A: torch.Tensor):
+    """A copy of ``model`` whose residual stream is written in the basis x A (A (d_model, d_model)
+    invertible): W_E, W_pos and every writer (W_O, b_O, W_out, b_out) times A, every reader (W_Q, W_K,
+    W_V, W_in, W_U) times A^-1 on its input side. Without LayerNorm the function is the same, up to float
+    rounding. Not in ``MUTANTS``: the weights-only items do not yet respect it
+    (docs/mutation_results/README.md, "Residual change of basis")."""
+    if model.cfg.layernorm:
+        raise ValueError("a change of basis of the residual stream is a symmetry only without LayerNorm")
+    m = copy.deepcopy(model)
+    A = A.double()
+    A_inv = torch.linalg.inv(A)
+    writers, readers = [m.embed.W_E, m.pos_embed.W_pos], [m.unembed.W_U]
+    for block in m.blocks:
+        writers += [block.attn.W_O, block.attn.b_O]
+        readers += [block.attn.W_Q, block.attn.W_K, block.attn.W_V]
+        if block.has_mlp:
+            writers += [block.mlp.W_out, block.mlp.b_out]
+            readers.append(block.mlp.W_in)
+    for p in writers:  # the output (d_model) side: the last axis
+        p.copy_((p.double() @ A).float())
+    for p in readers:  # the input (d_model) side: the second-to-last axis
+        p.copy_((A_inv @ p.double()).float())
+    return m
+
+
+def span_stretch(rows: torch.Tensor, factor: float) -> torch.Tensor:
+    """A = I + (factor - 1) P (d, d) float64, P the projection onto the span of ``rows`` (k, d) less their
+    mean: directions in that span scaled by ``factor``, the rest kept."""
+    inside = span_basis(rows - rows.mean(0))[0]
+    return torch.eye(rows.shape[1], dtype=torch.float64) + (factor - 1.0) * inside.T @ inside
+
+
 def span_basis(rows: torch.Tensor, rel_tol: float = 1e-5) -> tuple[torch.Tensor, torch.Tensor]:
     """(inside (r, d), outside (d - r, d)): orthonormal rows spanning the span of ``rows`` (k, d) and its
     orthogonal complement, float64. Singular values below ``rel_tol`` x the largest are float32 rounding

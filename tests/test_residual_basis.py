@@ -11,8 +11,6 @@ measured in a metric the function fixes.
 
 from __future__ import annotations
 
-import copy
-
 import pytest
 import torch
 
@@ -20,47 +18,13 @@ import assignadd
 from assignadd import Task, load_checkpoint
 from assignadd.hypotheses import run_all
 from assignadd.hypotheses.base import Context
-from assignadd.interventions.mutants import random_rotation
+from assignadd.interventions.mutants import random_rotation, residual_change_of_basis, span_stretch
 from assignadd.random_streams import torch_generator
 
 needs_reference = pytest.mark.skipif(
     not assignadd.reference_checkpoint().exists(), reason="the bundled reference checkpoint is missing"
 )
 N = 500
-
-
-@torch.no_grad()
-def residual_basis(model, A: torch.Tensor):
-    """A copy of ``model`` with its residual stream written in the basis x A (A (d_model, d_model))."""
-    m = copy.deepcopy(model)
-    A = A.double()
-    A_inv = torch.linalg.inv(A)
-
-    def write(p):
-        p.copy_((p.double() @ A).float())
-
-    def read(p):  # the input (d_model) side: the second-to-last axis of W_Q/W_K/W_V, the first of W_in, W_U
-        p.copy_((A_inv @ p.double()).float())
-
-    write(m.embed.W_E)
-    write(m.pos_embed.W_pos)
-    for block in m.blocks:
-        for name in ("W_Q", "W_K", "W_V"):
-            read(getattr(block.attn, name))
-        write(block.attn.W_O)
-        write(block.attn.b_O)
-        if block.has_mlp:
-            read(block.mlp.W_in)
-            write(block.mlp.W_out)
-            write(block.mlp.b_out)
-    read(m.unembed.W_U)
-    return m
-
-
-def stretch(rows: torch.Tensor, factor: float) -> torch.Tensor:
-    """A = I + (factor - 1) P, P the projection onto the span of ``rows`` less their mean."""
-    q, _ = torch.linalg.qr((rows - rows.mean(0)).double().T)
-    return torch.eye(rows.shape[1], dtype=torch.float64) + (factor - 1.0) * q @ q.T
 
 
 @pytest.fixture(scope="module")
@@ -78,7 +42,7 @@ def _basis(model, task, which: str) -> torch.Tensor:
         return random_rotation(model.cfg.d_model, torch_generator(0, "test residual rotation"))
     v = task.vocab
     rows = model.embed.W_E.detach()[v.first_var : v.first_var + v.n_vars]
-    return stretch(rows, 10.0)
+    return span_stretch(rows, 10.0)
 
 
 def _check_same_function(model, mutated, task):
@@ -107,8 +71,26 @@ def _check_same_function(model, mutated, task):
 )
 def test_residual_change_of_basis_keeps_verdicts(reference, which):
     model, task, before = reference
-    mutated = residual_basis(model, _basis(model, task, which))
+    mutated = residual_change_of_basis(model, _basis(model, task, which))
     _check_same_function(model, mutated, task)
     after = {r.claim: r for r in run_all(Context(mutated, task, seed=0, n=N), _CLAIMS)}
     for cid in _CLAIMS:
         assert after[cid].verdict == before[cid].verdict == "pass", (cid, after[cid].reason)
+
+
+def test_change_of_basis_keeps_the_function_and_its_original():
+    from assignadd.model import AssignAddTransformer, ModelConfig
+
+    model = AssignAddTransformer(seed=3)
+    with torch.no_grad():  # biases nonzero, so the writers' biases must move with the basis too
+        for name, p in model.named_parameters():
+            if name.endswith(("b_O", "b_out", "b_V", "b_Q", "b_K", "b_in", "b_U")) and "blocks.0.mlp" not in name:
+                p.copy_(torch.randn(p.shape, generator=torch.Generator().manual_seed(1)) * 0.1)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    A = span_stretch(torch.randn(5, model.cfg.d_model, generator=torch.Generator().manual_seed(2)), 7.0)
+    mutated = residual_change_of_basis(model, A)
+    assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())  # a copy; the model as it was
+    assert not torch.equal(mutated.embed.W_E, model.embed.W_E)
+    _check_same_function(model, mutated, Task())
+    with pytest.raises(ValueError, match="LayerNorm"):
+        residual_change_of_basis(AssignAddTransformer(ModelConfig(layernorm=True), seed=3), A)
