@@ -5,7 +5,8 @@ one statistic with a confidence interval, a threshold fixed in code with its rea
 compared (the *lower* bound for ``>=`` thresholds, the *upper* bound for ``<=``: conservative both
 ways). Each item is also computed on the claim's controls, where it must fail. A claim passes when
 every required item passes on the model under test and fails on every control, and at least one
-passing item is causal.
+passing item is causal. Claims about a series or a sweep are decided by the same ``decide`` under their
+own ``Policy``, their items read by the same ``IntervalRule`` with their own options.
 
 Nothing here knows any particular claim; ``hypotheses/<claim>.py`` files do.
 """
@@ -14,14 +15,14 @@ from __future__ import annotations
 
 import math
 import time
-from contextvars import ContextVar
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable, NamedTuple
 
 import torch
 
 from ..data import Task
 from ..model import AssignAddTransformer
+from .declaration import ROLES, DeclarationError, Interface, Item, fill, layout_fields, validate
 
 RESULT_SCHEMA = "assignadd.claim/1"
 # A control's edit that moved what it targets by less than this (mean absolute change) did nothing:
@@ -45,6 +46,76 @@ def _r(x):
 
 
 @dataclass(frozen=True)
+class IntervalRule:
+    """How an interval ``[low, high]`` reads against a bar (``direction value``): the one rule every item of
+    every claim is judged by. Its options are what tells one checkpoint, a series and a sweep apart.
+
+    pass          the conservative end clears the bar (``low >= value`` for ``>=``, ``high <= value`` for ``<=``)
+    fail          the optimistic end lies past the bar (``high < value`` for ``>=``; ``low > value`` for ``<=``,
+                  or ``low >= value`` for a bracket open at ``low``: the true value lies above ``low``), or
+                  where ``fails`` is ``"unreached"``, is not shown to reach it; or ``empty`` says so
+    inconclusive  the interval straddles the bar (or is unbounded on the side that could still reach it)
+    no data       an end is missing and ``missing`` says so (or neither end is there and ``empty`` says so)
+
+    missing   what a missing end (None) is: ``"no data"`` (one checkpoint: the item was not measured), or
+              ``"unbounded"`` (a series or a sweep: the interval is open to -inf / +inf on that side)
+    empty     the state of an interval with neither end: ``"no data"``, or ``"fail"`` (nothing measured places
+              it anywhere: a phase with no onset has no place in time)
+    fails     which optimistic end fails: ``"past"`` (one shown past the bar; a NaN end rules nothing out), or
+              ``"unreached"`` (one not shown to reach it; a NaN end, or a NaN bar, counts against the claim)
+    tol       how far past the bar an end may lie and still read as on it (grid values written as decimals)
+    brackets  whether ``extra["open_low"]`` on a measurement marks its interval as a bracket ``(low, high]``
+    """
+
+    missing: str = "no data"
+    empty: str = "no data"
+    fails: str = "past"
+    tol: float = 0.0
+    brackets: bool = False
+
+    def __post_init__(self):
+        options = {"missing": ("no data", "unbounded"), "empty": ("no data", "fail"), "fails": ("past", "unreached")}
+        for name, allowed in options.items():
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"IntervalRule.{name} must be one of {allowed}, got {getattr(self, name)!r}")
+        if not self.tol >= 0:
+            raise ValueError(f"IntervalRule.tol must be >= 0, got {self.tol!r}")
+
+    def state(self, direction: str, value: float, low: float | None, high: float | None, open_low: bool = False) -> str:
+        """``"pass"``, ``"fail"``, ``"inconclusive"`` or ``"no data"`` for ``[low, high]`` (``(low, high]`` when
+        ``open_low``) against ``direction value``."""
+        if low is None and high is None:
+            return self.empty
+        if self.missing == "no data" and (low is None or high is None):
+            return "no data"
+        below, above = (value - self.tol, value + self.tol) if self.tol else (value, value)
+        if direction == ">=":
+            if low is not None and low >= below:
+                return "pass"
+            end, reaches, past = high, lambda x: x >= below, lambda x: x < below
+        else:
+            if high is not None and high <= above:
+                return "pass"
+            if open_low:
+                end, reaches, past = low, lambda x: x < below, lambda x: x >= below
+            else:
+                end, reaches, past = low, lambda x: x <= above, lambda x: x > above
+        if end is None:  # unbounded on the side that could still reach the bar
+            return "inconclusive"
+        failed = not reaches(end) if self.fails == "unreached" else past(end)
+        return "fail" if failed else "inconclusive"
+
+    def of(self, threshold: "Threshold", m: "Measurement") -> str:
+        """``state`` of a measurement against a threshold (a bracket where ``brackets`` and ``extra["open_low"]``)."""
+        open_low = self.brackets and bool(m.extra.get("open_low"))
+        return self.state(threshold.direction, threshold.value, m.low, m.high, open_low)
+
+
+# One checkpoint: an interval missing an end had no data.
+CHECKPOINT_RULE = IntervalRule()
+
+
+@dataclass(frozen=True)
 class Threshold:
     """A pre-registered bar: ``bound(statistic) >= value`` (or ``<=``), with why this value."""
 
@@ -63,13 +134,9 @@ class Threshold:
 
     def status(self, low: float | None, high: float | None) -> str:
         """ "pass" (the conservative bound clears the bar), "fail" (the whole interval is on the wrong
-        side), "inconclusive" (the interval straddles the bar) or "no data"."""
-        if low is None or high is None:
-            return "no data"
-        if self.passes(low, high):
-            return "pass"
-        wrong_side = high < self.value if self.direction == ">=" else low > self.value
-        return "fail" if wrong_side else "inconclusive"
+        side), "inconclusive" (the interval straddles the bar) or "no data" (an end is missing):
+        ``CHECKPOINT_RULE``."""
+        return CHECKPOINT_RULE.state(self.direction, self.value, low, high)
 
     @property
     def bound(self) -> str:
@@ -124,6 +191,7 @@ class Evidence:
     required: bool = True
     site: str | None = None  # where it measures (hook names); in the claim's document, not in its result
     intervention: str | None = None  # what it changes there (None: it only reads)
+    rule: IntervalRule = CHECKPOINT_RULE  # how its intervals read (a series' and a sweep's: their own)
 
     @property
     def passed(self) -> bool:
@@ -131,15 +199,15 @@ class Evidence:
 
     @property
     def status(self) -> str:
-        return self.threshold.status(self.measurement.low, self.measurement.high)
+        """The measurement's state under the item's ``rule`` (what ``decide`` reads, and the JSON's)."""
+        return self.rule.of(self.threshold, self.measurement)
 
     def control_passed(self, name: str) -> bool:
         m = self.controls[name]
         return self.threshold.passes(m.low, m.high)
 
     def control_status(self, name: str) -> str:
-        m = self.controls[name]
-        return self.threshold.status(m.low, m.high)
+        return self.rule.of(self.threshold, self.controls[name])
 
     def to_dict(self) -> dict:
         return {
@@ -196,26 +264,110 @@ class ClaimResult:
         return d
 
 
-def decide(evidence: list[Evidence]) -> tuple[str, str]:
-    """The decision rule shared by every claim (SPEC §4, §5, §6).
+@dataclass(frozen=True)
+class Policy:
+    """What ``decide`` asks of one kind of claim, and how it words what the intervals cannot decide.
 
-    error         no required causal item; a required item with no data; or, when nothing failed, a
-                  control of a required item that had no data or was an intervention that changed
-                  nothing (a control that did not act is no control, never a point for the claim)
-    fail          a required item's interval lies wholly on the wrong side of its bar; or a control
-                  passed (the item cannot tell the claim from its control)
+    requires       what the evidence must have: ``"causal"`` (a required causal item: one checkpoint),
+                   ``"controls"`` (a control on every required item: a series, controlled on its time axis) or
+                   ``"nothing"`` (a sweep, itself the intervention); the last two also need a required item
+    uncontrolled   for ``"controls"``: the error's first words where a required item has no control
+    controls       whether the items' controls are judged (a sweep's items have none)
+    idle_controls  whether a control that had no data, or an edit that changed nothing, is an error
+    open_item      how an item that straddles its bar is named: ``"numbers"`` (value, interval, bar and the
+                   samples that might decide it) or ``"note"`` (its ``extra["unresolved"]``: why it is open)
+    open_control   how a control that straddles is named (``{item}``, ``{control}``)
+    open_by_item   True: each item's straddling controls follow it, by name; False: they follow every item,
+                   in the claim's order
+    straddles      the first words of the inconclusive reason; ``denser`` its last: what would decide it
+    also           after a failure, the words before the items left open ("": not listed)
+    passed         the pass reason (``{n}``: the number of required items)
+    """
+
+    requires: str
+    straddles: str
+    uncontrolled: str = ""
+    controls: bool = True
+    idle_controls: bool = False
+    open_item: str = "note"
+    open_control: str = ""
+    open_by_item: bool = False
+    denser: str = ""
+    also: str = ""
+    passed: str = "all {n} required items passed and failed on their controls"
+
+    def __post_init__(self):
+        if self.requires not in ("causal", "controls", "nothing"):
+            raise ValueError(f"Policy.requires must be 'causal', 'controls' or 'nothing', got {self.requires!r}")
+        if self.open_item not in ("numbers", "note"):
+            raise ValueError(f"Policy.open_item must be 'numbers' or 'note', got {self.open_item!r}")
+
+
+# One checkpoint (SPEC §4): a causal item, controls that act, and the samples that might decide an open item.
+CHECKPOINT_POLICY = Policy(
+    requires="causal",
+    straddles="an interval straddles its threshold: ",
+    idle_controls=True,
+    open_item="numbers",
+    open_control="{item} on control {control} straddles its bar",
+    open_by_item=True,
+)
+
+
+def decide(evidence: list[Evidence], policy: Policy = CHECKPOINT_POLICY) -> tuple[str, str]:
+    """The decision rule shared by every claim (SPEC §4, §5, §6). ``policy`` says what the claim must have
+    and how the reasons read (``CHECKPOINT_POLICY``; a series: ``learning_phases.SERIES_POLICY``; a sweep:
+    ``data_requirements.SWEEP_POLICY``); each item's state is its own ``IntervalRule``'s (``Evidence.rule``).
+    In this order:
+
+    error         the evidence lacks what the policy requires; a required item with no data; or, when nothing
+                  failed and the policy checks them, a control of a required item that had no data or was an
+                  intervention that changed nothing (a control that did not act is no control, never a point
+                  for the claim)
+    fail          a required item's interval lies wholly on the wrong side of its bar; or a control passed
+                  (the item cannot tell the claim from its control)
     inconclusive  no failure, but a required item's (or a control's) interval straddles its bar
     pass          every required item clears its bar and fails on every control
     """
     required = [e for e in evidence if e.required]
-    if not any(e.kind == "causal" for e in required):
-        return "error", "no required causal evidence item: observational evidence alone never suffices"
+    lacking = _lacking(required, policy)
+    if lacking:
+        return "error", lacking
     empty = [e.name for e in required if e.status == "no data"]
     if empty:
         return "error", f"required evidence had no data: {', '.join(empty)}"
     failed = [e.name for e in required if e.status == "fail"]
     if failed:
-        return "fail", f"required evidence failed: {', '.join(failed)}"
+        unresolved = [e.name for e in required if e.status == "inconclusive"]
+        also = f"{policy.also}{', '.join(unresolved)}" if policy.also and unresolved else ""
+        return "fail", f"required evidence failed: {', '.join(failed)}{also}"
+    if policy.controls:
+        idle = _idle_controls(required) if policy.idle_controls else []
+        if idle:
+            return "error", "a control did not act, so it cannot count for or against the claim: " + "; ".join(idle)
+        leaked = [f"{e.name} on {c}" for e in required for c in e.controls if e.control_status(c) == "pass"]
+        if leaked:
+            return "fail", f"evidence also passed on a control (it cannot tell the claim apart): {', '.join(leaked)}"
+    open_items = _straddling(required, policy)
+    if open_items:
+        return "inconclusive", policy.straddles + "; ".join(open_items) + policy.denser
+    return "pass", policy.passed.format(n=len(required))
+
+
+def _lacking(required: list[Evidence], policy: Policy) -> str:
+    """Why the required items lack what ``policy`` requires ("" when they have it)."""
+    if policy.requires == "causal":
+        if not any(e.kind == "causal" for e in required):
+            return "no required causal evidence item: observational evidence alone never suffices"
+        return ""
+    if not required:
+        return "no required evidence item"
+    uncontrolled = [e.name for e in required if not e.controls] if policy.requires == "controls" else []
+    return f"{policy.uncontrolled}: {', '.join(uncontrolled)}" if uncontrolled else ""
+
+
+def _idle_controls(required: list[Evidence]) -> list[str]:
+    """The controls of required items that had no data or whose edit changed nothing it targets."""
     idle = []
     for e in required:
         for c, m in sorted(e.controls.items()):
@@ -223,26 +375,35 @@ def decide(evidence: list[Evidence]) -> tuple[str, str]:
                 idle.append(f"{c} on {e.name} had no data")
             elif m.acted is not None and not m.acted > ACTED_MIN:
                 idle.append(f"{c} on {e.name} changed nothing it targets")
-    if idle:
-        return "error", "a control did not act, so it cannot count for or against the claim: " + "; ".join(idle)
-    leaked = [f"{e.name} on {c}" for e in required for c in e.controls if e.control_status(c) == "pass"]
-    if leaked:
-        return "fail", f"evidence also passed on a control (it cannot tell the claim apart): {', '.join(leaked)}"
-    open_items = []
+    return idle
+
+
+def _straddling(required: list[Evidence], policy: Policy) -> list[str]:
+    """The required items (and their controls) whose intervals straddle their bars, named as ``policy`` says."""
+    items, controls = [], []
     for e in required:
         if e.status == "inconclusive":
-            more = e.measurement.samples_to_decide(e.threshold)
-            hint = f" (about {more} samples might decide it)" if more else ""
-            open_items.append(
-                f"{e.name} {e.measurement.value:.4g} [{e.measurement.low:.4g}, {e.measurement.high:.4g}] "
-                f"straddles {e.threshold.direction} {e.threshold.value}{hint}"
-            )
-        for c, m in sorted(e.controls.items()):
-            if e.control_status(c) == "inconclusive":
-                open_items.append(f"{e.name} on control {c} straddles its bar")
-    if open_items:
-        return "inconclusive", "an interval straddles its threshold: " + "; ".join(open_items)
-    return "pass", f"all {len(required)} required items passed and failed on their controls"
+            items.append(_open_item(e) if policy.open_item == "numbers" else _open_note(e))
+        if policy.controls:
+            names = sorted(e.controls) if policy.open_by_item else list(e.controls)
+            opened = [
+                policy.open_control.format(item=e.name, control=c)
+                for c in names
+                if e.control_status(c) == "inconclusive"
+            ]
+            (items if policy.open_by_item else controls).extend(opened)
+    return items + controls
+
+
+def _open_item(e: Evidence) -> str:
+    m = e.measurement
+    more = m.samples_to_decide(e.threshold)
+    hint = f" (about {more} samples might decide it)" if more else ""
+    return f"{e.name} {m.value:.4g} [{m.low:.4g}, {m.high:.4g}] straddles {e.threshold.direction} {e.threshold.value}{hint}"
+
+
+def _open_note(e: Evidence) -> str:
+    return f"{e.name} ({e.measurement.extra.get('unresolved', 'interval straddles the threshold')})"
 
 
 class Context:
@@ -323,16 +484,72 @@ class Context:
 
 
 class Hypothesis:
-    """One claim. Subclasses set ``id``, ``spec``, ``statement``, ``controls`` and implement ``evidence``."""
+    """One claim, declared (``hypotheses.declaration``): subclasses set the class attributes below and list
+    their evidence as ``items``; ``register`` validates the declaration. A claim about a series or a
+    sweep, which one checkpoint cannot decide, sets ``needs`` instead and computes its items itself.
+
+    id, spec, statement  the claim, the SPEC section it tests, the claim in one sentence
+    controls             control name -> what it is (every control an item uses, and no other)
+    items                its evidence items (``Item``), in report order
+    owns                 the circuit component it is about (``interventions.mutants.COMPONENTS``), or
+                         ``WHOLE_MODEL`` for a claim about the answers, or None (not judged by mutants)
+    reads                the roles it reads (``locate``), default all three
+    interfaces           where the component it owns writes and the next one reads (``Interface``)
+    figures              the report's figures that illustrate it, by key (``reports.figures``)
+    cost                 CPU seconds at n = 2000 on one thread: the order in which workers take claims
+    needs                for a claim one checkpoint cannot decide: (what it needs, the command that runs it),
+                         shown where ``assignadd-verify`` lists what it did not run; ``skip_note`` says it
+                         in ``run``'s result
+    """
 
     id: str = ""
     spec: str = ""
     statement: str = ""
     controls: dict[str, str] = {}
-    skip_note: str = ""  # a claim about a series or a sweep: what it needs, the reason ``run`` skips it
+    items: tuple[Item, ...] = ()
+    owns: str | None = None
+    reads: tuple[str, ...] = ROLES
+    interfaces: tuple[Interface, ...] = ()
+    figures: tuple[str, ...] = ()
+    cost: float = 1.0
+    needs: tuple[str, str] | None = None
+    skip_note: str = ""  # why ``run`` skips a claim with ``needs``
+
+    @classmethod
+    def text_fields(cls, n: int) -> dict:
+        """Template fields beyond the layout's that the items' texts use, for pools of ``n``."""
+        return {}
+
+    @classmethod
+    def fields(cls, components, n: int) -> dict:
+        """Every template field of the items' texts at ``components`` for pools of ``n``."""
+        return layout_fields(components) | cls.text_fields(n)
 
     def evidence(self, ctx: Context) -> list[Evidence]:
-        raise NotImplementedError
+        """The declared items measured on ``ctx``: each on the model under test, then on its controls."""
+        fields = self.fields(ctx.components, ctx.n)
+        claimed = Arm(ctx.model)
+        out = []
+        for i in self.items:
+            controls = {}
+            on_claimed = i.measure(ctx, claimed)
+            for c in i.controls:
+                arm = Arm(ctx.reinitialised_model()) if c == "reinitialised" else Arm(ctx.model, c)
+                controls[c] = i.measure(ctx, arm)
+            out.append(
+                Evidence(
+                    i.name,
+                    fill(i.definition, fields),
+                    i.kind.value,
+                    i.threshold,
+                    on_claimed,
+                    controls,
+                    i.required,
+                    fill(i.site, fields),
+                    fill(i.intervention, fields),
+                )
+            )
+        return out
 
     def run(self, ctx: Context) -> ClaimResult:
         if self.skip_note:  # one checkpoint cannot decide it: skipped, with the note saying what it needs
@@ -380,11 +597,12 @@ REGISTRY: dict[str, type[Hypothesis]] = {}
 
 
 def register(cls: type[Hypothesis]) -> type[Hypothesis]:
-    """Class decorator: add a hypothesis to the registry under its ``id``."""
-    if not cls.id:
-        raise ValueError(f"{cls.__name__} has no id")
+    """Class decorator: validate a claim's declaration (``declaration.validate``) and add it to the
+    registry under its ``id``; its interfaces take it as their writer."""
+    validate(cls)
     if cls.id in REGISTRY and REGISTRY[cls.id] is not cls:
-        raise ValueError(f"two hypotheses share the id {cls.id!r}")
+        raise DeclarationError(f"two hypotheses share the id {cls.id!r}")
+    cls.interfaces = tuple(replace(i, writer=cls.id) for i in cls.interfaces)
     REGISTRY[cls.id] = cls
     return cls
 
@@ -401,62 +619,6 @@ class Arm(NamedTuple):
 
 
 CLAIMED = "claimed"
-
-
-def item(
-    name: str,
-    *,
-    definition: str,
-    kind: str,
-    threshold: Threshold,
-    measure: Callable[..., Measurement],
-    on,
-    controls: dict | None = None,
-    required: bool = True,
-    site: str | None = None,
-    intervention: str | None = None,
-) -> Evidence:
-    """Build an evidence item: ``measure(on)`` on the model under test and ``measure(c)`` on each control
-    (``controls``: name -> whatever ``measure`` takes: a model, an ``Arm``, a position). ``site`` (the hook
-    points it reads or edits) and ``intervention`` (the edit, None for a reading) describe it in the
-    claim's document (``hypotheses.document``).
-
-    Everything but the name is a keyword, so a claim's list of items reads without a key::
-
-        item("identity_moves_answer", definition="...", kind="causal", threshold=MOVES,
-             measure=moves, on=Arm(ctx.model), controls={"wrong_site": Arm(ctx.model, "wrong_site")})
-    """
-    if _DESCRIBING.get():  # ``describe``: the item as declared, nothing measured
-        measure = _unmeasured
-    return Evidence(
-        name,
-        definition,
-        kind,
-        threshold,
-        measure(on),
-        {c: measure(s) for c, s in (controls or {}).items()},
-        required,
-        site,
-        intervention,
-    )
-
-
-_DESCRIBING: ContextVar[bool] = ContextVar("describing", default=False)
-
-
-def _unmeasured(_on) -> Measurement:
-    return Measurement(None, None, None, None)
-
-
-def declared_items(hypothesis: "Hypothesis", ctx: "Context") -> list[Evidence]:
-    """The evidence items ``hypothesis`` declares on ``ctx``, built without measuring any of them (every
-    measurement empty): what a claim is, as data, apart from what a model makes of it."""
-    token = _DESCRIBING.set(True)
-    try:
-        with torch.no_grad():
-            return hypothesis.evidence(ctx)
-    finally:
-        _DESCRIBING.reset(token)
 
 
 def rate(successes: torch.Tensor, acted: float | None = None, **extra) -> Measurement:

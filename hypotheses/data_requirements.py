@@ -6,9 +6,10 @@ A claim about a *sweep* of training runs (``assignadd-sweep``), not one model: i
 ``DataRequirements().run_sweep(folders)``; on one checkpoint it answers ``skipped``. Per point, its
 generalization accuracy with an interval (``generalization_accuracy``, cached by ``point_metric``); per
 seed the grid brackets the threshold in (b, θ] (``estimate_threshold``), and the brackets are compared
-with a band around the paper's value (``bracket_state``). The sweep *is* the intervention, so
-``decide_sweep`` replaces the causal requirement of ``decide``. The rule (version 2), every item and bar,
-and version 1 with why it was replaced: docs/claims/data_requirements.md (recipes: docs/sweeps.md).
+with a band around the paper's value under ``SWEEP_RULE`` (``base.IntervalRule``: open at the low end, a
+missing end unbounded). The sweep *is* the intervention, so ``base.decide`` runs under ``SWEEP_POLICY``,
+which requires no causal item. The rule (version 2), every item and bar, and version 1 with why it was
+replaced: docs/claims/data_requirements.md (recipes: docs/sweeps.md).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from .measures.circuits import last_position_correct
 from ..model import load_checkpoint
 from ..training.grid import SweepError
 from ..training.sweep_folder import config_from_grid_file, points_dir, read_grid_file
-from .base import ClaimResult, Evidence, Hypothesis, Measurement, Threshold
+from .base import ClaimResult, Evidence, Hypothesis, IntervalRule, Measurement, Policy, Threshold, decide
 
 RULE_VERSION = 2
 GENERALIZES = 0.9  # as learning_phases' LEARNED: far above chance (1/59), clearly short of the paper's 99.4%
@@ -227,64 +228,24 @@ def estimate_threshold(results: list[PointResult]) -> dict:
     }
 
 
-def bracket_state(direction: str, value: float, low: float | None, high: float | None, open_low: bool) -> str:
-    """``"pass"``, ``"fail"`` or ``"inconclusive"`` for an interval against a threshold. The threshold
-    items' intervals are brackets open at ``low`` (the true threshold is above a failing grid value) and
-    unbounded above when ``high`` is None (no grid value generalizes): ``>=`` passes when low >= value,
-    fails when high < value; ``<=`` passes when high <= value, fails when low >= value (low > value for a
-    closed interval); otherwise inconclusive (the bracket straddles the band's edge)."""
-    if low is None and high is None:
-        return "fail"
-    tol = 1e-9
-    if direction == ">=":
-        if low is not None and low >= value - tol:
-            return "pass"
-        return "fail" if high is not None and high < value - tol else "inconclusive"
-    if high is not None and high <= value + tol:
-        return "pass"
-    if low is not None and (low >= value - tol if open_low else low > value + tol):
-        return "fail"
-    return "inconclusive"
+# The threshold items' intervals are brackets (b, θ], open at b (``extra["open_low"]``: the true threshold is
+# above a failing grid value) and unbounded above when θ is None (no grid value generalizes): ``>=`` passes
+# when b >= the bar, fails when θ < it; ``<=`` passes when θ <= the bar, fails when b >= it (b > it for a
+# closed interval); otherwise inconclusive (the bracket straddles the band's edge). Grid values are written as
+# decimals, so an end within 1e-9 of the bar reads as on it.
+SWEEP_RULE = IntervalRule(missing="unbounded", empty="fail", tol=1e-9, brackets=True)
 
-
-def item_state(e: Evidence) -> str:
-    """``bracket_state`` of an evidence item (from its measurement; ``extra["open_low"]`` marks a bracket)."""
-    m, t = e.measurement, e.threshold
-    return bracket_state(t.direction, t.value, m.low, m.high, bool(m.extra.get("open_low")))
-
-
-class SweepEvidence(Evidence):
-    """An evidence item on a sweep: its ``status`` (and the JSON's) is ``item_state``, so a bracket with no
-    upper end (no grid value generalizes) is judged by its lower end rather than having "no data"."""
-
-    @property
-    def status(self) -> str:
-        return item_state(self)
-
-
-def decide_sweep(evidence: list[Evidence]) -> tuple[str, str]:
-    """``decide`` for a claim about training data: the intervention is the sweep itself (see the module
-    docstring); an item that fails makes it fail, one the grid cannot decide makes it inconclusive."""
-    required = [e for e in evidence if e.required]
-    if not required:
-        return "error", "no required evidence item"
-    states = {e.name: item_state(e) for e in required}
-    unresolved = [e for e in required if states[e.name] == "inconclusive"]
-    failed = [n for n, st in states.items() if st == "fail"]
-    if failed:
-        also = f"; not resolved by the grid: {', '.join(e.name for e in unresolved)}" if unresolved else ""
-        return "fail", f"required evidence failed: {', '.join(failed)}{also}"
-    if unresolved:
-        notes = [
-            f"{e.name} ({e.measurement.extra.get('unresolved', 'interval straddles the threshold')})"
-            for e in unresolved
-        ]
-        return "inconclusive", (
-            "the grid does not resolve: "
-            + "; ".join(notes)
-            + ". A grid denser there decides it (the pre-registered grid: docs/sweeps.md)"
-        )
-    return "pass", f"all {len(required)} required items passed"
+# ``decide`` for a claim about training data: the intervention is the sweep itself (see the module
+# docstring), so no causal item and no controls; an item that fails makes it fail, one the grid cannot
+# decide makes it inconclusive.
+SWEEP_POLICY = Policy(
+    requires="nothing",
+    controls=False,
+    straddles="the grid does not resolve: ",
+    denser=". A grid denser there decides it (the pre-registered grid: docs/sweeps.md)",
+    also="; not resolved by the grid: ",
+    passed="all {n} required items passed",
+)
 
 
 def _bracket_text(lo, hi) -> str:
@@ -323,21 +284,23 @@ def sweep_evidence(param: str, results: list[PointResult]) -> list[Evidence]:
 
     reason = BAND_REASON.format(p=param, v=PAPER[param], lo=lo_band, hi=hi_band, h=BAND_HALF_WIDTH)
     items = [
-        SweepEvidence(
+        Evidence(
             f"{param}_threshold_not_below_band",
             definition("lowest"),
             "observational",
             Threshold(lo_band, ">=", reason),
             lowest,
+            rule=SWEEP_RULE,
         ),
-        SweepEvidence(
+        Evidence(
             f"{param}_threshold_not_above_band",
             definition("highest"),
             "observational",
             Threshold(hi_band, "<=", reason),
             highest,
+            rule=SWEEP_RULE,
         ),
-        SweepEvidence(
+        Evidence(
             f"{param}_generalization_is_monotone",
             "pairs of grid values v < v' (same seed) where v generalizes and v' does not, summed over seeds",
             "observational",
@@ -352,10 +315,11 @@ def sweep_evidence(param: str, results: list[PointResult]) -> list[Evidence]:
                 n_seeds,
                 per_seed={s: v["inversions"] for s, v in seeds.items()},
             ),
+            rule=SWEEP_RULE,
         ),
     ]
     for e, edge in zip(items[:2], (lo_band, hi_band)):
-        if item_state(e) == "inconclusive":
+        if e.status == "inconclusive":
             e.measurement.extra["unresolved"] = (
                 f"bracket {_bracket_text(e.measurement.low, e.measurement.high)} straddles the band's edge {edge:g}"
             )
@@ -381,6 +345,10 @@ class DataRequirements(Hypothesis):
     )
     controls = {}
     skip_note = SKIP_NOTE
+    needs = (
+        "a sweep over f or r (a grid of training runs)",
+        "assignadd-sweep --param f|r --values ... --out SWEEP_DIR, then assignadd-report SWEEP_DIR",
+    )
 
     def run_results(self, results_by_param: dict[str, list[PointResult]]) -> ClaimResult:
         """Decide on already-scored points (``{"f": [...], "r": [...]}``). Both halves are needed for a
@@ -401,7 +369,7 @@ class DataRequirements(Hypothesis):
                 if param in results_by_param
                 for e in sweep_evidence(param, results_by_param[param])
             ]
-            verdict, reason = decide_sweep(items)
+            verdict, reason = decide(items, SWEEP_POLICY)
             missing = [p for p in PARAMS_ORDER if p not in results_by_param]
             if missing and verdict != "fail":
                 verdict, reason = (

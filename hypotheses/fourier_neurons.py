@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import torch
 
-from .base import Arm, Context, Evidence, Hypothesis, Measurement, REINITIALISED, Threshold, item, mean, rate, register
+from .base import Arm, Context, Hypothesis, Measurement, REINITIALISED, Threshold, mean, rate, register
+from .declaration import Interface, Item, Kind
 from .measures import fourier
 
 SINGLE_FREQUENCY_FVE = 0.5  # a neuron is "single-frequency" when its best k explains > half its variance
@@ -48,6 +49,102 @@ PLACEBO = Threshold(
 )
 
 
+def _tokens_labels(ctx: Context) -> tuple[torch.Tensor, torch.Tensor]:
+    """The 0-var pools' first halves (train and held-out pairs) and their answers."""
+    half = max(ctx.n // 2, 1)
+    pools = [ctx.pool("0var_train"), ctx.pool("0var_heldout_pair")]
+    tokens = torch.cat([p[0][:half] for p in pools])
+    labels = torch.cat([p[1][:half] for p in pools])
+    return tokens, labels
+
+
+def _grid(ctx: Context, model) -> dict:
+    return ctx.memo(("fourier_neurons", "grids", id(model)), lambda: fourier.grids(model, components=ctx.components))
+
+
+def _edits(ctx: Context, model) -> dict:
+    def compute():
+        tokens, labels = _tokens_labels(ctx)
+        return fourier.key_frequency_edits(
+            model, tokens, labels, seed=ctx.seed, grid=_grid(ctx, model), components=ctx.components
+        )
+
+    return ctx.memo(("fourier_neurons", "edits", id(model)), compute)
+
+
+def neurons(ctx: Context, arm: Arm) -> Measurement:
+    model, c = arm.model, ctx.components
+    g = _grid(ctx, model)
+    scale = fourier.mlp_input_scale(model, g[fourier.RESID_MID2], components=c)
+    r = fourier.neuron_fve(g[fourier.MLP2_PRE], scale)
+    share = fourier.key_frequency_share(model, r, components=c)
+    key = fourier.key_frequencies(model, grid=g, components=c)
+    key_idx = torch.tensor(key, dtype=torch.long) - 1
+    if len(r["fve"]) == 0:  # no neuron varies over the grid: none is a Fourier feature
+        return Measurement.exact(0.0, n=int(r["live"].numel()), live_neurons=0, key_frequencies=key)
+    return rate(
+        r["fve"] >= SINGLE_FREQUENCY_FVE,
+        key_frequencies=key,
+        key_power_share=float(share[key_idx].sum()),
+        median_fve=float(r["fve"].median()) if len(r["fve"]) else None,
+        live_neurons=len(r["fve"]),
+        top_embedding_frequencies=(fourier.embedding_spectrum(model).topk(5).indices + 1).tolist(),
+        logit_key_share=float(fourier.logit_spectrum(model, components=c)[key_idx].sum()),
+    )
+
+
+def kept(ctx: Context, arm: Arm) -> Measurement:
+    model, placebo = arm.model, arm.variant == "placebo_frequencies"
+    e = _edits(ctx, model)
+    edited = e["placebo_kept"] if placebo else e["kept"]
+    return rate(
+        edited & e["clean"],
+        acted=e["norm_key"] if placebo else None,
+        clean_accuracy=float(e["clean"].double().mean()),
+        edited_accuracy=float(edited.double().mean()),
+        through_unembedding_clean=e["through_unembedding"]["clean"],
+        through_unembedding_edited=e["through_unembedding"]["placebo_kept" if placebo else "kept"],
+        frequencies=e["placebo_frequencies"] if placebo else e["key"],
+        operand_scale=e["scale"],
+    )
+
+
+def excluded(ctx: Context, arm: Arm) -> Measurement:
+    model, placebo = arm.model, arm.variant == "placebo_directions"
+    e = _edits(ctx, model)
+    name = "random_removed" if placebo else "excluded"
+    edited = e[name]
+    drop = e["clean"].double() - edited.double()
+    return mean(
+        drop,
+        seed=ctx.seed,
+        label="fourier_excluded" + ("_placebo" if placebo else ""),
+        bounds=(-1, 1),
+        acted=e["norm_random"] if placebo else None,
+        clean_accuracy=float(e["clean"].double().mean()),
+        edited_accuracy=float(edited.double().mean()),
+        through_unembedding_clean=e["through_unembedding"]["clean"],
+        through_unembedding_edited=e["through_unembedding"][name],
+        frequencies=e["key"],
+        operand_scale=e["scale"],
+    )
+
+
+def specificity(ctx: Context, arm: Arm) -> Measurement:
+    e = _edits(ctx, arm.model)
+    gap = e["placebo"].double() - e["excluded"].double()
+    return mean(
+        gap,
+        seed=ctx.seed,
+        label="fourier_placebo",
+        bounds=(-1, 1),
+        placebo_accuracy=float(e["placebo"].double().mean()),
+        excluded_accuracy=float(e["excluded"].double().mean()),
+        placebo_frequencies=e["placebo_frequencies"],
+        mean_norm_of_placebo_part=e["norm_placebo"],
+    )
+
+
 @register
 class FourierNeurons(Hypothesis):
     id = "fourier_neurons"
@@ -64,141 +161,54 @@ class FourierNeurons(Hypothesis):
         "frequencies span, instead of the key ones (excluded item): the claim says the answer "
         "survives",
     }
-
-    def evidence(self, ctx: Context) -> list[Evidence]:
-        half = max(ctx.n // 2, 1)
-        pools = [ctx.pool("0var_train"), ctx.pool("0var_heldout_pair")]
-        tokens = torch.cat([p[0][:half] for p in pools])
-        labels = torch.cat([p[1][:half] for p in pools])
-        reinit = ctx.reinitialised_model()
-        c = ctx.components  # the adding MLP (§2.1)
-
-        def grid(model):
-            return ctx.memo(("fourier_neurons", "grids", id(model)), lambda: fourier.grids(model, components=c))
-
-        def edits(model):
-            return ctx.memo(
-                ("fourier_neurons", "edits", id(model)),
-                lambda: fourier.key_frequency_edits(
-                    model, tokens, labels, seed=ctx.seed, grid=grid(model), components=c
-                ),
-            )
-
-        def neurons(model):
-            g = grid(model)
-            scale = fourier.mlp_input_scale(model, g[fourier.RESID_MID2], components=c)
-            r = fourier.neuron_fve(g[fourier.MLP2_PRE], scale)
-            share = fourier.key_frequency_share(model, r, components=c)
-            key = fourier.key_frequencies(model, grid=g, components=c)
-            key_idx = torch.tensor(key, dtype=torch.long) - 1
-            if len(r["fve"]) == 0:  # no neuron varies over the grid: none is a Fourier feature
-                return Measurement.exact(0.0, n=int(r["live"].numel()), live_neurons=0, key_frequencies=key)
-            return rate(
-                r["fve"] >= SINGLE_FREQUENCY_FVE,
-                key_frequencies=key,
-                key_power_share=float(share[key_idx].sum()),
-                median_fve=float(r["fve"].median()) if len(r["fve"]) else None,
-                live_neurons=len(r["fve"]),
-                top_embedding_frequencies=(fourier.embedding_spectrum(model).topk(5).indices + 1).tolist(),
-                logit_key_share=float(fourier.logit_spectrum(model, components=c)[key_idx].sum()),
-            )
-
-        def kept(arm):
-            model, placebo = arm.model, arm.variant == "placebo_frequencies"
-            e = edits(model)
-            arm = e["placebo_kept"] if placebo else e["kept"]
-            return rate(
-                arm & e["clean"],
-                acted=e["norm_key"] if placebo else None,
-                clean_accuracy=float(e["clean"].double().mean()),
-                edited_accuracy=float(arm.double().mean()),
-                through_unembedding_clean=e["through_unembedding"]["clean"],
-                through_unembedding_edited=e["through_unembedding"]["placebo_kept" if placebo else "kept"],
-                frequencies=e["placebo_frequencies"] if placebo else e["key"],
-                operand_scale=e["scale"],
-            )
-
-        def excluded(arm):
-            model, placebo = arm.model, arm.variant == "placebo_directions"
-            e = edits(model)
-            name = "random_removed" if placebo else "excluded"
-            arm = e[name]
-            drop = e["clean"].double() - arm.double()
-            return mean(
-                drop,
-                seed=ctx.seed,
-                label="fourier_excluded" + ("_placebo" if placebo else ""),
-                bounds=(-1, 1),
-                acted=e["norm_random"] if placebo else None,
-                clean_accuracy=float(e["clean"].double().mean()),
-                edited_accuracy=float(arm.double().mean()),
-                through_unembedding_clean=e["through_unembedding"]["clean"],
-                through_unembedding_edited=e["through_unembedding"][name],
-                frequencies=e["key"],
-                operand_scale=e["scale"],
-            )
-
-        def specificity(model):
-            e = edits(model)
-            gap = e["placebo"].double() - e["excluded"].double()
-            return mean(
-                gap,
-                seed=ctx.seed,
-                label="fourier_placebo",
-                bounds=(-1, 1),
-                placebo_accuracy=float(e["placebo"].double().mean()),
-                excluded_accuracy=float(e["excluded"].double().mean()),
-                placebo_frequencies=e["placebo_frequencies"],
-                mean_norm_of_placebo_part=e["norm_placebo"],
-            )
-
-        return [
-            item(
-                "single_frequency_neurons",
-                site=f"{c.MLP_PRE_2} on the grid of operand pairs",
-                definition="fraction of live Layer-2 neurons u with max_k FVE_k(u) >= 0.5 on the grid, FVE_k(u) = variance of "
-                "pre_u(n, m) explained by {cos ω_k n, sin ω_k n, cos ω_k m, sin ω_k m}",
-                kind="observational",
-                threshold=NEURONS,
-                measure=neurons,
-                on=ctx.model,
-                controls={"reinitialised": reinit},
-            ),
-            item(
-                "key_frequencies_kept",
-                site=f"{c.RESID_MID_2} at `=`; read at the logits at `=`",
-                intervention="replaced by the pool mean plus the key frequencies' part at the operands",
-                definition="mean_i 1[correct_i and correct_i | resid_mid_2[15] -> μ + β φ_K(n_i, m_i)] (only the key frequencies' "
-                "part of the grid's resid_mid, at the sequence's operands, at the pool's scale β), 0-var pools; "
-                "correct: the answer read at the unembedding's input (resid_post_2[15]) as the nearest grid answer "
-                "centroid",
-                kind="causal",
-                threshold=KEPT,
-                measure=kept,
-                on=Arm(ctx.model),
-                controls={"reinitialised": Arm(reinit), "placebo_frequencies": Arm(ctx.model, "placebo_frequencies")},
-            ),
-            item(
-                "key_frequencies_excluded",
-                site=f"{c.RESID_MID_2} at `=`; read at the logits at `=`",
-                intervention="the key frequencies' part at the operands subtracted",
-                definition="mean_i (correct_i - correct_i | resid_mid_2[15] -> x - β φ_K(n_i, m_i)), 0-var pools; correct as above",
-                kind="causal",
-                threshold=EXCLUDED,
-                measure=excluded,
-                on=Arm(ctx.model),
-                controls={"reinitialised": Arm(reinit), "placebo_directions": Arm(ctx.model, "placebo_directions")},
-            ),
-            item(
-                "key_frequencies_vs_placebo",
-                site=f"{c.RESID_MID_2} at `=`; read at the logits at `=`",
-                intervention="as many random non-key frequencies' part subtracted, against the key frequencies'",
-                definition="mean_i (correct_i | x - β φ_P, P = |K| random non-key frequencies) - (correct_i | x - β φ_K)",
-                kind="causal",
-                threshold=PLACEBO,
-                measure=specificity,
-                on=ctx.model,
-                controls={"reinitialised": reinit},
-                required=False,
-            ),
-        ]
+    owns = "layer2_mlp"
+    reads = ("adding_mlp",)
+    interfaces = (Interface("mlp_to_unembedding", "", "the unembedding", "mlp_out", fit_per_pool=300),)
+    figures = ("fourier_neuron", "fourier_spectrum")
+    cost = 1.6
+    items = (
+        Item(
+            "single_frequency_neurons",
+            site="$MLP_PRE_2 on the grid of operand pairs",
+            definition="fraction of live Layer-2 neurons u with max_k FVE_k(u) >= 0.5 on the grid, FVE_k(u) = variance of "
+            "pre_u(n, m) explained by {cos ω_k n, sin ω_k n, cos ω_k m, sin ω_k m}",
+            kind=Kind.OBSERVATIONAL,
+            threshold=NEURONS,
+            measure=neurons,
+            controls=("reinitialised",),
+        ),
+        Item(
+            "key_frequencies_kept",
+            site="$RESID_MID_2 at `=`; read at the logits at `=`",
+            intervention="replaced by the pool mean plus the key frequencies' part at the operands",
+            definition="mean_i 1[correct_i and correct_i | resid_mid_2[15] -> μ + β φ_K(n_i, m_i)] (only the key frequencies' "
+            "part of the grid's resid_mid, at the sequence's operands, at the pool's scale β), 0-var pools; "
+            "correct: the answer read at the unembedding's input (resid_post_2[15]) as the nearest grid answer "
+            "centroid",
+            kind=Kind.CAUSAL,
+            threshold=KEPT,
+            measure=kept,
+            controls=("reinitialised", "placebo_frequencies"),
+        ),
+        Item(
+            "key_frequencies_excluded",
+            site="$RESID_MID_2 at `=`; read at the logits at `=`",
+            intervention="the key frequencies' part at the operands subtracted",
+            definition="mean_i (correct_i - correct_i | resid_mid_2[15] -> x - β φ_K(n_i, m_i)), 0-var pools; correct as above",
+            kind=Kind.CAUSAL,
+            threshold=EXCLUDED,
+            measure=excluded,
+            controls=("reinitialised", "placebo_directions"),
+        ),
+        Item(
+            "key_frequencies_vs_placebo",
+            site="$RESID_MID_2 at `=`; read at the logits at `=`",
+            intervention="as many random non-key frequencies' part subtracted, against the key frequencies'",
+            definition="mean_i (correct_i | x - β φ_P, P = |K| random non-key frequencies) - (correct_i | x - β φ_K)",
+            kind=Kind.CAUSAL,
+            threshold=PLACEBO,
+            measure=specificity,
+            controls=("reinitialised",),
+            required=False,
+        ),
+    )

@@ -20,7 +20,8 @@ from __future__ import annotations
 import torch
 
 from ..data import operand_sources
-from .base import Arm, Context, Evidence, Hypothesis, Measurement, REINITIALISED, Threshold, item, rate, register
+from .base import Arm, Context, Hypothesis, Measurement, REINITIALISED, Threshold, rate, register
+from .declaration import Item, Kind
 from .measures import local
 from .measures.circuits import (
     diagonal_margin,
@@ -67,6 +68,70 @@ FOLLOWS = Threshold(
 )
 
 
+def _mixed(ctx: Context) -> torch.Tensor:
+    return torch.cat([ctx.pool("1var_train")[0], ctx.pool("2var_train")[0]])
+
+
+def diagonal(ctx: Context, arm: Arm) -> Measurement:
+    model, c = arm.model, ctx.components
+    M = identity_qk_interaction(model, components=c) / model.cfg.d_head**0.5  # in attention-score units
+    on_diagonal, margin = diagonal_margin(M)
+    wins = on_diagonal & (margin >= MIN_MARGIN_NATS)
+    spread = float(M[~torch.eye(len(M), dtype=torch.bool)].std())  # the scores a variable gives the others
+    paper, _ = identity_qk_diagonal(model, components=c)  # the paper's M, uncentred: argmax on the diagonal
+    return Measurement.exact(
+        float(wins.double().mean()),
+        n=len(M),
+        median_margin_nats=float(margin.median()),
+        rows_on_diagonal=int(wins.sum()),
+        off_diagonal_spread_nats=spread,
+        median_margin_in_spreads=float(margin.median()) / max(spread, 1e-30),
+        paper_argmax_diagonal=float(paper.double().mean()),
+    )
+
+
+def eq_values(ctx: Context, arm: Arm) -> Measurement:
+    mixed = _mixed(ctx)
+    pattern = head_pattern(arm.model, mixed, fetching=True, components=ctx.components)
+    src, rows = operand_sources(mixed, arm.model.vocab), torch.arange(len(mixed))
+    w1, w2 = (pattern[rows, -1, src[:, k].clamp(min=0)] for k in (0, 1))  # the `=` row's operand weights
+    share = w1 + w2
+    ok = eq_top2_is(pattern, src) & (share >= CLEAR_SHARE) & (src >= 0).all(1)
+    both = ok & (torch.minimum(w1, w2) >= EACH_SHARE)
+    return rate(
+        both,
+        mean_weight_on_operand_values=float(share.mean()),
+        without_each_operand_bar=float(ok.double().mean()),
+        mean_smaller_operand_weight=float(torch.minimum(w1, w2).mean()),
+    )
+
+
+def _swap(ctx: Context, model, wrong: bool) -> dict:
+    """The identity swap on ``model`` (at the operand's value token, or one position earlier), once."""
+    return ctx.memo(
+        ("identity_qk", "swap", id(model), wrong),
+        lambda: local.identity_swap_attention(
+            model, _mixed(ctx), seed=ctx.seed, wrong_site=wrong, components=ctx.components
+        ),
+    )
+
+
+def moves(ctx: Context, arm: Arm) -> Measurement:
+    wrong = arm.variant == "wrong_site"
+    out = _swap(ctx, arm.model, wrong)
+    return rate(
+        out["moved"],
+        acted=out["acted"] if wrong else None,
+        dropped=out["dropped"],
+        prefers_operand_before=float(out["clean"].double().mean()),
+    )
+
+
+def follows(ctx: Context, arm: Arm) -> Measurement:
+    out = _swap(ctx, arm.model, False)
+    return rate(out["answer_moved"], dropped=out["dropped"])
+
+
 @register
 class IdentityQK(Hypothesis):
     id = "identity_qk"
@@ -80,109 +145,53 @@ class IdentityQK(Hypothesis):
         "wrong_site": "the identity swap done at the two variable tokens (one position earlier), an edit that "
         "acts where the claim says `=` does not look: its attention must not move",
     }
-
-    def evidence(self, ctx: Context) -> list[Evidence]:
-        reinit = ctx.reinitialised_model()
-        mixed = torch.cat([ctx.pool("1var_train")[0], ctx.pool("2var_train")[0]])
-        c = ctx.components  # the previous-token head and the fetching head (§2.1)
-
-        def diagonal(model):
-            M = identity_qk_interaction(model, components=c) / model.cfg.d_head**0.5  # in attention-score units
-            on_diagonal, margin = diagonal_margin(M)
-            wins = on_diagonal & (margin >= MIN_MARGIN_NATS)
-            spread = float(M[~torch.eye(len(M), dtype=torch.bool)].std())  # the scores a variable gives the others
-            paper, _ = identity_qk_diagonal(model, components=c)  # the paper's M, uncentred: argmax on the diagonal
-            return Measurement.exact(
-                float(wins.double().mean()),
-                n=len(M),
-                median_margin_nats=float(margin.median()),
-                rows_on_diagonal=int(wins.sum()),
-                off_diagonal_spread_nats=spread,
-                median_margin_in_spreads=float(margin.median()) / max(spread, 1e-30),
-                paper_argmax_diagonal=float(paper.double().mean()),
-            )
-
-        def eq_values(model):
-            pattern = head_pattern(model, mixed, fetching=True, components=c)
-            src, rows = operand_sources(mixed, model.vocab), torch.arange(len(mixed))
-            w1, w2 = (pattern[rows, -1, src[:, k].clamp(min=0)] for k in (0, 1))  # the `=` row's operand weights
-            share = w1 + w2
-            ok = eq_top2_is(pattern, src) & (share >= CLEAR_SHARE) & (src >= 0).all(1)
-            both = ok & (torch.minimum(w1, w2) >= EACH_SHARE)
-            return rate(
-                both,
-                mean_weight_on_operand_values=float(share.mean()),
-                without_each_operand_bar=float(ok.double().mean()),
-                mean_smaller_operand_weight=float(torch.minimum(w1, w2).mean()),
-            )
-
-        def swap(model, wrong):
-            return ctx.memo(
-                ("identity_qk", "swap", id(model), wrong),
-                lambda: local.identity_swap_attention(model, mixed, seed=ctx.seed, wrong_site=wrong, components=c),
-            )
-
-        def moves(arm):
-            model, wrong = arm.model, arm.variant == "wrong_site"
-            out = swap(model, wrong)
-            return rate(
-                out["moved"],
-                acted=out["acted"] if wrong else None,
-                dropped=out["dropped"],
-                prefers_operand_before=float(out["clean"].double().mean()),
-            )
-
-        def follows(model):
-            out = swap(model, False)
-            return rate(out["answer_moved"], dropped=out["dropped"])
-
-        return [
-            item(
-                "identity_block_diagonal",
-                site=f"weights: {c.layer2}.attn.W_Q, {c.layer2}.attn.W_K, {c.layer1} OV, W_E",
-                definition="fraction of rows i of M~ = X~ W_Q^2 W_K^2T X~^T / sqrt(d_head), X~ = (E_var - mean) OV_1, with "
-                "argmax_j M~[i, j] = i by a margin >= 1",
-                kind="observational",
-                threshold=DIAGONAL,
-                measure=diagonal,
-                on=ctx.model,
-                controls={"reinitialised": reinit},
-                required=False,
-            ),
-            item(
-                "eq_attends_to_operand_values",
-                site=f"{c.PATTERN_2}, the row of `=`",
-                definition="mean_i 1[top2_k A2_i[15, k] = value positions of the two operands, and they hold >= 0.25], "
-                "1var_train + 2var_train",
-                kind="observational",
-                threshold=EQ_VALUES,
-                measure=eq_values,
-                on=ctx.model,
-                controls={"reinitialised": reinit},
-            ),
-            item(
-                "attention_follows_identity_swap",
-                site=f"{c.ATTN_OUT_1} at an operand's value token and a distractor's; read at {c.PATTERN_2}, the row of `=`",
-                intervention="the two positions' Layer-1 outputs swapped",
-                definition="mean_i 1[A2[15, d] > A2[15, p] and A2[15, d] >= 2/16 | attn_out_1[p] <-> attn_out_1[d]], p the "
-                "operand's value token, d a distractor's",
-                kind="causal",
-                threshold=MOVES,
-                measure=moves,
-                on=Arm(ctx.model),
-                controls={"reinitialised": Arm(reinit), "wrong_site": Arm(ctx.model, "wrong_site")},
-            ),
-            item(
-                "answer_follows_identity_swap",
-                site=f"{c.ATTN_OUT_1} at an operand's value token and a distractor's; read at the logits at `=`",
-                intervention="the two positions' Layer-1 outputs swapped",
-                definition="mean_i 1[argmax logits(x_i | attn_out_1[p] <-> attn_out_1[d])[15] = (z_i + y_i) mod 59], z the "
-                "distractor's value",
-                kind="causal",
-                threshold=FOLLOWS,
-                measure=follows,
-                on=ctx.model,
-                controls={"reinitialised": reinit},
-                required=False,
-            ),
-        ]
+    owns = "layer2_identity_qk"
+    reads = ("previous_token_head", "fetching_head")
+    figures = ("attention_layer2", "identity_matrix")
+    cost = 2.8
+    items = (
+        Item(
+            "identity_block_diagonal",
+            site="weights: $layer2.attn.W_Q, $layer2.attn.W_K, $layer1 OV, W_E",
+            definition="fraction of rows i of M~ = X~ W_Q^2 W_K^2T X~^T / sqrt(d_head), X~ = (E_var - mean) OV_1, with "
+            "argmax_j M~[i, j] = i by a margin >= 1",
+            kind=Kind.OBSERVATIONAL,
+            threshold=DIAGONAL,
+            measure=diagonal,
+            controls=("reinitialised",),
+            required=False,
+        ),
+        Item(
+            "eq_attends_to_operand_values",
+            site="$PATTERN_2, the row of `=`",
+            definition="mean_i 1[top2_k A2_i[15, k] = value positions of the two operands, and they hold >= 0.25], "
+            "1var_train + 2var_train",
+            kind=Kind.OBSERVATIONAL,
+            threshold=EQ_VALUES,
+            measure=eq_values,
+            controls=("reinitialised",),
+        ),
+        Item(
+            "attention_follows_identity_swap",
+            site="$ATTN_OUT_1 at an operand's value token and a distractor's; read at $PATTERN_2, the row of `=`",
+            intervention="the two positions' Layer-1 outputs swapped",
+            definition="mean_i 1[A2[15, d] > A2[15, p] and A2[15, d] >= 2/16 | attn_out_1[p] <-> attn_out_1[d]], p the "
+            "operand's value token, d a distractor's",
+            kind=Kind.CAUSAL,
+            threshold=MOVES,
+            measure=moves,
+            controls=("reinitialised", "wrong_site"),
+        ),
+        Item(
+            "answer_follows_identity_swap",
+            site="$ATTN_OUT_1 at an operand's value token and a distractor's; read at the logits at `=`",
+            intervention="the two positions' Layer-1 outputs swapped",
+            definition="mean_i 1[argmax logits(x_i | attn_out_1[p] <-> attn_out_1[d])[15] = (z_i + y_i) mod 59], z the "
+            "distractor's value",
+            kind=Kind.CAUSAL,
+            threshold=FOLLOWS,
+            measure=follows,
+            controls=("reinitialised",),
+            required=False,
+        ),
+    )

@@ -58,14 +58,13 @@ own 0.952-0.973, and only half the pool was left to score it. Sizes and bar unch
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 import torch.nn.functional as F
 
 from ..model.components import Components
 from ..random_streams import torch_seed
 from .base import Threshold, _r, rate
+from .declaration import Interface
 
 POOLS = ("0var_train", "1var_train", "2var_train")
 POOL_SIZE = 1000  # sequences per pool, whatever the context's n: the bar is registered for these sizes
@@ -78,36 +77,13 @@ BAR = Threshold(
 )
 
 
-@dataclass(frozen=True)
-class Interface:
-    name: str
-    writer: str  # the claim about the component that writes
-    reader: str  # the claim about the component that reads ("" where no claim owns it, e.g. the unembedding)
-    reader_part: str  # the reading component, in words
-    output: str  # the writer's output: "layer1_out" (the previous-token head's layer, at every position),
-    # or, read at `=`, "attn_out" (the fetching head's layer) or "mlp_out"
-    fit_per_pool: int  # sequences of each training pool the recoding is fitted on (a draw of their own)
+def declared() -> tuple[Interface, ...]:
+    """Every registered claim's interfaces (``Hypothesis.interfaces``: its component's output and who reads
+    it), in registry order, which is the order the model computes them: a break is localized to the last
+    interface whose recoding restores the answers (``check_all``)."""
+    from .base import REGISTRY
 
-    def hook(self, components: Components) -> str:
-        """Where the writer's output is read, at the located components (SPEC §2.1)."""
-        return {
-            "layer1_out": components.ATTN_OUT_1,
-            "attn_out": components.ATTN_OUT_2,
-            "mlp_out": components.MLP_OUT_2,
-        }[self.output]
-
-    @property
-    def where(self) -> str:
-        return "at every position" if self.output == "layer1_out" else "at `=`"
-
-
-# In the order the model computes them: a break is localized to the last interface whose recoding
-# restores the answers (``check_all``).
-INTERFACES = (
-    Interface("ov1_to_layer2", "previous_token_head", "identity_qk", "Layer 2", "layer1_out", fit_per_pool=300),
-    Interface("ov2_to_mlp", "shared_residual", "fourier_neurons", "the adding MLP", "attn_out", fit_per_pool=500),
-    Interface("mlp_to_unembedding", "fourier_neurons", "", "the unembedding", "mlp_out", fit_per_pool=300),
-)
+    return tuple(i for cls in REGISTRY.values() for i in cls.interfaces)
 
 
 def _pool(ctx) -> tuple[torch.Tensor, torch.Tensor]:
@@ -141,14 +117,13 @@ def _split(acts: dict, interface: Interface) -> tuple[torch.Tensor, torch.Tensor
 
 def _logits(model, interface: Interface, base: torch.Tensor, a: torch.Tensor) -> torch.Tensor:
     """The answers at `=` (B, V) from an interface at `=` on: everything after it there is position-wise
-    (those interfaces sit in the last block, after its attention)."""
-    from ..model.transformer import layer_norm_unhooked, mlp_unhooked
-
-    block = model.blocks[-1]
+    (those interfaces sit in the last block, after its attention), and is the model's own hook-free tail:
+    from the fetching layer's output, the last block's MLP stage and the unembedding; from the MLP's, the
+    unembedding."""
     resid = base + a
-    if interface.output == "attn_out" and block.has_mlp:
-        resid = resid + mlp_unhooked(block.mlp, layer_norm_unhooked(block.ln2, resid))
-    return layer_norm_unhooked(model.ln_final, resid) @ model.unembed.W_U + model.unembed.b_U
+    if interface.output == "attn_out":
+        return model.logits_from_resid_mid(resid)
+    return model.unembed_tail(resid, hooked=False)
 
 
 def _fit_pool(ctx, interface: Interface) -> tuple[torch.Tensor, torch.Tensor]:
@@ -277,7 +252,7 @@ def applicable(ctx, interface: Interface) -> bool:
 
 
 def check_all(ctx, claims=None) -> list[dict] | None:
-    """The interfaces of ``INTERFACES`` on ``ctx.model`` that ``applicable`` allows, then those naming one
+    """The ``declared`` interfaces on ``ctx.model`` that ``applicable`` allows, then those naming one
     of ``claims`` (when given); None where none is left.
 
     A break is localized over all of them, from the last: a recoding at an earlier interface can make up
@@ -285,7 +260,7 @@ def check_all(ctx, claims=None) -> list[dict] | None:
     other way round (what a break upstream lost does not reach a later interface). So the last interface
     whose recoding restores the answers is where the break is; each earlier one is "upstream of the
     break", and is not fitted."""
-    every = [i for i in INTERFACES if applicable(ctx, i)]
+    every = [i for i in declared() if applicable(ctx, i)]
     chosen = {i.name for i in every if claims is None or {i.writer, i.reader} & set(claims)}
     if not chosen:
         return None

@@ -8,10 +8,11 @@ A claim about a *series* of checkpoints, not one model: it lives in ``SERIES_REG
 ``checkpoints[*].values`` are read). On one checkpoint it answers ``skipped`` with a note.
 
 The phase rule (version 4) works in training steps, never in checkpoint counts: onsets, window rises and
-gaps are intervals of what the checkpoints allow, so an item passes, fails or is ``inconclusive``
-(``interval_state``); with no causal item, ``decide_series`` asks for controls on the time axis (steps
-permuted, reversed) instead. The rule in full, what it can and cannot see, and every earlier version
-with why it was replaced: docs/dynamics.md, "The phase rule (version 4)".
+gaps are intervals of what the checkpoints allow, so an item passes, fails or is ``inconclusive`` under
+``SERIES_RULE`` (``base.IntervalRule``: a missing end is unbounded, an interval with neither end fails).
+The claim is decided by ``base.decide`` under ``SERIES_POLICY``: with no causal item, it asks for controls
+on the time axis (steps permuted, reversed) instead. The rule in full, what it can and cannot see, and
+every earlier version with why it was replaced: docs/dynamics.md, "The phase rule (version 4)".
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..random_streams import numpy_rng
-from .base import ClaimResult, Evidence, Hypothesis, Measurement, Threshold
+from .base import ClaimResult, Evidence, Hypothesis, IntervalRule, Measurement, Policy, Threshold, decide
 
 RULE_VERSION = 4
 PERMUTATION_SEED = 0
@@ -108,38 +109,23 @@ PHASES = (
 
 
 # ----- the decision on intervals -----------------------------------------------------------------
-def interval_state(direction: str, value: float, low: float | None, high: float | None) -> str:
-    """``"pass"`` when the conservative bound clears the threshold (the lower bound for ``>=``, the upper
-    for ``<=``), ``"fail"`` when even the optimistic bound does not (or nothing was measured: a phase
-    with no onset has no place in time), ``"inconclusive"`` when the interval straddles it."""
-    conservative, optimistic = (low, high) if direction == ">=" else (high, low)
-    if conservative is None and optimistic is None:
-        return "fail"
+# An item on a series is an interval of what the checkpoints allow: a missing end is unbounded (``"pass"``
+# needs the conservative end to clear the bar, ``"fail"`` the optimistic end not to reach it), and an item
+# that could not be measured (no onset: a phase with no place in time, an incoherent phase) fails rather
+# than having "no data".
+SERIES_RULE = IntervalRule(missing="unbounded", empty="fail", fails="unreached")
 
-    def clears(x):
-        return x is not None and (x >= value if direction == ">=" else x <= value)
-
-    if clears(conservative):
-        return "pass"
-    return "inconclusive" if clears(optimistic) or optimistic is None else "fail"
-
-
-def item_state(e: Evidence, control: str | None = None) -> str:
-    """``interval_state`` of an evidence item on the series (or on one of its controls)."""
-    m = e.measurement if control is None else e.controls[control]
-    return interval_state(e.threshold.direction, e.threshold.value, m.low, m.high)
-
-
-class SeriesEvidence(Evidence):
-    """An evidence item on a series, decided on its resolution interval (``item_state``): an item that could
-    not be measured (no onset, an incoherent phase) fails rather than having "no data"."""
-
-    @property
-    def status(self) -> str:
-        return item_state(self)
-
-    def control_status(self, name: str) -> str:
-        return item_state(self, name)
+# The causal requirement of ``decide`` is replaced by a control requirement: every required item has at
+# least one time-axis control, on which it must fail; an item the checkpoints cannot place on either side of
+# its bar makes the claim ``inconclusive`` (unless another one fails), with where to measure more.
+SERIES_POLICY = Policy(
+    requires="controls",
+    uncontrolled="required items without a time-axis control",
+    straddles="the checkpoints do not resolve: ",
+    open_control="{item} on {control} (a control the checkpoints cannot rule out)",
+    denser=". Measure a denser series there (assignadd-report --every 1, or more checkpoints)",
+    also="; not resolved by the checkpoints: ",
+)
 
 
 # ----- curves -----------------------------------------------------------------------------------
@@ -471,13 +457,13 @@ def detect_phases(records: list[dict]) -> dict:
         )
     restricted_gap = gaps[1]
     restricted_gap["min_gap_steps"] = RESTRICTED.value
-    restricted_gap["state"] = interval_state(">=", RESTRICTED.value, *restricted_gap["gap_interval"])
+    restricted_gap["state"] = SERIES_RULE.state(">=", RESTRICTED.value, *restricted_gap["gap_interval"])
     restricted_gap["clear"] = restricted_gap["state"] == "pass"
     # addition -> assignment is decided by the jump (it must come after addition is learned), not by a gap
-    gaps[0]["state"] = interval_state(">=", JUMP.value, *jump["fraction_interval"])
+    gaps[0]["state"] = SERIES_RULE.state(">=", JUMP.value, *jump["fraction_interval"])
     gaps[0]["clear"] = gaps[0]["state"] == "pass"
     jump["state"] = gaps[0]["state"]
-    refinement["state"] = interval_state(">=", REFINEMENT.value, *refinement["fraction_interval"])
+    refinement["state"] = SERIES_RULE.state(">=", REFINEMENT.value, *refinement["fraction_interval"])
     in_order = all(g["gap_steps"] is not None and g["gap_steps"] > 0 for g in gaps)
     return {
         "rule": {
@@ -521,41 +507,6 @@ def reversed_series(records: list[dict]) -> list[dict]:
     return [{"step": r["step"], "values": s["values"]} for r, s in zip(records, records[::-1])]
 
 
-def decide_series(evidence: list[Evidence]) -> tuple[str, str]:
-    """``decide`` for claims about a series: the causal requirement is replaced by a control
-    requirement (every required item has at least one time-axis control, on which it must fail), and an
-    item the checkpoints cannot place on either side of its threshold makes the claim ``inconclusive``
-    (unless another one fails)."""
-    required = [e for e in evidence if e.required]
-    if not required:
-        return "error", "no required evidence item"
-    uncontrolled = [e.name for e in required if not e.controls]
-    if uncontrolled:
-        return "error", f"required items without a time-axis control: {', '.join(uncontrolled)}"
-    unresolved = [e for e in required if item_state(e) == "inconclusive"]
-    also = ("; not resolved by the checkpoints: " + ", ".join(e.name for e in unresolved)) if unresolved else ""
-    failed = [e.name for e in required if item_state(e) == "fail"]
-    if failed:
-        return "fail", f"required evidence failed: {', '.join(failed)}{also}"
-    leaked = [f"{e.name} on {c}" for e in required for c in e.controls if item_state(e, c) == "pass"]
-    if leaked:
-        return "fail", f"evidence also passed on a control (it cannot tell the claim apart): {', '.join(leaked)}"
-    unresolved_controls = [
-        f"{e.name} on {c}" for e in required for c in e.controls if item_state(e, c) == "inconclusive"
-    ]
-    if unresolved or unresolved_controls:
-        parts = [
-            f"{e.name} ({e.measurement.extra.get('unresolved', 'interval straddles the threshold')})"
-            for e in unresolved
-        ] + [f"{x} (a control the checkpoints cannot rule out)" for x in unresolved_controls]
-        return "inconclusive", (
-            "the checkpoints do not resolve: "
-            + "; ".join(parts)
-            + ". Measure a denser series there (assignadd-report --every 1, or more checkpoints)"
-        )
-    return "pass", f"all {len(required)} required items passed and failed on their controls"
-
-
 def _sorted_records(series) -> list[dict]:
     recs = series["checkpoints"] if isinstance(series, dict) else series
     return sorted(({"step": int(r["step"]), "values": r["values"]} for r in recs), key=lambda r: r["step"])
@@ -578,6 +529,7 @@ class LearningPhases(Hypothesis):
         "reversed_steps": "the same checkpoints in reverse order",
     }
     skip_note = SKIP_NOTE
+    needs = ("a checkpoint series (a training run's folder)", "assignadd-report RUN_DIR")
 
     def series_evidence(self, records: list[dict]) -> list[Evidence]:
         arms = {"series": records, "permuted_steps": permuted(records), "reversed_steps": reversed_series(records)}
@@ -586,7 +538,8 @@ class LearningPhases(Hypothesis):
 
         def evidence(name, definition, threshold, measure):
             on_controls = {c: measure(found[c]) for c in self.controls}
-            return SeriesEvidence(name, definition, "observational", threshold, measure(found["series"]), on_controls)
+            on_series = measure(found["series"])
+            return Evidence(name, definition, "observational", threshold, on_series, on_controls, rule=SERIES_RULE)
 
         def coherence(i):
             def m(d):
@@ -676,7 +629,7 @@ class LearningPhases(Hypothesis):
 
         def compute():
             items = self.series_evidence(_sorted_records(series))
-            return (items, *decide_series(items))
+            return (items, *decide(items, SERIES_POLICY))
 
         return self.decided(compute)
 

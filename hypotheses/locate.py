@@ -28,10 +28,10 @@ import torch
 from ..data import POS_EQ, operand_sources, value_positions
 from ..model.components import Components
 from ..model.hooks import act_name
+from .declaration import ROLES
 
 LOCATE_SIZE = 256  # sequences taken from the start of each pool the search reads
 SILENT_SHARE = 0.01  # a head writing < 1% of the largest head's mean norm at the rows read writes nothing
-ROLES = ("previous_token_head", "fetching_head", "adding_mlp")
 POOLS = {"previous_token_head": ("1var_train", "2var_train"), "other": ("0var_train", "1var_train", "2var_train")}
 
 
@@ -188,19 +188,13 @@ def locate(model, assignments: torch.Tensor, mixed: torch.Tensor) -> Located:
     return Located(components, {"previous_token_head": prev, "fetching_head": fetch, "adding_mlp": mlp})
 
 
-# The roles each claim reads (the behaviour claims, not listed, read the whole circuit).
-CLAIM_ROLES = {
-    "previous_token_head": ("previous_token_head",),
-    "identity_qk": ("previous_token_head", "fetching_head"),
-    "shared_residual": ("fetching_head", "adding_mlp"),
-    "fourier_neurons": ("adding_mlp",),
-}
-
-
 def claim_components(components: Components, claim: str) -> dict[str, str]:
     """The components claim ``claim`` reads, as people write them: {"previous_token_head": "0.1", ...}."""
     labels = components.labels()
-    return {role: labels[role] for role in CLAIM_ROLES.get(claim, ROLES)}
+    from .base import REGISTRY
+
+    reads = REGISTRY[claim].reads if claim in REGISTRY else ROLES
+    return {role: labels[role] for role in reads}
 
 
 def search_pools(ctx) -> tuple[torch.Tensor, torch.Tensor]:

@@ -9,8 +9,8 @@ unbroken checkpoint is shown but not judged on any break mutant (a break cannot 
 already failing). For a *symmetry* mutant (the same function, other weights): every claim's verdict
 is the unbroken checkpoint's, whatever it is, and every cell is judged.
 
-The claims know their components; the mutants do not: ``COMPONENT_OF_CLAIM`` and
-``BEHAVIOUR_CLAIMS`` live here, and ``build_mutant`` makes the measurements a mutant needs.
+The claims know their components (each declares the one it ``owns``, or ``WHOLE_MODEL`` for a claim about
+the answers); the mutants do not. ``build_mutant`` makes the measurements a mutant needs.
 """
 
 from __future__ import annotations
@@ -21,20 +21,10 @@ from dataclasses import asdict, dataclass
 from ..data import Task
 from ..interventions.mutants import COMPONENTS, MUTANTS, Mutant, changed_parameters
 from ..model.components import PAPER, Components
-from .base import Context, _r
+from .base import REGISTRY, Context, _r
+from .declaration import WHOLE_MODEL
 from .interfaces import broken_naming, check_all
 from . import run_all
-
-# The claim that owns each component of the circuit (SPEC §6). The unembedding owns no claim: a break
-# there must fail only the behaviour claims, every component claim being upstream of it.
-COMPONENT_OF_CLAIM = {
-    "previous_token_head": "layer1_previous_token",
-    "identity_qk": "layer2_identity_qk",
-    "shared_residual": "layer2_ov",
-    "fourier_neurons": "layer2_mlp",
-}
-# Claims about what the whole model does: any break of a component that the answers need must fail them.
-BEHAVIOUR_CLAIMS = ("heldout_generalization", "restricted_slot_generalization", "whole_algorithm")
 
 
 def expected(claim: str, mutant: Mutant, unbroken: str = "pass") -> str:
@@ -48,9 +38,9 @@ def expected(claim: str, mutant: Mutant, unbroken: str = "pass") -> str:
         return unbroken
     if unbroken != "pass":
         return "not judged"
-    if claim in BEHAVIOUR_CLAIMS:
+    own = REGISTRY[claim].owns if claim in REGISTRY else None
+    if own == WHOLE_MODEL:  # a claim about the answers: any break of a component they need fails it
         return "fail"
-    own = COMPONENT_OF_CLAIM.get(claim)
     if own is None:
         return "not judged"
     i, j = COMPONENTS.index(own), COMPONENTS.index(mutant.component)

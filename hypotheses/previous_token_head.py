@@ -17,20 +17,8 @@ import torch
 
 from ..data import POS_LHS, POS_RHS, value_positions
 from ..interventions import Mean, Site, run
-from .base import (
-    CLAIMED,
-    Arm,
-    Context,
-    Evidence,
-    Hypothesis,
-    Measurement,
-    REINITIALISED,
-    Threshold,
-    item,
-    mean,
-    rate,
-    register,
-)
+from .base import CLAIMED, Arm, Context, Hypothesis, Measurement, REINITIALISED, Threshold, mean, rate, register
+from .declaration import Interface, Item, Kind
 from .measures import local
 from .measures.circuits import (
     layer1_activations,
@@ -91,6 +79,125 @@ SPARES = Threshold(
     ">=",
     "supporting: constants need no binding; 0-var accuracy within 10 points of perfect under the same ablation",
 )
+REDIRECT = Threshold(
+    0.5,
+    ">=",
+    "supporting: the probe is fitted on t-1 rows, so the variable's position "
+    "also carries signal; shown, not decided on",
+)
+
+
+def _mixed(ctx: Context) -> torch.Tensor:
+    return torch.cat([ctx.pool("1var_train")[0], ctx.pool("2var_train")[0]])
+
+
+def _layer1(ctx: Context, m) -> dict:
+    """One Layer-1 forward per model serves the observational items."""
+    return ctx.memo(
+        ("previous_token_head", "layer1", id(m)),
+        lambda: layer1_activations(m, _mixed(ctx), components=ctx.components),
+    )
+
+
+def _edits(ctx: Context, m) -> dict:
+    return ctx.memo(
+        ("previous_token_head", "edits", id(m)),
+        lambda: local.identity_edits(
+            m,
+            _mixed(ctx),
+            seed=ctx.seed,
+            redirect=m is ctx.model,
+            components=ctx.components,
+            clean=_layer1(ctx, m),
+        ),
+    )
+
+
+def value_rows(ctx: Context, arm: Arm) -> Measurement:
+    m = arm.model
+    is_prev, on_prev = prev_token_attention(
+        m, _mixed(ctx), pattern1=_layer1(ctx, m)["pattern"], components=ctx.components
+    )
+    return rate(is_prev & (on_prev >= MAJORITY), mean_weight_on_prev=float(on_prev.mean()))
+
+
+def positional(ctx: Context, arm: Arm) -> Measurement:
+    r = positional_prev_token_rows(arm.model, components=ctx.components)
+    return Measurement.exact(float(r.double().mean()), n=len(r))
+
+
+def eq_rows(ctx: Context, arm: Arm) -> Measurement:
+    m = arm.model
+    pattern = _layer1(ctx, m)["pattern"]
+    on_slots = pattern[:, -1, POS_LHS] + pattern[:, -1, POS_RHS]  # the `=` row's weight on the slots
+    ok = layer1_eq_to_operand_slots(m, _mixed(ctx), pattern, components=ctx.components) & (on_slots >= PAIR_SHARE)
+    return rate(ok, mean_weight_on_slots=float(on_slots.mean()))
+
+
+def identity(ctx: Context, arm: Arm) -> Measurement:
+    e = _edits(ctx, arm.model)
+    return rate(e["clean"], chance=e["chance"])
+
+
+def transmits(ctx: Context, arm: Arm) -> Measurement:
+    below, gain, null = local.ov1_variables_against_placements(arm.model, seed=ctx.seed, components=ctx.components)
+    return rate(
+        below,
+        gain_ratio=gain,
+        placements_median=float(null.median()),
+        placements_q99=float(null.quantile(0.99)),
+    )
+
+
+def needs_previous(ctx: Context, arm: Arm) -> Measurement:
+    e = _edits(ctx, arm.model)
+    edit = "diluted" if arm.variant == "attention_diluted" else "previous_removed"
+    drop = e["clean"].double() - e[edit].double()
+    return mean(
+        drop,
+        seed=ctx.seed,
+        label=f"ptk_{edit}",
+        bounds=(-1, 1),
+        acted=e["acted"][edit] if arm.variant != CLAIMED else None,
+        clean_identity=float(e["clean"].double().mean()),
+        edited_identity=float(e[edit].double().mean()),
+    )
+
+
+def redirect(ctx: Context, arm: Arm) -> Measurement:
+    e = _edits(ctx, arm.model)
+    return rate(
+        e["redirect"],
+        to_value_token=float(e["redirect_value"].double().mean()) if len(e["redirect_value"]) else None,
+    )
+
+
+def _ablated_correct(ctx: Context, model, tokens, labels):
+    ablation = Mean(Site(ctx.components.ATTN_OUT_1, positions=value_positions(tokens, model.vocab)), tokens)
+    out = run(model, tokens, [ablation], last_only=True)
+    return out.last_logits.argmax(-1) == labels
+
+
+def drop(ctx: Context, arm: Arm) -> Measurement:
+    model, mixed = arm.model, _mixed(ctx)
+    var_labels = torch.cat([ctx.pool("1var_train")[1], ctx.pool("2var_train")[1]])  # mixed's answers
+    clean = last_position_correct(model, mixed, var_labels)
+    ablated = _ablated_correct(ctx, model, mixed, var_labels)
+    return mean(
+        clean.double() - ablated.double(),
+        seed=ctx.seed,
+        label="ptk_drop",
+        bounds=(-1, 1),
+        clean_accuracy=float(clean.double().mean()),
+        ablated_accuracy=float(ablated.double().mean()),
+    )
+
+
+def spares(ctx: Context, arm: Arm) -> Measurement:
+    model = arm.model
+    const_tokens, const_labels = ctx.pool("0var_train")
+    ok = _ablated_correct(ctx, model, const_tokens, const_labels)
+    return rate(ok, clean_accuracy=float(last_position_correct(model, const_tokens, const_labels).double().mean()))
 
 
 @register
@@ -107,203 +214,102 @@ class PreviousTokenHead(Hypothesis):
         "largest weight): an edit that acts on any row, which the claim says leaves the "
         "identity readable",
     }
-
-    def evidence(self, ctx: Context) -> list[Evidence]:
-        reinit = ctx.reinitialised_model()
-        mixed = torch.cat([ctx.pool("1var_train")[0], ctx.pool("2var_train")[0]])
-        c = ctx.components  # the previous-token head: the paper's Layer 1 head, or the one found (§2.1)
-        L1 = c.layer1
-
-        def layer1(m):  # one Layer-1 forward per model serves the observational items
-            return ctx.memo(
-                ("previous_token_head", "layer1", id(m)), lambda: layer1_activations(m, mixed, components=c)
-            )
-
-        def edits(m):
-            return ctx.memo(
-                ("previous_token_head", "edits", id(m)),
-                lambda: local.identity_edits(
-                    m, mixed, seed=ctx.seed, redirect=m is ctx.model, components=c, clean=layer1(m)
-                ),
-            )
-
-        def value_rows(m):
-            is_prev, on_prev = prev_token_attention(m, mixed, pattern1=layer1(m)["pattern"], components=c)
-            return rate(is_prev & (on_prev >= MAJORITY), mean_weight_on_prev=float(on_prev.mean()))
-
-        def eq_rows(m):
-            pattern = layer1(m)["pattern"]
-            on_slots = pattern[:, -1, POS_LHS] + pattern[:, -1, POS_RHS]  # the `=` row's weight on the slots
-            ok = layer1_eq_to_operand_slots(m, mixed, pattern, components=c) & (on_slots >= PAIR_SHARE)
-            return rate(ok, mean_weight_on_slots=float(on_slots.mean()))
-
-        def identity(m):
-            e = edits(m)
-            return rate(e["clean"], chance=e["chance"])
-
-        def transmits(m):
-            below, gain, null = local.ov1_variables_against_placements(m, seed=ctx.seed, components=c)
-            return rate(
-                below,
-                gain_ratio=gain,
-                placements_median=float(null.median()),
-                placements_q99=float(null.quantile(0.99)),
-            )
-
-        def needs_previous(arm):
-            e = edits(arm.model)
-            edit = "diluted" if arm.variant == "attention_diluted" else "previous_removed"
-            drop = e["clean"].double() - e[edit].double()
-            return mean(
-                drop,
-                seed=ctx.seed,
-                label=f"ptk_{edit}",
-                bounds=(-1, 1),
-                acted=e["acted"][edit] if arm.variant != CLAIMED else None,
-                clean_identity=float(e["clean"].double().mean()),
-                edited_identity=float(e[edit].double().mean()),
-            )
-
-        def redirect(m):
-            e = edits(m)
-            return rate(
-                e["redirect"],
-                to_value_token=float(e["redirect_value"].double().mean()) if len(e["redirect_value"]) else None,
-            )
-
-        var_labels = torch.cat([ctx.pool("1var_train")[1], ctx.pool("2var_train")[1]])  # mixed's answers
-        const_tokens, const_labels = ctx.pool("0var_train")
-
-        def ablated_correct(model, tokens, labels):
-            ablation = Mean(Site(c.ATTN_OUT_1, positions=value_positions(tokens, model.vocab)), tokens)
-            out = run(model, tokens, [ablation], last_only=True)
-            return out.last_logits.argmax(-1) == labels
-
-        def drop(model):
-            clean = last_position_correct(model, mixed, var_labels)
-            ablated = ablated_correct(model, mixed, var_labels)
-            return mean(
-                clean.double() - ablated.double(),
-                seed=ctx.seed,
-                label="ptk_drop",
-                bounds=(-1, 1),
-                clean_accuracy=float(clean.double().mean()),
-                ablated_accuracy=float(ablated.double().mean()),
-            )
-
-        def spares(model):
-            ok = ablated_correct(model, const_tokens, const_labels)
-            return rate(
-                ok, clean_accuracy=float(last_position_correct(model, const_tokens, const_labels).double().mean())
-            )
-
-        return [
-            item(
-                "value_attends_to_variable",
-                site=f"{c.PATTERN_1}, the rows of value tokens",
-                definition="mean over prefix value tokens t of 1[argmax_k A1[t, k] = t - 1 and A1[t, t-1] >= 0.5]",
-                kind="observational",
-                threshold=NEARLY_ALL,
-                measure=value_rows,
-                on=ctx.model,
-                controls={"reinitialised": reinit},
-            ),
-            item(
-                "positional_previous_token",
-                site=f"weights: W_pos, {L1}.attn.W_Q, {L1}.attn.W_K",
-                definition="fraction of q in 1..11 with argmax_k S[q, k] = q - 1, S = W_pos W_Q^1 W_K^1T W_pos^T, keys > q, q, q-2 masked",
-                kind="observational",
-                threshold=POSITIONAL,
-                measure=lambda m: (lambda r: Measurement.exact(float(r.double().mean()), n=len(r)))(
-                    positional_prev_token_rows(m, components=c)
-                ),
-                on=ctx.model,
-                controls={"reinitialised": reinit},
-                required=False,
-            ),
-            item(
-                "eq_attends_to_operand_slots",
-                site=f"{c.PATTERN_1}, the row of `=` (position 15)",
-                definition="mean_i 1[top2_k A1_i[15, k] = {13, 14} and A1_i[15, 13] + A1_i[15, 14] >= 0.25]",
-                kind="observational",
-                threshold=EQ_SLOTS,
-                measure=eq_rows,
-                on=ctx.model,
-                controls={"reinitialised": reinit},
-            ),
-            item(
-                "identity_written_at_value_tokens",
-                site=f"{c.ATTN_OUT_1} at value tokens",
-                definition="held-out accuracy of a ridge probe: the variable v at t-1 from attn_out_1[t], t a value token "
-                "(probe fitted on the other half of the sequences)",
-                kind="observational",
-                threshold=IDENTITY,
-                measure=identity,
-                on=ctx.model,
-                controls={"reinitialised": reinit},
-            ),
-            item(
-                "ov1_transmits_variables",
-                site=f"weights: {L1}.attn.W_V, {L1}.attn.W_O, W_E, W_pos",
-                definition="share of 1,000 Haar-random placements S of the centred E_var (its singular values kept) in the "
-                "span of Layer 1's inputs W_E[t] + W_pos[p] with g(S) < g(E_var); g(X) = (||X OV_1||_F^2 / ||X||_F^2) / "
-                "(||R OV_1||_F^2 / rank R), OV_1 = W_V^1 W_O^1, R an orthonormal basis of that span minus X's",
-                kind="observational",
-                threshold=TRANSMITS,
-                measure=transmits,
-                on=ctx.model,
-                controls={"reinitialised": reinit},
-            ),
-            item(
-                "identity_needs_previous_token",
-                site=f"{c.PATTERN_1} at value tokens; read at {c.ATTN_OUT_1} there",
-                intervention="the weight on t-1 set to 0, the row renormalised",
-                definition="mean over held-out value tokens of probe_ok(clean) - probe_ok(A1[t, t-1] := 0, row renormalised)",
-                kind="causal",
-                threshold=NEEDS_PREVIOUS,
-                measure=needs_previous,
-                on=Arm(ctx.model),
-                controls={"reinitialised": Arm(reinit), "attention_diluted": Arm(ctx.model, "attention_diluted")},
-            ),
-            item(
-                "redirect_carries_other_identity",
-                site=f"{c.PATTERN_1} at value tokens; read at {c.ATTN_OUT_1} there",
-                intervention="the row set to one-hot on another assignment's variable token",
-                definition="fraction of value tokens t0 whose probe reads w after A1[t0] := one-hot on the variable token of "
-                "another assignment (variable w); extra: the same on that assignment's value token",
-                kind="causal",
-                threshold=Threshold(
-                    0.5,
-                    ">=",
-                    "supporting: the probe is fitted on t-1 rows, so the variable's position "
-                    "also carries signal; shown, not decided on",
-                ),
-                measure=redirect,
-                on=ctx.model,
-                required=False,
-            ),
-            item(
-                "ablation_destroys_variable_answers",
-                site=f"{c.ATTN_OUT_1} at value tokens; read at the logits at `=`",
-                intervention="mean-ablated (per position, over the pool)",
-                definition="mean_i (c_i - c~_i) over 1var_train + 2var_train, c = correct, c~ = correct with attn_out_1 at value "
-                "tokens mean-ablated (per position, over the pool)",
-                kind="causal",
-                threshold=DESTROYS,
-                measure=drop,
-                on=ctx.model,
-                controls={"reinitialised": reinit},
-                required=False,
-            ),
-            item(
-                "ablation_spares_constants",
-                site=f"{c.ATTN_OUT_1} at value tokens; read at the logits at `=`",
-                intervention="mean-ablated (per position, over the pool)",
-                definition="accuracy on 0var_train with attn_out_1 at value tokens mean-ablated",
-                kind="causal",
-                threshold=SPARES,
-                measure=spares,
-                on=ctx.model,
-                required=False,
-            ),
-        ]
+    owns = "layer1_previous_token"
+    reads = ("previous_token_head",)
+    figures = ("attention_layer1", "positional_qk")
+    cost = 4.7
+    interfaces = (Interface("ov1_to_layer2", "identity_qk", "Layer 2", "layer1_out", fit_per_pool=300),)
+    items = (
+        Item(
+            "value_attends_to_variable",
+            site="$PATTERN_1, the rows of value tokens",
+            definition="mean over prefix value tokens t of 1[argmax_k A1[t, k] = t - 1 and A1[t, t-1] >= 0.5]",
+            kind=Kind.OBSERVATIONAL,
+            threshold=NEARLY_ALL,
+            measure=value_rows,
+            controls=("reinitialised",),
+        ),
+        Item(
+            "positional_previous_token",
+            site="weights: W_pos, $layer1.attn.W_Q, $layer1.attn.W_K",
+            definition="fraction of q in 1..11 with argmax_k S[q, k] = q - 1, S = W_pos W_Q^1 W_K^1T W_pos^T, keys > q, q, q-2 masked",
+            kind=Kind.OBSERVATIONAL,
+            threshold=POSITIONAL,
+            measure=positional,
+            controls=("reinitialised",),
+            required=False,
+        ),
+        Item(
+            "eq_attends_to_operand_slots",
+            site="$PATTERN_1, the row of `=` (position 15)",
+            definition="mean_i 1[top2_k A1_i[15, k] = {13, 14} and A1_i[15, 13] + A1_i[15, 14] >= 0.25]",
+            kind=Kind.OBSERVATIONAL,
+            threshold=EQ_SLOTS,
+            measure=eq_rows,
+            controls=("reinitialised",),
+        ),
+        Item(
+            "identity_written_at_value_tokens",
+            site="$ATTN_OUT_1 at value tokens",
+            definition="held-out accuracy of a ridge probe: the variable v at t-1 from attn_out_1[t], t a value token "
+            "(probe fitted on the other half of the sequences)",
+            kind=Kind.OBSERVATIONAL,
+            threshold=IDENTITY,
+            measure=identity,
+            controls=("reinitialised",),
+        ),
+        Item(
+            "ov1_transmits_variables",
+            site="weights: $layer1.attn.W_V, $layer1.attn.W_O, W_E, W_pos",
+            definition="share of 1,000 Haar-random placements S of the centred E_var (its singular values kept) in the "
+            "span of Layer 1's inputs W_E[t] + W_pos[p] with g(S) < g(E_var); g(X) = (||X OV_1||_F^2 / ||X||_F^2) / "
+            "(||R OV_1||_F^2 / rank R), OV_1 = W_V^1 W_O^1, R an orthonormal basis of that span minus X's",
+            kind=Kind.OBSERVATIONAL,
+            threshold=TRANSMITS,
+            measure=transmits,
+            controls=("reinitialised",),
+        ),
+        Item(
+            "identity_needs_previous_token",
+            site="$PATTERN_1 at value tokens; read at $ATTN_OUT_1 there",
+            intervention="the weight on t-1 set to 0, the row renormalised",
+            definition="mean over held-out value tokens of probe_ok(clean) - probe_ok(A1[t, t-1] := 0, row renormalised)",
+            kind=Kind.CAUSAL,
+            threshold=NEEDS_PREVIOUS,
+            measure=needs_previous,
+            controls=("reinitialised", "attention_diluted"),
+        ),
+        Item(
+            "redirect_carries_other_identity",
+            site="$PATTERN_1 at value tokens; read at $ATTN_OUT_1 there",
+            intervention="the row set to one-hot on another assignment's variable token",
+            definition="fraction of value tokens t0 whose probe reads w after A1[t0] := one-hot on the variable token of "
+            "another assignment (variable w); extra: the same on that assignment's value token",
+            kind=Kind.CAUSAL,
+            threshold=REDIRECT,
+            measure=redirect,
+            required=False,
+        ),
+        Item(
+            "ablation_destroys_variable_answers",
+            site="$ATTN_OUT_1 at value tokens; read at the logits at `=`",
+            intervention="mean-ablated (per position, over the pool)",
+            definition="mean_i (c_i - c~_i) over 1var_train + 2var_train, c = correct, c~ = correct with attn_out_1 at value "
+            "tokens mean-ablated (per position, over the pool)",
+            kind=Kind.CAUSAL,
+            threshold=DESTROYS,
+            measure=drop,
+            controls=("reinitialised",),
+            required=False,
+        ),
+        Item(
+            "ablation_spares_constants",
+            site="$ATTN_OUT_1 at value tokens; read at the logits at `=`",
+            intervention="mean-ablated (per position, over the pool)",
+            definition="accuracy on 0var_train with attn_out_1 at value tokens mean-ablated",
+            kind=Kind.CAUSAL,
+            threshold=SPARES,
+            measure=spares,
+            required=False,
+        ),
+    )

@@ -11,8 +11,10 @@ from __future__ import annotations
 import torch
 
 from ..data import POS_LHS
-from .base import Context, Evidence, Hypothesis, REINITIALISED, Threshold, WRONG_SITE_INTERCHANGE, register
-from .measures.behaviour import interchange_item, pair_table, pool_accuracy_items
+from .base import Arm, Context, Hypothesis, Measurement, REINITIALISED, Threshold, WRONG_SITE_INTERCHANGE, register
+from .declaration import WHOLE_MODEL
+from .heldout_generalization import accuracy_items, interchange_item, operand_interchange
+from .measures.behaviour import pair_table
 
 ACCURACY_BARS = {
     "1var_restricted_slot": Threshold(0.95, ">=", "as held-out 1-var: within 5 points of perfect, 50x chance (1/59)"),
@@ -27,6 +29,15 @@ INTERCHANGE_BAR = Threshold(
 )
 
 
+def interchange(ctx: Context, arm: Arm) -> Measurement:
+    tokens, labels = ctx.pool("2var_restricted_1")
+    # change the operand that sits in its forbidden slot
+    never_lhs = torch.tensor([ctx.task.vocab.first_var + v for v in ctx.task.never_lhs.tolist()])
+    which = (~torch.isin(tokens[:, POS_LHS], never_lhs)).long()
+    allowed = pair_table(ctx.task.training_pairs, ctx.task.vocab.modulus)
+    return operand_interchange(ctx, arm, tokens, labels, allowed, which=which)
+
+
 @register
 class RestrictedSlotGeneralization(Hypothesis):
     id = "restricted_slot_generalization"
@@ -39,26 +50,15 @@ class RestrictedSlotGeneralization(Hypothesis):
         "reinitialised": REINITIALISED,
         "wrong_site": WRONG_SITE_INTERCHANGE,
     }
-
-    def evidence(self, ctx: Context) -> list[Evidence]:
-        reinit = ctx.reinitialised_model()
-        items = pool_accuracy_items(ctx, ACCURACY_BARS, {"reinitialised": reinit})
-        tokens, labels = ctx.pool("2var_restricted_1")
-        # change the operand that sits in its forbidden slot
-        never_lhs = torch.tensor([ctx.task.vocab.first_var + v for v in ctx.task.never_lhs.tolist()])
-        which = (~torch.isin(tokens[:, POS_LHS], never_lhs)).long()
-        items.append(
-            interchange_item(
-                ctx,
-                tokens,
-                labels,
-                pair_table(ctx.task.training_pairs, ctx.task.vocab.modulus),
-                "IIA = mean_i 1[argmax logits(base_i | resid_post_0[p_i] <- source_i)[15] = (x'_i + y_i) mod 59], "
-                "base ~ 2var_restricted_1, p_i = the value of the operand in its forbidden slot, source = base with it "
-                "set to x', (x', y) a training pair",
-                INTERCHANGE_BAR,
-                reinit,
-                which=which,
-            )
-        )
-        return items
+    owns = WHOLE_MODEL
+    cost = 1.75
+    items = (
+        *accuracy_items(ACCURACY_BARS),
+        interchange_item(
+            "IIA = mean_i 1[argmax logits(base_i | resid_post_0[p_i] <- source_i)[15] = (x'_i + y_i) mod 59], "
+            "base ~ 2var_restricted_1, p_i = the value of the operand in its forbidden slot, source = base with it "
+            "set to x', (x', y) a training pair",
+            INTERCHANGE_BAR,
+            interchange,
+        ),
+    )

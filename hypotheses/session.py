@@ -16,20 +16,6 @@ import warnings
 
 TASK_FLAGS = {"f": "--f", "r": "--r", "seed": "--split-seed"}
 
-# CPU seconds of each claim at n = 2000 on one thread (bench/clean_chunks.py --claims, 2026-12-02, with
-# clean forwards computed once and in pieces). Only the order in which workers take claims depends on
-# these (longest first, so that no worker is left with a long claim at the end); no result does. An
-# unknown claim counts as 1 s.
-COST_HINT = {
-    "previous_token_head": 4.7,
-    "shared_residual": 4.3,
-    "identity_qk": 2.8,
-    "whole_algorithm": 2.8,
-    "heldout_generalization": 1.8,
-    "restricted_slot_generalization": 1.75,
-    "fourier_neurons": 1.6,
-}
-
 
 def task_for(meta: dict, model_cfg, path, given: dict | None = None) -> tuple[object, str]:
     """The task a checkpoint was trained on, and where it came from: our format's ``task`` metadata
@@ -170,12 +156,16 @@ class ClaimRunner:
             import multiprocessing as mp
             from concurrent.futures import ProcessPoolExecutor
 
+            from .base import REGISTRY
+
             _WORKER_CTX = self.ctx  # inherited by the workers when they are forked, at the first submit
             try:
                 self._pool = ProcessPoolExecutor(
                     max_workers=self.jobs, mp_context=mp.get_context("fork"), initializer=_worker_init, initargs=(1,)
                 )
-                order = sorted(self.ids, key=lambda c: -COST_HINT.get(c, 1.0))
+                # longest first (each claim's declared ``cost``), so that no worker is left with a long claim
+                # at the end; only the order in which workers take claims depends on it, no result
+                order = sorted(self.ids, key=lambda c: -REGISTRY[c].cost if c in REGISTRY else -1.0)
                 with warnings.catch_warnings():
                     # Python >= 3.12 warns on any fork of a process with threads; torch's own (OpenMP)
                     # threads are why, and a worker never uses them: it runs with one thread.

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import torch
 
-from .base import Arm, Context, Evidence, Hypothesis, Measurement, REINITIALISED, Threshold, item, mean, rate, register
+from .base import Arm, Context, Hypothesis, Measurement, REINITIALISED, Threshold, mean, rate, register
+from .declaration import Interface, Item, Kind
 from .measures import residual
 from .measures import local
 from .measures.circuits import ov2_mlp2_accuracy
@@ -75,6 +76,82 @@ INTERCHANGE = Threshold(
 )
 
 
+def _tokens(ctx: Context) -> torch.Tensor:
+    """A quarter-pool each of 1var_train and 2var_train: the sequences most items read."""
+    quarter = max(ctx.n // 4, 1)
+    return torch.cat([ctx.pool("1var_train")[0][:quarter], ctx.pool("2var_train")[0][:quarter]])
+
+
+def _readout_tokens(ctx: Context) -> torch.Tensor:
+    return torch.cat(
+        [
+            ctx.pool(name, max(ctx.n, residual.READOUT_POOL_MIN))[0]
+            for name in ("0var_train", "1var_train", "2var_train")
+        ]
+    )
+
+
+def matched(ctx: Context, arm: Arm) -> Measurement:
+    model, c = arm.model, ctx.components
+    basis = local.ov2_number_basis(model, components=c)
+    r = residual.matched_vs_mismatched(model, _tokens(ctx), ctx.seed, basis=basis, components=c)
+    return mean(
+        r["matched"],
+        seed=ctx.seed,
+        label="shared_residual_matched",
+        bounds=(-1, 1),
+        mismatched_mean=float(r["mismatched"].mean()),
+        raw_matched_mean=float(r["raw_matched"].mean()),
+    )
+
+
+def transmits(ctx: Context, arm: Arm) -> Measurement:
+    model = arm.model
+    return Measurement.exact(local.ov2_number_transmission(model, components=ctx.components), n=model.cfg.d_vocab_out)
+
+
+def readout(ctx: Context, arm: Arm) -> Measurement:
+    r = residual.operand_value_readout(arm.model, _readout_tokens(ctx), ctx.seed, components=ctx.components)
+    return mean(r["score"], seed=ctx.seed, label="shared_residual_readout", fit_size=r["fit_size"])
+
+
+def route(ctx: Context, arm: Arm) -> Measurement:
+    model, other = arm.model, arm.variant == "other_number"
+    r = local.value_route_patch(model, _tokens(ctx), seed=ctx.seed, other_number=other, components=ctx.components)
+    return mean(
+        r["kept"],
+        seed=ctx.seed,
+        label="shared_residual_route",
+        acted=r["acted"] if other else None,
+        dropped=r["dropped"],
+    )
+
+
+def additivity(ctx: Context, arm: Arm) -> Measurement:
+    r = residual.ov2_additivity(arm.model, _tokens(ctx), ctx.seed, components=ctx.components)
+    return mean(
+        r["difference"],
+        seed=ctx.seed,
+        label="shared_residual_additivity",
+        bounds=(-2, 2),
+        matched_mean=float(r["matched"].mean()),
+        shuffled_mean=float(r["shuffled"].mean()),
+    )
+
+
+def ov2_mlp2(ctx: Context, arm: Arm) -> Measurement:
+    acc, correct = ov2_mlp2_accuracy(arm.model, components=ctx.components)
+    return Measurement.exact(acc, n=correct.numel())
+
+
+def interchange(ctx: Context, arm: Arm) -> Measurement:
+    model, matched_difference = arm.model, arm.variant != "unmatched_difference"
+    r = residual.constant_difference_interchange(
+        model, _tokens(ctx), ctx.seed, matched=matched_difference, components=ctx.components
+    )
+    return rate(r["moved"], kept_original_sum=float(r["kept"].double().mean()))
+
+
 @register
 class SharedResidual(Hypothesis):
     id = "shared_residual"
@@ -90,155 +167,87 @@ class SharedResidual(Hypothesis):
         "unmatched_difference": "the difference taken from the constant run of another sequence's values, so it "
         "does not cancel x's own operands",
     }
-
-    def evidence(self, ctx: Context) -> list[Evidence]:
-        quarter = max(ctx.n // 4, 1)
-        tokens = torch.cat([ctx.pool("1var_train")[0][:quarter], ctx.pool("2var_train")[0][:quarter]])
-        reinit = ctx.reinitialised_model()
-        c = ctx.components  # the fetching head and the adding MLP (§2.1)
-
-        def matched(model):
-            basis = local.ov2_number_basis(model, components=c)
-            r = residual.matched_vs_mismatched(model, tokens, ctx.seed, basis=basis, components=c)
-            return mean(
-                r["matched"],
-                seed=ctx.seed,
-                label="shared_residual_matched",
-                bounds=(-1, 1),
-                mismatched_mean=float(r["mismatched"].mean()),
-                raw_matched_mean=float(r["raw_matched"].mean()),
-            )
-
-        def transmits(model):
-            return Measurement.exact(local.ov2_number_transmission(model, components=c), n=model.cfg.d_vocab_out)
-
-        readout_tokens = torch.cat(
-            [
-                ctx.pool(name, max(ctx.n, residual.READOUT_POOL_MIN))[0]
-                for name in ("0var_train", "1var_train", "2var_train")
-            ]
-        )
-
-        def readout(model):
-            r = residual.operand_value_readout(model, readout_tokens, ctx.seed, components=c)
-            return mean(r["score"], seed=ctx.seed, label="shared_residual_readout", fit_size=r["fit_size"])
-
-        def route(arm):
-            model, other = arm.model, arm.variant == "other_number"
-            r = local.value_route_patch(model, tokens, seed=ctx.seed, other_number=other, components=c)
-            return mean(
-                r["kept"],
-                seed=ctx.seed,
-                label="shared_residual_route",
-                acted=r["acted"] if other else None,
-                dropped=r["dropped"],
-            )
-
-        def additivity(model):
-            r = residual.ov2_additivity(model, tokens, ctx.seed, components=c)
-            return mean(
-                r["difference"],
-                seed=ctx.seed,
-                label="shared_residual_additivity",
-                bounds=(-2, 2),
-                matched_mean=float(r["matched"].mean()),
-                shuffled_mean=float(r["shuffled"].mean()),
-            )
-
-        def ov2_mlp2(model):
-            acc, correct = ov2_mlp2_accuracy(model, components=c)
-            return Measurement.exact(acc, n=correct.numel())
-
-        def interchange(arm):
-            model, matched_difference = arm.model, arm.variant != "unmatched_difference"
-            r = residual.constant_difference_interchange(
-                model, tokens, ctx.seed, matched=matched_difference, components=c
-            )
-            return rate(r["moved"], kept_original_sum=float(r["kept"].double().mean()))
-
-        return [
-            item(
-                "resid_mid_matches_constant_run",
-                site=f"{c.RESID_MID_2} at `=`, in the sequence and in its constant rewrite",
-                definition="mean_i cos(P(r(x_i) - μ_i), P(r(c(x_i)) - μ_i)), r = resid_mid_2[15], μ_i = mean of r over 8 "
-                "other-values rewrites of x_i's prefix, P = projection on the span of OV_2's centred number images; "
-                "1var_train + 2var_train",
-                kind="observational",
-                threshold=MATCHED,
-                measure=matched,
-                on=ctx.model,
-                controls={"reinitialised": reinit},
-            ),
-            item(
-                "ov2_transmits_numbers",
-                site=f"weights: {c.layer2}.attn.W_V, {c.layer2}.attn.W_O and what Layer 2 can receive",
-                definition="(||(E_num - mean) OV_2||_F^2 / ||E_num - mean||_F^2) / (||R OV_2||_F^2 / rank R), OV_2 = W_V^2 W_O^2, "
-                "R an orthonormal basis of the span of what Layer 2 can receive (Layer 1's inputs, their OV_1 images, "
-                "its bias) minus the centred E_num's span",
-                kind="observational",
-                threshold=TRANSMITS,
-                measure=transmits,
-                on=ctx.model,
-                controls={"reinitialised": reinit},
-            ),
-            item(
-                "attn_out_2_carries_operand_values",
-                site=f"{c.ATTN_OUT_2} at `=`",
-                definition="held-out R² of a least-squares read-out of Ē[n1] + Ē[n2] (Ē = W_E[0:59] centred) from "
-                "attn_out_2[15], "
-                "fitted on a seeded half of 0var_train + 1var_train + 2var_train (at least 1,000 sequences each), "
-                "scored on the other half; the MLP's weights are not used",
-                kind="observational",
-                threshold=READOUT,
-                measure=readout,
-                on=ctx.model,
-                controls={"reinitialised": reinit},
-            ),
-            item(
-                "value_route_shared",
-                site=f"{c.VALUES_2} at the variable operand's value token; read at {c.RESID_MID_2} at `=`",
-                intervention="replaced by the constant rewrite's value at the operand slot (scale: by the other operand's)",
-                definition="mean_i 1 - |r(x_i | v_2[p] <- v_2[s] of c(x_i)) - r(x_i)| / |r(x_i | v_2[p] <- v_2[q] of x_i) - r(x_i)|, "
-                "p the variable operand's value token, s its slot in c(x_i), q the other operand's position",
-                kind="causal",
-                threshold=ROUTE,
-                measure=route,
-                on=Arm(ctx.model),
-                controls={"reinitialised": Arm(reinit), "other_number": Arm(ctx.model, "other_number")},
-            ),
-            item(
-                "ov2_additivity",
-                site=f"{c.ATTN_OUT_2} at `=`; weights: {c.layer2} OV, W_E",
-                definition="mean_i [cos(attn_out_2[15] - μ, s_i - μ_s) - cos(attn_out_2[15] - μ, s_π(i) - μ_s)], "
-                "s_i = OV_2 e_{n1} + OV_2 e_{n2}, π a seeded shuffle",
-                kind="observational",
-                threshold=ADDITIVE,
-                measure=additivity,
-                on=ctx.model,
-                controls={"reinitialised": reinit},
-                required=False,
-            ),
-            item(
-                "ov2_mlp2_accuracy",
-                site=f"weights: {c.layer2} OV, {c.mlp}, W_U (the addition module on OV_2 e_a + OV_2 e_b)",
-                definition="mean over all 59² (a, b) of 1[argmax (h + MLP_2(h)) W_U = (a + b) mod 59], h = OV_2 e_a + OV_2 e_b",
-                kind="observational",
-                threshold=OV2_MLP2,
-                measure=ov2_mlp2,
-                on=ctx.model,
-                controls={"reinitialised": reinit},
-                required=False,
-            ),
-            item(
-                "constant_difference_moves_variable_run",
-                site=f"{c.RESID_MID_2} at `=`; read at the logits at `=`",
-                intervention="the difference between two constant runs added",
-                definition="mean_i 1[argmax logits(x_i | r(x_i) += r(c'(x_i)) - r(c(x_i)))[15] = sum of c'(x_i)]",
-                kind="causal",
-                threshold=INTERCHANGE,
-                measure=interchange,
-                on=Arm(ctx.model),
-                controls={"reinitialised": Arm(reinit), "unmatched_difference": Arm(ctx.model, "unmatched_difference")},
-                required=False,
-            ),
-        ]
+    owns = "layer2_ov"
+    reads = ("fetching_head", "adding_mlp")
+    interfaces = (Interface("ov2_to_mlp", "fourier_neurons", "the adding MLP", "attn_out", fit_per_pool=500),)
+    figures = ("resid_mid_cosine",)
+    cost = 4.3
+    items = (
+        Item(
+            "resid_mid_matches_constant_run",
+            site="$RESID_MID_2 at `=`, in the sequence and in its constant rewrite",
+            definition="mean_i cos(P(r(x_i) - μ_i), P(r(c(x_i)) - μ_i)), r = resid_mid_2[15], μ_i = mean of r over 8 "
+            "other-values rewrites of x_i's prefix, P = projection on the span of OV_2's centred number images; "
+            "1var_train + 2var_train",
+            kind=Kind.OBSERVATIONAL,
+            threshold=MATCHED,
+            measure=matched,
+            controls=("reinitialised",),
+        ),
+        Item(
+            "ov2_transmits_numbers",
+            site="weights: $layer2.attn.W_V, $layer2.attn.W_O and what Layer 2 can receive",
+            definition="(||(E_num - mean) OV_2||_F^2 / ||E_num - mean||_F^2) / (||R OV_2||_F^2 / rank R), OV_2 = W_V^2 W_O^2, "
+            "R an orthonormal basis of the span of what Layer 2 can receive (Layer 1's inputs, their OV_1 images, "
+            "its bias) minus the centred E_num's span",
+            kind=Kind.OBSERVATIONAL,
+            threshold=TRANSMITS,
+            measure=transmits,
+            controls=("reinitialised",),
+        ),
+        Item(
+            "attn_out_2_carries_operand_values",
+            site="$ATTN_OUT_2 at `=`",
+            definition="held-out R² of a least-squares read-out of Ē[n1] + Ē[n2] (Ē = W_E[0:59] centred) from "
+            "attn_out_2[15], "
+            "fitted on a seeded half of 0var_train + 1var_train + 2var_train (at least 1,000 sequences each), "
+            "scored on the other half; the MLP's weights are not used",
+            kind=Kind.OBSERVATIONAL,
+            threshold=READOUT,
+            measure=readout,
+            controls=("reinitialised",),
+        ),
+        Item(
+            "value_route_shared",
+            site="$VALUES_2 at the variable operand's value token; read at $RESID_MID_2 at `=`",
+            intervention="replaced by the constant rewrite's value at the operand slot (scale: by the other operand's)",
+            definition="mean_i 1 - |r(x_i | v_2[p] <- v_2[s] of c(x_i)) - r(x_i)| / |r(x_i | v_2[p] <- v_2[q] of x_i) - r(x_i)|, "
+            "p the variable operand's value token, s its slot in c(x_i), q the other operand's position",
+            kind=Kind.CAUSAL,
+            threshold=ROUTE,
+            measure=route,
+            controls=("reinitialised", "other_number"),
+        ),
+        Item(
+            "ov2_additivity",
+            site="$ATTN_OUT_2 at `=`; weights: $layer2 OV, W_E",
+            definition="mean_i [cos(attn_out_2[15] - μ, s_i - μ_s) - cos(attn_out_2[15] - μ, s_π(i) - μ_s)], "
+            "s_i = OV_2 e_{n1} + OV_2 e_{n2}, π a seeded shuffle",
+            kind=Kind.OBSERVATIONAL,
+            threshold=ADDITIVE,
+            measure=additivity,
+            controls=("reinitialised",),
+            required=False,
+        ),
+        Item(
+            "ov2_mlp2_accuracy",
+            site="weights: $layer2 OV, $mlp, W_U (the addition module on OV_2 e_a + OV_2 e_b)",
+            definition="mean over all 59² (a, b) of 1[argmax (h + MLP_2(h)) W_U = (a + b) mod 59], h = OV_2 e_a + OV_2 e_b",
+            kind=Kind.OBSERVATIONAL,
+            threshold=OV2_MLP2,
+            measure=ov2_mlp2,
+            controls=("reinitialised",),
+            required=False,
+        ),
+        Item(
+            "constant_difference_moves_variable_run",
+            site="$RESID_MID_2 at `=`; read at the logits at `=`",
+            intervention="the difference between two constant runs added",
+            definition="mean_i 1[argmax logits(x_i | r(x_i) += r(c'(x_i)) - r(c(x_i)))[15] = sum of c'(x_i)]",
+            kind=Kind.CAUSAL,
+            threshold=INTERCHANGE,
+            measure=interchange,
+            controls=("reinitialised", "unmatched_difference"),
+            required=False,
+        ),
+    )

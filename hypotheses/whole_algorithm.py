@@ -19,20 +19,13 @@ item, and the re-registrations (the paper's correspondence, version 1, is the su
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from functools import partial
+
 import torch
 
-from .base import (
-    Arm,
-    Context,
-    Evidence,
-    Hypothesis,
-    Measurement,
-    REINITIALISED,
-    Threshold,
-    item,
-    rate,
-    register,
-)
+from .base import Arm, Context, Hypothesis, Measurement, REINITIALISED, Threshold, rate, register
+from .declaration import WHOLE_MODEL, Item, Kind
 from ..data import POS_LHS, POS_RHS, operand_sources
 from .measures import doubled as doubled_pairs
 from .measures import scrubbing
@@ -71,7 +64,11 @@ CONSTANTS_ONLY = ("0var_heldout_pair",)  # pools whose operands are all constant
 WRONG_CORRESPONDENCE = {"routing": "position_only", "addition": "first_operand_only"}
 
 
-# What each scrub does (the claim's document; the per-pool items name their scrub)
+# What each scrub does and where (the claim's document; the per-pool items name their scrub)
+SCRUB_SITE = {
+    "routing": "$ATTN_OUT_1 at positions 0-14; read at the logits at `=`",
+    "addition": "$ATTN_OUT_2 at `=`; read at the logits at `=`",
+}
 SCRUB_EDIT = {
     "routing": "resampled (causal scrubbing) from positions with the same position and variable before it (value "
     "tokens), or token and variable at t-1 (elsewhere)",
@@ -106,17 +103,53 @@ ADDER_ERRORS = Threshold(
     "error of the routing is fixed by it, as the routing-broken control must show "
     "(registered 2026-12-01)",
 )
-PAIRS_OF_PARTS = (("value_token_identity", "eq_operand_identity"), ("lhs_value_read", "rhs_value_read"))
-VARIABLE_PARTS = PAIRS_OF_PARTS[0]  # parts only a sequence with a variable operand uses
-PART_STATEMENT = {
-    "non_value_tokens": "Layer 1's output elsewhere in the prefix (variables, PADs, `+`, operand slots) carries the "
-    "token there and the variable at t-1, if any",
-    "value_token_identity": "each value token's Layer-1 output carries its variable (what Layer 2's keys match)",
-    "eq_operand_identity": "`=`'s Layer-1 output carries the operand variables (what Layer 2's query matches)",
-    "lhs_value_read": "Layer 2's `=` reads the first operand's number at its value position",
-    "rhs_value_read": "Layer 2's `=` reads the second operand's number at its value position",
-    "mlp_adds": "the MLP's output at `=` carries the sum of the two numbers",
-}
+
+
+@dataclass(frozen=True)
+class Part:
+    """One part of the hypothesis: the activation ``scrubbing.part_hooks`` names for ``name``, what it carries
+    (``statement``: its minimality item resamples it from cells that differ in that), and whether only
+    sequences with a variable operand use it (its minimality item is judged on those alone)."""
+
+    name: str
+    statement: str
+    variable_only: bool = False
+
+    @property
+    def sequences(self) -> str:
+        """The sequences that use the part, in words."""
+        return "with a variable operand" if self.variable_only else "all"
+
+
+# In the order of ``scrubbing.PARTS``, whose plans resample them.
+PARTS = (
+    Part(
+        "non_value_tokens",
+        "Layer 1's output elsewhere in the prefix (variables, PADs, `+`, operand slots) carries the token there and "
+        "the variable at t-1, if any",
+    ),
+    Part(
+        "value_token_identity",
+        "each value token's Layer-1 output carries its variable (what Layer 2's keys match)",
+        variable_only=True,
+    ),
+    Part(
+        "eq_operand_identity",
+        "`=`'s Layer-1 output carries the operand variables (what Layer 2's query matches)",
+        variable_only=True,
+    ),
+    Part("lhs_value_read", "Layer 2's `=` reads the first operand's number at its value position"),
+    Part("rhs_value_read", "Layer 2's `=` reads the second operand's number at its value position"),
+    Part("mlp_adds", "the MLP's output at `=` carries the sum of the two numbers"),
+)
+if tuple(p.name for p in PARTS) != scrubbing.PARTS:
+    raise ValueError(f"whole_algorithm.PARTS {[p.name for p in PARTS]} differ from scrubbing.PARTS {scrubbing.PARTS}")
+PART = {p.name: p for p in PARTS}
+# The tables the items read, derived from the parts
+PART_STATEMENT = {p.name: p.statement for p in PARTS}
+VARIABLE_PARTS = tuple(p.name for p in PARTS if p.variable_only)  # parts only a sequence with a variable operand uses
+# Knocked out together by completeness: the two identities the routing matches, and the two value reads
+PAIRS_OF_PARTS = (VARIABLE_PARTS, ("lhs_value_read", "rhs_value_read"))
 
 
 def _bootstrap(stat, n: int, *, seed: int, label: str) -> tuple[float, float, float]:
@@ -229,6 +262,353 @@ def recovered(
     return Measurement(value, lo, hi, len(m), extra, acted)
 
 
+# The items' pools: the first `share_of(n)` sequences of each pool, and the part-by-part items' subset.
+def share_of(n: int) -> int:
+    """Sequences per pool: 200 at the default n, as the effects are large; at least PART_ROWS_PER_POOL (when the
+    pools hold that many), so that each pool's own items keep a usable interval at a small n."""
+    return min(max(n // (2 * len(POOLS)), PART_ROWS_PER_POOL), n)
+
+
+def _pooled(ctx: Context) -> tuple[torch.Tensor, torch.Tensor]:
+    """The tokens and labels the scrubs run on: the first ``share_of(n)`` sequences of each pool."""
+
+    def compute():
+        share = share_of(ctx.n)
+        tokens = torch.cat([ctx.pool(p)[0][:share] for p in POOLS])
+        labels = torch.cat([ctx.pool(p)[1][:share] for p in POOLS])
+        return tokens, labels
+
+    return ctx.memo(("whole_algorithm", "pooled"), compute)
+
+
+def _groups(ctx: Context) -> dict[str, torch.Tensor]:
+    """name -> mask of the pooled sequences: each pool, and where the hypothesis fails: by operand variable
+    (in either slot), by slot holding a variable, and doubled pairs (n, n)."""
+
+    def compute():
+        tokens, _ = _pooled(ctx)
+        pool_of = torch.arange(len(tokens)) // share_of(ctx.n)
+        groups = {p: pool_of == i for i, p in enumerate(POOLS)}
+        first_var, names = ctx.task.vocab.first_var, ctx.task.vocab.var_names
+        lhs, rhs = tokens[:, POS_LHS], tokens[:, POS_RHS]
+        for i, name in enumerate(names):
+            groups[f"variable {name}"] = (lhs == first_var + i) | (rhs == first_var + i)
+        groups["variable in LHS slot"] = lhs >= first_var
+        groups["variable in RHS slot"] = rhs >= first_var
+        src = operand_sources(tokens, ctx.task.vocab)
+        rows = torch.arange(len(tokens))
+        groups["doubled pair (n, n)"] = tokens[rows, src[:, 0]] == tokens[rows, src[:, 1]]
+        return {g: mask for g, mask in groups.items() if mask.any()}
+
+    return ctx.memo(("whole_algorithm", "groups"), compute)
+
+
+def _model_ok(ctx: Context, model) -> torch.Tensor:
+    tokens, labels = _pooled(ctx)
+    return ctx.memo(("whole_algorithm", "clean", id(model)), lambda: last_position_correct(model, tokens, labels))
+
+
+def _nothing_to_explain(ctx: Context, model) -> Measurement | None:
+    """A model at chance: the floor is chance too, so there is no accuracy to recover."""
+    acc = float(_model_ok(ctx, model).double().mean())
+    if acc < NOTHING_TO_EXPLAIN + 1 / model.cfg.d_vocab_out:
+        return Measurement.exact(
+            0.0, n=len(_pooled(ctx)[0]), model_accuracy=acc, note="model at chance: nothing to explain"
+        )
+    return None
+
+
+def _scrub_runs(ctx: Context, which: str, arm: Arm, claimed: str = "hypothesis") -> tuple[str, dict, dict]:
+    """The ``which`` ("routing" or "addition") scrub with the arm's features and its floor, once per model
+    and features."""
+    features = arm.variant if arm.variant == WRONG_CORRESPONDENCE[which] else claimed
+    tokens, labels = _pooled(ctx)
+    c = ctx.components
+
+    def scrub(features):
+        if which == "routing":
+            return scrubbing.routing_scrub(arm.model, tokens, labels, seed=ctx.seed, features=features, components=c)
+        return scrubbing.addition_scrub(
+            arm.model, tokens, labels, ctx.task, seed=ctx.seed, features=features, components=c
+        )
+
+    s = ctx.memo(("whole_algorithm", which, id(arm.model), features), lambda: scrub(features))
+    f = ctx.memo(("whole_algorithm", f"{which}_floor", id(arm.model)), lambda: scrub("none"))
+    return features, s, f
+
+
+def recovers(ctx: Context, arm: Arm, *, which: str, claimed: str = "hypothesis") -> Measurement:
+    """The ``which`` scrub's recovered fraction over every pool, with the accuracies by group."""
+    if (skip := _nothing_to_explain(ctx, arm.model)) is not None:
+        return skip
+    features, s, f = _scrub_runs(ctx, which, arm, claimed)
+    return recovered(
+        _model_ok(ctx, arm.model),
+        s["correct"],
+        f["correct"],
+        seed=ctx.seed,
+        acted=s["acted"] if arm.variant != "claimed" else None,
+        label=f"{which}.{features}",
+        groups=_groups(ctx),
+    )
+
+
+def keeps_in_pool(ctx: Context, arm: Arm, *, which: str, pool: str) -> Measurement:
+    """The ``which`` scrub on one pool's sequences alone: ``kept`` with its paired bootstrap interval; the
+    control's ``acted`` is its change on this pool's rows."""
+    features, s, f = _scrub_runs(ctx, which, arm)
+    mask = _groups(ctx)[pool]
+    return kept(
+        _model_ok(ctx, arm.model)[mask],
+        s["correct"][mask],
+        chance=1 / arm.model.cfg.d_vocab_out,
+        seed=ctx.seed,
+        label=f"{which}_runs.{features}.{pool}",
+        acted=float(s["change"][mask].mean()) if arm.variant != "claimed" else None,
+        floor_accuracy=float(f["correct"][mask].double().mean()),
+    )
+
+
+# The part-by-part items run 18 scrubbed forwards: on the first PART_ROWS_PER_POOL sequences of each
+# pool (fewer when the pools are smaller), whatever n, so that a small n keeps their intervals narrow.
+def _subset(ctx: Context) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
+    """The part-by-part items' tokens, labels and {pool: mask}."""
+
+    def compute():
+        per_pool = min(PART_ROWS_PER_POOL, ctx.n)
+        t_sub = torch.cat([ctx.pool(p)[0][:per_pool] for p in POOLS])
+        l_sub = torch.cat([ctx.pool(p)[1][:per_pool] for p in POOLS])
+        pool_sub = {p: torch.arange(len(t_sub)) // per_pool == i for i, p in enumerate(POOLS)}
+        return t_sub, l_sub, pool_sub
+
+    return ctx.memo(("whole_algorithm", "subset"), compute)
+
+
+def _model_ok_sub(ctx: Context, model) -> torch.Tensor:
+    t_sub, l_sub, _ = _subset(ctx)
+    return ctx.memo(("whole_algorithm", "clean_parts", id(model)), lambda: last_position_correct(model, t_sub, l_sub))
+
+
+def _rows_of_part(ctx: Context) -> dict[str, torch.Tensor]:
+    """{part: mask of the subset's sequences that use it}: a variable operand's parts, those with one."""
+
+    def compute():
+        t_sub, first_var = _subset(ctx)[0], ctx.task.vocab.first_var
+        uses_variable = (t_sub[:, POS_LHS] >= first_var) | (t_sub[:, POS_RHS] >= first_var)
+        return {p.name: uses_variable if p.variable_only else torch.ones(len(t_sub), dtype=torch.bool) for p in PARTS}
+
+    return ctx.memo(("whole_algorithm", "rows_of_part"), compute)
+
+
+def _parts(ctx: Context, model) -> dict:
+    """Every run the part-by-part items share, once per model: the full hypothesis scrub C, its redraw C',
+    C without each part, and the model M without each part / pair of parts."""
+
+    def compute():
+        tokens, labels, _ = _subset(ctx)
+        plans = scrubbing.scrub_plans(model, tokens, labels, seed=ctx.seed, components=ctx.components)
+        hyp, removed, targets = plans["hypothesis"], plans["removed"], plans["targets"]
+        part_hook = scrubbing.part_hooks(ctx.components)
+        measure = {p: (part_hook[p], targets[p]) for p in scrubbing.PARTS}
+        out = {
+            "plans": plans,
+            "C": scrubbing.run_plan(model, tokens, labels, hyp, measure),
+            "C'": scrubbing.run_plan(model, tokens, labels, plans["redrawn"], measure),
+        }
+        for p in scrubbing.PARTS:
+            out[("C", p)] = scrubbing.run_plan(
+                model, tokens, labels, scrubbing.combine(hyp, removed[p]), {p: measure[p]}
+            )
+        for p in scrubbing.PARTS[1:]:
+            out[("M", p)] = scrubbing.run_plan(model, tokens, labels, removed[p], {p: measure[p]})
+        for pair in PAIRS_OF_PARTS:
+            both = scrubbing.combine(*(removed[p] for p in pair))
+            out[("C", pair)] = scrubbing.run_plan(model, tokens, labels, scrubbing.combine(hyp, both))
+            out[("M", pair)] = scrubbing.run_plan(model, tokens, labels, both)
+        return out
+
+    return ctx.memo(("whole_algorithm", "parts", id(model)), compute)
+
+
+def minimality(ctx: Context, arm: Arm, *, part: str) -> Measurement:
+    """What removing ``part`` from the scrubbed hypothesis costs (``part_cost``), on the sequences that use it;
+    the ``redrawn`` control removes nothing and redraws the hypothesis' donors."""
+    if (skip := _nothing_to_explain(ctx, arm.model)) is not None:
+        return skip
+    r = _parts(ctx, arm.model)
+    used = _rows_of_part(ctx)[part]
+    other = r["C'"] if arm.variant == "redrawn" else r[("C", part)]
+    # The redraw acts as a whole (every cell it resamples, at every hook): at a part's own cells it may
+    # change nothing, in a model whose activation there is exactly a function of what the part carries (a
+    # planted solver), which is the hypothesis holding, not an idle edit.
+    acted = r["C'"]["acted"][scrubbing.ALL_CELLS] if arm.variant == "redrawn" else None
+    m = part_cost(
+        r["C"]["correct"][used],
+        other["correct"][used],
+        chance=1 / ctx.model.cfg.d_vocab_out,
+        seed=ctx.seed,
+        label=f"minimality.{part}.{arm.variant}",
+        acted=acted,
+    )
+    m.extra.update(
+        {
+            "part": PART[part].statement,
+            "model_accuracy": float(_model_ok_sub(ctx, arm.model)[used].double().mean()),
+            "sequences": PART[part].sequences,
+            "accuracy_elsewhere_scrubbed": (float(r["C"]["correct"][~used].double().mean()) if (~used).any() else None),
+            "accuracy_elsewhere_part_removed": (
+                float(other["correct"][~used].double().mean()) if (~used).any() else None
+            ),
+            "cells_given_a_differing_donor": r["plans"]["removed_share"][part],
+            "change_of_the_activation": other["acted"][part],
+        }
+    )
+    if arm.variant == "claimed":
+        pool_sub = _subset(ctx)[2]
+        for key, run in (("scrubbed_accuracy_by_pool", r["C"]), ("part_removed_accuracy_by_pool", other)):
+            m.extra[key] = {
+                p: float(run["correct"][mask & used].double().mean())
+                for p, mask in pool_sub.items()
+                if (mask & used).any()
+            }
+    return m
+
+
+def completeness(ctx: Context, arm: Arm) -> Measurement:
+    """max over K of |F(C\\K) - F(M\\K)| / (F(M) - chance), bootstrap over sequences. The
+    ``circuit_without_identity`` control takes C without the value tokens' identity as its circuit."""
+    chance = 1 / ctx.model.cfg.d_vocab_out
+    n = len(_subset(ctx)[0])
+    acc = float(_model_ok_sub(ctx, arm.model).double().mean())
+    if acc < NOTHING_TO_EXPLAIN + chance:
+        return Measurement.exact(
+            1.0, n=n, model_accuracy=acc, note="model at chance: nothing to explain, so completeness cannot be shown"
+        )
+    r = _parts(ctx, arm.model)
+    m_ok = _model_ok_sub(ctx, arm.model).double()
+    clean = {"correct": _model_ok_sub(ctx, arm.model)}
+    acted = None
+    if arm.variant == "circuit_without_identity":
+        p1, p2 = pair = PAIRS_OF_PARTS[0]
+        subsets = {
+            "{}": (r[("C", p1)], clean),
+            p1: (r[("C", p1)], r[("M", p1)]),
+            p2: (r[("C", pair)], r[("M", p2)]),
+            f"{p1} + {p2}": (r[("C", pair)], r[("M", pair)]),
+        }
+        acted = r[("C", p1)]["acted"][p1]
+    else:
+        subsets = {"{}": (r["C"], clean)}
+        subsets.update({p: (r[("C", p)], r[("M", p)]) for p in scrubbing.PARTS[1:]})
+        subsets.update({" + ".join(pair): (r[("C", pair)], r[("M", pair)]) for pair in PAIRS_OF_PARTS})
+    names = list(subsets)
+    c_ok = torch.stack([subsets[k][0]["correct"] for k in names]).double()  # (K, n)
+    mk_ok = torch.stack([subsets[k][1]["correct"] for k in names]).double()
+
+    def gaps(idx):  # (k, n) -> (k, K)
+        above = (m_ok[idx].mean(-1) - chance).clamp(min=1e-12)
+        return (c_ok[:, idx].mean(-1) - mk_ok[:, idx].mean(-1)).abs().transpose(0, 1) / above[:, None]
+
+    v, lo, hi = _bootstrap(lambda idx: gaps(idx).max(-1).values, n, seed=ctx.seed, label=f"completeness.{arm.variant}")
+    g = gaps(torch.arange(n)[None])[0]
+    return Measurement(
+        v,
+        lo,
+        hi,
+        n,
+        {
+            "largest_gap_subset": names[int(g.argmax())],
+            "by_subset": {
+                k: {"F(C\\K)": float(c_ok[i].mean()), "F(M\\K)": float(mk_ok[i].mean()), "gap": float(g[i])}
+                for i, k in enumerate(names)
+            },
+            "model_accuracy": acc,
+        },
+        acted,
+    )
+
+
+def doubled_pair_errors(ctx: Context, arm: Arm) -> Measurement:
+    """Share of the model's held-out errors (doubled and other pairs) that a perfectly routed input to the
+    addition module does not fix; the control breaks the routing instead."""
+    if (skip := _nothing_to_explain(ctx, arm.model)) is not None:
+        return skip
+    sets = ctx.memo(("whole_algorithm", "doubled_sets"), lambda: doubled_pairs.doubled_sets(ctx.task, ctx.seed))
+    if sets is None:
+        return Measurement(None, None, None, 0, {"note": "the task holds out no doubled pair (n, n)"})
+    broken = None
+    if arm.variant == "routing_broken":
+        broken = scrubbing.identity_removed(arm.model, sets["tokens"], seed=ctx.seed, label="doubled.routing_broken")
+    r = doubled_pairs.ideal_input_runs(arm.model, sets, broken, components=ctx.components)
+    wrong = ~r["model_ok"]
+    m = rate(~r["ideal_ok"][wrong], acted=r["acted"].get("routing_broken") if broken is not None else None)
+    m.extra.update(
+        {
+            "doubled_pairs": doubled_pairs.summary(r, sets["doubled"]),
+            "other_heldout_pairs": doubled_pairs.summary(r, ~sets["doubled"]),
+            "errors_that_are_on_doubled_pairs": (
+                float(sets["doubled"][wrong].double().mean()) if wrong.any() else None
+            ),
+            "ideal_input_change": r["acted"]["ideal_input"],
+        }
+    )
+    if arm.variant == "claimed":
+        m.extra["by_doubled_pair [model, ideal input, weights-only adder]"] = doubled_pairs.per_doubled_pair(r, sets)
+        m.extra["paper_heldout_constants"] = ctx.memo(
+            ("whole_algorithm", "heldout_constants", id(arm.model)),
+            lambda: doubled_pairs.heldout_constants_with_and_without_doubled(arm.model, ctx.task, ctx.seed),
+        )
+    return m
+
+
+def solves(ctx: Context, arm: Arm) -> Measurement:
+    return rate(_model_ok(ctx, arm.model))
+
+
+# The declared items, the per-pool and per-part ones generated (their texts baked here; `$share` and the
+# hooks are filled per model and n).
+PARTS_SITE = (
+    "the hypothesis' parts: $ATTN_OUT_1 at 0-15, $VALUES_2 at the operands' values, $MLP_OUT_2 at `=`; "
+    "read at the logits at `=`"
+)
+
+
+def _keeps_item(which: str, pool: str) -> Item:
+    wrong = WRONG_CORRESPONDENCE[which]
+    # a constant-only pool reads no value token, so 'value tokens carry only positions' predicts nothing
+    # wrong there: that control is judged on the pools with a variable operand
+    shown = wrong != "position_only" or pool not in CONSTANTS_ONLY
+    return Item(
+        f"{which}_scrub_keeps[{pool}]",
+        site=SCRUB_SITE[which],
+        intervention=SCRUB_EDIT[which],
+        definition=f"kept = (acc_scrubbed - 1/59) / (acc_model - 1/59) on the $share {pool} sequences alone, "
+        f"the scrub as in {which}_scrub_recovers",
+        kind=Kind.CAUSAL,
+        threshold=KEEPS,
+        measure=partial(keeps_in_pool, which=which, pool=pool),
+        controls=("reinitialised", wrong) if shown else ("reinitialised",),
+    )
+
+
+def _minimality_item(part: Part) -> Item:
+    return Item(
+        f"minimality[{part.name}]",
+        site=PARTS_SITE,
+        intervention=f"{part.name} resampled from cells that differ in what it carries, the rest scrubbed per the "
+        "hypothesis",
+        definition="cost = (acc_C - acc_C\\p) / (acc_C - 1/59): C = every part resampled from a cell that agrees "
+        "on what it carries (Layer 1 at 0-14 as the routing scrub, at `=` by operand variables; Layer 2's "
+        f"values at the operands by number, elsewhere by position); C\\p = the same with {part.name} "
+        f"({part.statement}) resampled from cells that differ in it",
+        kind=Kind.CAUSAL,
+        threshold=MINIMAL,
+        measure=partial(minimality, part=part.name),
+        controls=("reinitialised", "redrawn"),
+        required=part.name != "non_value_tokens",
+    )
+
+
 @register
 class WholeAlgorithm(Hypothesis):
     id = "whole_algorithm"
@@ -252,406 +632,85 @@ class WholeAlgorithm(Hypothesis):
         "redrawn": "the hypothesis' scrub with its donors drawn again, no part removed: an edit that changes "
         "every resampled cell and no part's correspondence, so it must cost less than a needed part",
     }
+    owns = WHOLE_MODEL
+    figures = ()
+    cost = 2.8
+    items = (
+        Item(
+            "model_solves_the_task",
+            site="the logits at `=`",
+            definition=f"accuracy over {', '.join(POOLS)} ($share each)",
+            kind=Kind.OBSERVATIONAL,
+            threshold=SOLVES,
+            measure=solves,
+            controls=("reinitialised",),
+        ),
+        Item(
+            "routing_scrub_recovers",
+            site=SCRUB_SITE["routing"],
+            intervention=SCRUB_EDIT["routing"],
+            definition="recovered accuracy with attn_out_1 at positions 0-14 resampled from positions with the same "
+            "position and (value token) variable before it / (elsewhere) token and variable at t-1 if any",
+            kind=Kind.CAUSAL,
+            threshold=RECOVERS,
+            measure=partial(recovers, which="routing"),
+            controls=("reinitialised", "position_only"),
+        ),
+        Item(
+            "routing_scrub_recovers[paper]",
+            site=SCRUB_SITE["routing"],
+            intervention="resampled (causal scrubbing) from positions with the same position and, at value tokens, "
+            "variable before it; elsewhere the same position and token",
+            definition="as routing_scrub_recovers, with the paper's correspondence (version 1): every non-value "
+            "position keyed by (position, token) alone, i.e. Layer 1 writes identities onto value tokens only (shown, "
+            "not decided on)",
+            kind=Kind.CAUSAL,
+            threshold=RECOVERS,
+            measure=partial(recovers, which="routing", claimed="paper"),
+            controls=("reinitialised", "position_only"),
+            required=False,
+        ),
+        Item(
+            "addition_scrub_recovers",
+            site=SCRUB_SITE["addition"],
+            intervention=SCRUB_EDIT["addition"],
+            definition="recovered accuracy with attn_out_2[15] patched from a fresh sequence with the same two operand "
+            "values in a random form (constants or variables, any prefix)",
+            kind=Kind.CAUSAL,
+            threshold=RECOVERS,
+            measure=partial(recovers, which="addition"),
+            controls=("reinitialised", "first_operand_only"),
+        ),
+        *(_keeps_item(which, p) for which in WRONG_CORRESPONDENCE for p in POOLS),
+        *(_minimality_item(p) for p in PARTS),
+        Item(
+            "completeness",
+            site=PARTS_SITE,
+            intervention="each subset K of parts resampled from cells that differ in what they carry, in the scrubbed "
+            "circuit and in the clean model",
+            definition="max over K in {{}, each part but non_value_tokens, value_token_identity + eq_operand_identity, "
+            "lhs_value_read + rhs_value_read} of |F(C\\K) - F(M\\K)| / (F(M) - 1/59): K's cells resampled "
+            "from cells that differ in what they carry, in the scrubbed circuit C and in the clean model M",
+            kind=Kind.CAUSAL,
+            threshold=COMPLETE,
+            measure=completeness,
+            controls=("circuit_without_identity",),
+        ),
+        Item(
+            "doubled_pair_errors_are_the_adders",
+            site="$ATTN_OUT_2 at `=`; read at the logits at `=`",
+            intervention="patched from the constant twin (the same operands as constants)",
+            definition="P(still wrong with attn_out_2[15] <- the constant twin's | model wrong), over variable "
+            f"sequences of every held-out doubled pair ({doubled_pairs.PER_PAIR_AND_FORM} per pair and form) and as "
+            "many of other held-out pairs",
+            kind=Kind.CAUSAL,
+            threshold=ADDER_ERRORS,
+            measure=doubled_pair_errors,
+            controls=("reinitialised", "routing_broken"),
+            required=False,
+        ),
+    )
 
-    def evidence(self, ctx: Context) -> list[Evidence]:
-        # 200 per pool at the default n: the effects are large; at least PART_ROWS_PER_POOL (when the pools
-        # hold that many), so that each pool's own items keep a usable interval at a small n
-        share = min(max(ctx.n // (2 * len(POOLS)), PART_ROWS_PER_POOL), ctx.n)
-        tokens = torch.cat([ctx.pool(p)[0][:share] for p in POOLS])
-        labels = torch.cat([ctx.pool(p)[1][:share] for p in POOLS])
-        reinit = ctx.reinitialised_model()
-        c = ctx.components  # every component of the circuit (§2.1)
-        SCRUB_SITE = {  # where each scrub edits
-            "routing": f"{c.ATTN_OUT_1} at positions 0-14; read at the logits at `=`",
-            "addition": f"{c.ATTN_OUT_2} at `=`; read at the logits at `=`",
-        }
-        pool_of = torch.arange(len(tokens)) // share
-        groups = {p: pool_of == i for i, p in enumerate(POOLS)}
-        # where the hypothesis fails: by operand variable (in either slot), by slot holding a variable,
-        # and doubled pairs (n, n) apart
-        first_var, names = ctx.task.vocab.first_var, ctx.task.vocab.var_names
-        lhs, rhs = tokens[:, POS_LHS], tokens[:, POS_RHS]
-        for i, name in enumerate(names):
-            groups[f"variable {name}"] = (lhs == first_var + i) | (rhs == first_var + i)
-        groups["variable in LHS slot"] = lhs >= first_var
-        groups["variable in RHS slot"] = rhs >= first_var
-        src = operand_sources(tokens, ctx.task.vocab)
-        rows = torch.arange(len(tokens))
-        groups["doubled pair (n, n)"] = tokens[rows, src[:, 0]] == tokens[rows, src[:, 1]]
-        groups = {g: mask for g, mask in groups.items() if mask.any()}
-
-        def model_ok(model):
-            return ctx.memo(
-                ("whole_algorithm", "clean", id(model)), lambda: last_position_correct(model, tokens, labels)
-            )
-
-        def nothing_to_explain(model):
-            """A model at chance: the floor is chance too, so there is no accuracy to recover."""
-            acc = float(model_ok(model).double().mean())
-            if acc < NOTHING_TO_EXPLAIN + 1 / model.cfg.d_vocab_out:
-                return Measurement.exact(
-                    0.0, n=len(tokens), model_accuracy=acc, note="model at chance: nothing to explain"
-                )
-            return None
-
-        def scrub_runs(which, arm, claimed="hypothesis"):
-            """The ``which`` ("routing" or "addition") scrub with the arm's features and its floor, once per
-            model and features."""
-            features = arm.variant if arm.variant == WRONG_CORRESPONDENCE[which] else claimed
-
-            def scrub(features):
-                if which == "routing":
-                    return scrubbing.routing_scrub(
-                        arm.model, tokens, labels, seed=ctx.seed, features=features, components=c
-                    )
-                return scrubbing.addition_scrub(
-                    arm.model, tokens, labels, ctx.task, seed=ctx.seed, features=features, components=c
-                )
-
-            s = ctx.memo(("whole_algorithm", which, id(arm.model), features), lambda: scrub(features))
-            f = ctx.memo(("whole_algorithm", f"{which}_floor", id(arm.model)), lambda: scrub("none"))
-            return features, s, f
-
-        def recovers(which, claimed="hypothesis"):
-            def measure(arm):
-                if (skip := nothing_to_explain(arm.model)) is not None:
-                    return skip
-                features, s, f = scrub_runs(which, arm, claimed)
-                return recovered(
-                    model_ok(arm.model),
-                    s["correct"],
-                    f["correct"],
-                    seed=ctx.seed,
-                    acted=s["acted"] if arm.variant != "claimed" else None,
-                    label=f"{which}.{features}",
-                    groups=groups,
-                )
-
-            return measure
-
-        def kept_in_pool(pool, which):
-            """The scrub on one pool's sequences alone: ``kept`` with its paired bootstrap interval; the
-            control's ``acted`` is its change on this pool's rows."""
-
-            def measure(arm):
-                features, s, f = scrub_runs(which, arm)
-                mask = groups[pool]
-                return kept(
-                    model_ok(arm.model)[mask],
-                    s["correct"][mask],
-                    chance=1 / arm.model.cfg.d_vocab_out,
-                    seed=ctx.seed,
-                    label=f"{which}_runs.{features}.{pool}",
-                    acted=float(s["change"][mask].mean()) if arm.variant != "claimed" else None,
-                    floor_accuracy=float(f["correct"][mask].double().mean()),
-                )
-
-            return measure
-
-        per_pool_items = []
-        for which, wrong in WRONG_CORRESPONDENCE.items():
-            for p in POOLS:
-                controls = {"reinitialised": Arm(reinit)}
-                # a constant-only pool reads no value token, so 'value tokens carry only positions' predicts
-                # nothing wrong there: that control is judged on the pools with a variable operand
-                if wrong != "position_only" or p not in CONSTANTS_ONLY:
-                    controls[wrong] = Arm(ctx.model, wrong)
-                per_pool_items.append(
-                    item(
-                        f"{which}_scrub_keeps[{p}]",
-                        site=SCRUB_SITE[which],
-                        intervention=SCRUB_EDIT[which],
-                        definition=f"kept = (acc_scrubbed - 1/59) / (acc_model - 1/59) on the {share} {p} sequences alone, "
-                        f"the scrub as in {which}_scrub_recovers",
-                        kind="causal",
-                        threshold=KEEPS,
-                        measure=kept_in_pool(p, which),
-                        on=Arm(ctx.model),
-                        controls=controls,
-                    )
-                )
-
-        # The part-by-part items run 18 scrubbed forwards: on the first PART_ROWS_PER_POOL sequences of each
-        # pool (fewer when the pools are smaller), whatever n, so that a small n keeps their intervals narrow.
-        per_pool = min(PART_ROWS_PER_POOL, ctx.n)
-        t_sub = torch.cat([ctx.pool(p)[0][:per_pool] for p in POOLS])
-        l_sub = torch.cat([ctx.pool(p)[1][:per_pool] for p in POOLS])
-        pool_sub = {p: torch.arange(len(t_sub)) // per_pool == i for i, p in enumerate(POOLS)}
-
-        def model_ok_sub(model):
-            return ctx.memo(
-                ("whole_algorithm", "clean_parts", id(model)), lambda: last_position_correct(model, t_sub, l_sub)
-            )
-
-        def parts(model):
-            """Every run the part-by-part items share, once per model: the full hypothesis scrub C, its
-            redraw C', C without each part, and the model M without each part / pair of parts."""
-
-            def compute():
-                tokens, labels = t_sub, l_sub
-                plans = scrubbing.scrub_plans(model, tokens, labels, seed=ctx.seed, components=c)
-                hyp, removed, targets = plans["hypothesis"], plans["removed"], plans["targets"]
-                part_hook = scrubbing.part_hooks(c)
-                measure = {p: (part_hook[p], targets[p]) for p in scrubbing.PARTS}
-                out = {
-                    "plans": plans,
-                    "C": scrubbing.run_plan(model, tokens, labels, hyp, measure),
-                    "C'": scrubbing.run_plan(model, tokens, labels, plans["redrawn"], measure),
-                }
-                for p in scrubbing.PARTS:
-                    out[("C", p)] = scrubbing.run_plan(
-                        model, tokens, labels, scrubbing.combine(hyp, removed[p]), {p: measure[p]}
-                    )
-                for p in scrubbing.PARTS[1:]:
-                    out[("M", p)] = scrubbing.run_plan(model, tokens, labels, removed[p], {p: measure[p]})
-                for pair in PAIRS_OF_PARTS:
-                    both = scrubbing.combine(*(removed[p] for p in pair))
-                    out[("C", pair)] = scrubbing.run_plan(model, tokens, labels, scrubbing.combine(hyp, both))
-                    out[("M", pair)] = scrubbing.run_plan(model, tokens, labels, both)
-                return out
-
-            return ctx.memo(("whole_algorithm", "parts", id(model)), compute)
-
-        uses_variable = (t_sub[:, POS_LHS] >= first_var) | (t_sub[:, POS_RHS] >= first_var)
-        rows_of_part = {
-            p: uses_variable if p in VARIABLE_PARTS else torch.ones(len(t_sub), dtype=torch.bool)
-            for p in scrubbing.PARTS
-        }
-        chance = 1 / ctx.model.cfg.d_vocab_out
-
-        def minimality(part):
-            def measure(arm):
-                if (skip := nothing_to_explain(arm.model)) is not None:
-                    return skip
-                r = parts(arm.model)
-                used = rows_of_part[part]
-                other = r["C'"] if arm.variant == "redrawn" else r[("C", part)]
-                # The redraw acts as a whole (every cell it resamples, at every hook): at a part's own cells
-                # it may change nothing, in a model whose activation there is exactly a function of what
-                # the part carries (a planted solver), which is the hypothesis holding, not an idle edit.
-                acted = r["C'"]["acted"][scrubbing.ALL_CELLS] if arm.variant == "redrawn" else None
-                m = part_cost(
-                    r["C"]["correct"][used],
-                    other["correct"][used],
-                    chance=chance,
-                    seed=ctx.seed,
-                    label=f"minimality.{part}.{arm.variant}",
-                    acted=acted,
-                )
-                m.extra.update(
-                    {
-                        "part": PART_STATEMENT[part],
-                        "model_accuracy": float(model_ok_sub(arm.model)[used].double().mean()),
-                        "sequences": "with a variable operand" if part in VARIABLE_PARTS else "all",
-                        "accuracy_elsewhere_scrubbed": (
-                            float(r["C"]["correct"][~used].double().mean()) if (~used).any() else None
-                        ),
-                        "accuracy_elsewhere_part_removed": (
-                            float(other["correct"][~used].double().mean()) if (~used).any() else None
-                        ),
-                        "cells_given_a_differing_donor": r["plans"]["removed_share"][part],
-                        "change_of_the_activation": other["acted"][part],
-                    }
-                )
-                if arm.variant == "claimed":
-                    for key, run in (("scrubbed_accuracy_by_pool", r["C"]), ("part_removed_accuracy_by_pool", other)):
-                        m.extra[key] = {
-                            p: float(run["correct"][mask & used].double().mean())
-                            for p, mask in pool_sub.items()
-                            if (mask & used).any()
-                        }
-                return m
-
-            return measure
-
-        def completeness(arm):
-            """max over K of |F(C\\K) - F(M\\K)| / (F(M) - chance), bootstrap over sequences. The
-            ``circuit_without_identity`` control takes C without the value tokens' identity as its circuit."""
-            acc = float(model_ok_sub(arm.model).double().mean())
-            if acc < NOTHING_TO_EXPLAIN + chance:
-                return Measurement.exact(
-                    1.0,
-                    n=len(t_sub),
-                    model_accuracy=acc,
-                    note="model at chance: nothing to explain, so completeness cannot be shown",
-                )
-            r = parts(arm.model)
-            m_ok = model_ok_sub(arm.model).double()
-            clean = {"correct": model_ok_sub(arm.model)}
-            acted = None
-            if arm.variant == "circuit_without_identity":
-                p1, p2 = pair = PAIRS_OF_PARTS[0]
-                subsets = {
-                    "{}": (r[("C", p1)], clean),
-                    p1: (r[("C", p1)], r[("M", p1)]),
-                    p2: (r[("C", pair)], r[("M", p2)]),
-                    f"{p1} + {p2}": (r[("C", pair)], r[("M", pair)]),
-                }
-                acted = r[("C", p1)]["acted"][p1]
-            else:
-                subsets = {"{}": (r["C"], clean)}
-                subsets.update({p: (r[("C", p)], r[("M", p)]) for p in scrubbing.PARTS[1:]})
-                subsets.update({" + ".join(pair): (r[("C", pair)], r[("M", pair)]) for pair in PAIRS_OF_PARTS})
-            names = list(subsets)
-            c_ok = torch.stack([subsets[k][0]["correct"] for k in names]).double()  # (K, n)
-            mk_ok = torch.stack([subsets[k][1]["correct"] for k in names]).double()
-
-            def gaps(idx):  # (k, n) -> (k, K)
-                above = (m_ok[idx].mean(-1) - chance).clamp(min=1e-12)
-                return (c_ok[:, idx].mean(-1) - mk_ok[:, idx].mean(-1)).abs().transpose(0, 1) / above[:, None]
-
-            v, lo, hi = _bootstrap(
-                lambda idx: gaps(idx).max(-1).values, len(t_sub), seed=ctx.seed, label=f"completeness.{arm.variant}"
-            )
-            g = gaps(torch.arange(len(t_sub))[None])[0]
-            return Measurement(
-                v,
-                lo,
-                hi,
-                len(t_sub),
-                {
-                    "largest_gap_subset": names[int(g.argmax())],
-                    "by_subset": {
-                        k: {"F(C\\K)": float(c_ok[i].mean()), "F(M\\K)": float(mk_ok[i].mean()), "gap": float(g[i])}
-                        for i, k in enumerate(names)
-                    },
-                    "model_accuracy": acc,
-                },
-                acted,
-            )
-
-        def doubled(arm):
-            """Share of the model's held-out errors (doubled and other pairs) that a perfectly routed input
-            to the addition module does not fix; the control breaks the routing instead."""
-            if (skip := nothing_to_explain(arm.model)) is not None:
-                return skip
-            sets = ctx.memo(("whole_algorithm", "doubled_sets"), lambda: doubled_pairs.doubled_sets(ctx.task, ctx.seed))
-            if sets is None:
-                return Measurement(None, None, None, 0, {"note": "the task holds out no doubled pair (n, n)"})
-            broken = None
-            if arm.variant == "routing_broken":
-                broken = scrubbing.identity_removed(
-                    arm.model, sets["tokens"], seed=ctx.seed, label="doubled.routing_broken"
-                )
-            r = doubled_pairs.ideal_input_runs(arm.model, sets, broken, components=c)
-            wrong = ~r["model_ok"]
-            m = rate(~r["ideal_ok"][wrong], acted=r["acted"].get("routing_broken") if broken is not None else None)
-            m.extra.update(
-                {
-                    "doubled_pairs": doubled_pairs.summary(r, sets["doubled"]),
-                    "other_heldout_pairs": doubled_pairs.summary(r, ~sets["doubled"]),
-                    "errors_that_are_on_doubled_pairs": (
-                        float(sets["doubled"][wrong].double().mean()) if wrong.any() else None
-                    ),
-                    "ideal_input_change": r["acted"]["ideal_input"],
-                }
-            )
-            if arm.variant == "claimed":
-                m.extra["by_doubled_pair [model, ideal input, weights-only adder]"] = doubled_pairs.per_doubled_pair(
-                    r, sets
-                )
-                m.extra["paper_heldout_constants"] = ctx.memo(
-                    ("whole_algorithm", "heldout_constants", id(arm.model)),
-                    lambda: doubled_pairs.heldout_constants_with_and_without_doubled(arm.model, ctx.task, ctx.seed),
-                )
-            return m
-
-        minimality_items = [
-            item(
-                f"minimality[{p}]",
-                site=f"the hypothesis' parts: {c.ATTN_OUT_1} at 0-15, {c.VALUES_2} at the operands' values, "
-                f"{c.MLP_OUT_2} at `=`; read at the logits at `=`",
-                intervention=f"{p} resampled from cells that differ in what it carries, the rest scrubbed per the hypothesis",
-                definition=f"cost = (acc_C - acc_C\\p) / (acc_C - 1/59): C = every part resampled from a cell that agrees "
-                f"on what it carries (Layer 1 at 0-14 as the routing scrub, at `=` by operand variables; Layer 2's "
-                f"values at the operands by number, elsewhere by position); C\\p = the same with {p} ({PART_STATEMENT[p]}) "
-                f"resampled from cells that differ in it",
-                kind="causal",
-                threshold=MINIMAL,
-                measure=minimality(p),
-                on=Arm(ctx.model),
-                controls={"reinitialised": Arm(reinit), "redrawn": Arm(ctx.model, "redrawn")},
-                required=p != "non_value_tokens",
-            )
-            for p in scrubbing.PARTS
-        ]
-        return [
-            item(
-                "model_solves_the_task",
-                site="the logits at `=`",
-                definition=f"accuracy over {', '.join(POOLS)} ({share} each)",
-                kind="observational",
-                threshold=SOLVES,
-                measure=lambda m: rate(model_ok(m)),
-                on=ctx.model,
-                controls={"reinitialised": reinit},
-            ),
-            item(
-                "routing_scrub_recovers",
-                site=SCRUB_SITE["routing"],
-                intervention=SCRUB_EDIT["routing"],
-                definition="recovered accuracy with attn_out_1 at positions 0-14 resampled from positions with the same "
-                "position and (value token) variable before it / (elsewhere) token and variable at t-1 if any",
-                kind="causal",
-                threshold=RECOVERS,
-                measure=recovers("routing"),
-                on=Arm(ctx.model),
-                controls={"reinitialised": Arm(reinit), "position_only": Arm(ctx.model, "position_only")},
-            ),
-            item(
-                "routing_scrub_recovers[paper]",
-                site=SCRUB_SITE["routing"],
-                intervention="resampled (causal scrubbing) from positions with the same position and, at value tokens, variable before it; elsewhere the same position and token",
-                definition="as routing_scrub_recovers, with the paper's correspondence (version 1): every non-value position "
-                "keyed by (position, token) alone, i.e. Layer 1 writes identities onto value tokens only (shown, "
-                "not decided on)",
-                kind="causal",
-                threshold=RECOVERS,
-                measure=recovers("routing", "paper"),
-                on=Arm(ctx.model),
-                controls={"reinitialised": Arm(reinit), "position_only": Arm(ctx.model, "position_only")},
-                required=False,
-            ),
-            item(
-                "addition_scrub_recovers",
-                site=SCRUB_SITE["addition"],
-                intervention=SCRUB_EDIT["addition"],
-                definition="recovered accuracy with attn_out_2[15] patched from a fresh sequence with the same two operand "
-                "values in a random form (constants or variables, any prefix)",
-                kind="causal",
-                threshold=RECOVERS,
-                measure=recovers("addition"),
-                on=Arm(ctx.model),
-                controls={"reinitialised": Arm(reinit), "first_operand_only": Arm(ctx.model, "first_operand_only")},
-            ),
-            *per_pool_items,
-            *minimality_items,
-            item(
-                "completeness",
-                site=f"the hypothesis' parts: {c.ATTN_OUT_1} at 0-15, {c.VALUES_2} at the operands' values, "
-                f"{c.MLP_OUT_2} at `=`; read at the logits at `=`",
-                intervention="each subset K of parts resampled from cells that differ in what they carry, in the scrubbed circuit and in the clean model",
-                definition="max over K in {{}, each part but non_value_tokens, value_token_identity + eq_operand_identity, "
-                "lhs_value_read + rhs_value_read} of |F(C\\K) - F(M\\K)| / (F(M) - 1/59): K's cells resampled "
-                "from cells that differ in what they carry, in the scrubbed circuit C and in the clean model M",
-                kind="causal",
-                threshold=COMPLETE,
-                measure=completeness,
-                on=Arm(ctx.model),
-                controls={"circuit_without_identity": Arm(ctx.model, "circuit_without_identity")},
-            ),
-            item(
-                "doubled_pair_errors_are_the_adders",
-                site=f"{c.ATTN_OUT_2} at `=`; read at the logits at `=`",
-                intervention="patched from the constant twin (the same operands as constants)",
-                definition="P(still wrong with attn_out_2[15] <- the constant twin's | model wrong), over variable sequences "
-                f"of every held-out doubled pair ({doubled_pairs.PER_PAIR_AND_FORM} per pair and form) and as many "
-                "of other held-out pairs",
-                kind="causal",
-                threshold=ADDER_ERRORS,
-                measure=doubled,
-                on=Arm(ctx.model),
-                controls={"reinitialised": Arm(reinit), "routing_broken": Arm(ctx.model, "routing_broken")},
-                required=False,
-            ),
-        ]
+    @classmethod
+    def text_fields(cls, n: int) -> dict:
+        return {"share": share_of(n)}

@@ -15,7 +15,6 @@ _LAZY = {
     "infer_config": "checkpoint",
     "load_checkpoint": "checkpoint",
     "load_checkpoint_full": "checkpoint",
-    "load_tracr_export": "external",
     "read_checkpoint_file": "checkpoint",
     "save_checkpoint": "checkpoint",
     "state_sha256": "checkpoint",

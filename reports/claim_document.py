@@ -2,8 +2,8 @@
 
 The document says what the claim is apart from any model: its statement, its controls, and for each
 evidence item the statistic (an equation), where it measures, what it changes there, its bar with the
-reason, whether it decides, and which controls it is computed on. It is built from the claim's own code
-(``declared_items``: the items as declared, nothing measured), so it cannot drift from what runs:
+reason, whether it decides, and which controls it is computed on. It is built from the claim's declaration
+(``Hypothesis.items``, the records its run measures), so it cannot drift from what runs:
 
     >>> doc = claim_document("identity_qk")            # assignadd-verify --explain identity_qk
     >>> doc["items"][2]["threshold"]
@@ -18,7 +18,10 @@ document of an unchanged claim re-runs to the same verdict. Schema: ``reports/sc
 
 from __future__ import annotations
 
-from ..hypotheses.base import REGISTRY, Context, Evidence, Hypothesis, Threshold, declared_items
+from dataclasses import replace
+
+from ..hypotheses.base import REGISTRY, Hypothesis, Threshold
+from ..hypotheses.declaration import Item, fill
 from .schema import errors
 
 DOCUMENT_SCHEMA = "assignadd.claim-doc/1"
@@ -35,45 +38,34 @@ class DocumentError(ValueError):
     """A claim document that cannot re-run its claim (one line, for the command line)."""
 
 
-def _describe_context(n: int, components=None) -> Context:
-    from ..data import Task
-    from ..hypotheses.locate import given
-    from ..model import AssignAddTransformer, ModelConfig
-    from ..model.components import PAPER
-
-    # The items are declared, not measured: any model of the task's shape serves. Pools of ``n`` are
-    # drawn because some statistics are stated for the pool size they run on. The sites are named at
-    # ``components`` (where the claims ran; default the paper's), so nothing is searched here.
-    ctx = Context(AssignAddTransformer(ModelConfig(), seed=0), Task(), n=n)
-    ctx.pin(given(components or PAPER))
-    return ctx
-
-
-def item_document(e: Evidence) -> dict:
+def item_document(i: Item, fields: dict) -> dict:
+    """One declared item as the document states it, its texts filled with ``fields``."""
     return {
-        "name": e.name,
-        "kind": e.kind,
-        "required": e.required,
-        "statistic": e.definition,
-        "site": e.site,
-        "intervention": e.intervention,
+        "name": i.name,
+        "kind": i.kind.value,
+        "required": i.required,
+        "statistic": fill(i.definition, fields),
+        "site": fill(i.site, fields),
+        "intervention": fill(i.intervention, fields),
         "threshold": {
-            "value": e.threshold.value,
-            "direction": e.threshold.direction,
-            "bound": e.threshold.bound,
-            "reason": e.threshold.reason,
+            "value": i.threshold.value,
+            "direction": i.threshold.direction,
+            "bound": i.threshold.bound,
+            "reason": i.threshold.reason,
         },
-        "controls": sorted(e.controls),
+        "controls": sorted(i.controls),
     }
 
 
-def claim_document(cid: str, *, n: int = 2000, ctx: Context | None = None) -> dict:
-    """The document of the registered claim ``cid`` for evaluation pools of ``n`` (KeyError for an
-    unknown id)."""
+def claim_document(cid: str, *, n: int = 2000, components=None) -> dict:
+    """The document of the registered claim ``cid`` for evaluation pools of ``n``, its sites named at
+    ``components`` (``model.components.Components``; default the paper's). KeyError for an unknown id."""
+    from ..model.components import PAPER
+
     if cid not in REGISTRY:
         raise KeyError(f"unknown claim id {cid!r}; known: {', '.join(REGISTRY)}")
     cls = REGISTRY[cid]
-    items = declared_items(cls(), ctx or _describe_context(n))
+    fields = cls.fields(components or PAPER, n)
     return {
         "schema": DOCUMENT_SCHEMA,
         "claim": cls.id,
@@ -82,22 +74,14 @@ def claim_document(cid: str, *, n: int = 2000, ctx: Context | None = None) -> di
         "pool_size": n,
         "controls": dict(sorted(cls.controls.items())),
         "decision_rule": DECISION_RULE,
-        "items": [item_document(e) for e in items],
+        "items": [item_document(i, fields) for i in cls.items],
     }
 
 
 def claim_documents(ids: list[str], *, n: int = 2000, components=None) -> dict[str, dict | None]:
-    """{claim: its document} for the registered claims ``ids``, described on one context; None for a
-    claim whose items cannot be declared (its code raises: its run is an ``error`` too). ``components``
-    (``model.components.Components``): where the claims read, for the declared sites (default the paper's)."""
-    ctx = _describe_context(n, components)
-    out = {}
-    for cid in ids:
-        try:
-            out[cid] = claim_document(cid, n=n, ctx=ctx)
-        except Exception:  # the run reports the exception; the report stays writable
-            out[cid] = None
-    return out
+    """{claim: its document} for the registered claims ``ids``; None for a claim that declares no items
+    (one that computes its own)."""
+    return {cid: claim_document(cid, n=n, components=components) if REGISTRY[cid].items else None for cid in ids}
 
 
 def _fields(d: dict) -> tuple:
@@ -130,20 +114,16 @@ def documented(doc: dict) -> type[Hypothesis]:
                 f"{cid}.{name}: the document's statistic, site, intervention, kind or controls differ from the "
                 "code's; a document may change bars and which items decide, not what is measured"
             )
-    bars = {
-        name: (
-            Threshold(float(d["threshold"]["value"]), d["threshold"]["direction"], d["threshold"]["reason"]),
-            d["required"],
+    items = tuple(
+        replace(
+            i,
+            threshold=Threshold(
+                float(given[i.name]["threshold"]["value"]),
+                given[i.name]["threshold"]["direction"],
+                given[i.name]["threshold"]["reason"],
+            ),
+            required=given[i.name]["required"],
         )
-        for name, d in given.items()
-    }
-
-    class Documented(base):
-        def evidence(self, ctx: Context) -> list[Evidence]:
-            items = super().evidence(ctx)
-            for e in items:
-                e.threshold, e.required = bars[e.name]
-            return items
-
-    Documented.__name__ = f"Documented_{base.__name__}"
-    return Documented
+        for i in base.items
+    )
+    return type(f"Documented_{base.__name__}", (base,), {"items": items})

@@ -47,16 +47,14 @@ RC = {
     "figure.facecolor": "white",
     "axes.facecolor": "white",
 }
-# Which claim each model figure illustrates (claim ids as registered in ``assignadd.hypotheses``), in report order.
-CLAIM_OF = {
-    "attention_layer1": "previous_token_head",
-    "positional_qk": "previous_token_head",
-    "attention_layer2": "identity_qk",
-    "identity_matrix": "identity_qk",
-    "resid_mid_cosine": "shared_residual",
-    "fourier_neuron": "fourier_neurons",
-    "fourier_spectrum": "fourier_neurons",
-}
+
+
+def claim_of() -> dict[str, str]:
+    """{figure key: the claim it illustrates}, in report order: each registered claim's declared
+    ``figures`` in registry order."""
+    from ..hypotheses import REGISTRY
+
+    return {key: cid for cid, cls in REGISTRY.items() for key in cls.figures}
 
 
 @dataclass
@@ -81,8 +79,8 @@ def figure_png(fig) -> bytes:
 
 
 def _model_figure(key: str, title: str, caption, fig) -> Figure:
-    """Model figure ``key`` (the claim it illustrates from ``CLAIM_OF``), drawn; ``fig`` is closed."""
-    return Figure(key, CLAIM_OF[key], title, caption, figure_png(fig))
+    """Model figure ``key`` (the claim that declares it), drawn; ``fig`` is closed."""
+    return Figure(key, claim_of()[key], title, caption, figure_png(fig))
 
 
 def _mark(ax, cells, color="#d62728"):
@@ -373,15 +371,15 @@ def model_figures(model, task, seed: int = 0, components: Components = PAPER) ->
         ("resid_mid_cosine", lambda: [resid_mid_cosine_figure(model, task, seed, components=c)]),
         ("fourier", lambda: fourier_figures(model, task, c)),
     ]
-    figs = []
+    figs, of = [], claim_of()
     with torch.no_grad():
         for key, make in steps:
             try:
                 figs.extend(make())
             except Exception as e:  # noqa: BLE001 (reported in the page instead)
-                claim = CLAIM_OF.get(key) or CLAIM_OF.get(f"{key}_neuron") or CLAIM_OF.get(f"{key}_layer1")
+                claim = of.get(key) or of.get(f"{key}_neuron") or of.get(f"{key}_layer1")
                 figs.append(Figure(key, claim, f"Figure '{key}' could not be drawn", f"{type(e).__name__}: {e}", b""))
-    order = list(CLAIM_OF)
+    order = list(of)
     return sorted(figs, key=lambda f: order.index(f.key) if f.key in order else len(order))
 
 

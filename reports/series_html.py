@@ -160,10 +160,10 @@ def claim_section(claim: dict, recompute) -> list:
 
 def _interval_status(e: dict, m: dict) -> str:
     """A series item's (or control's) status from its interval, where the document wrote none."""
-    from ..hypotheses.learning_phases import interval_state
+    from ..hypotheses.learning_phases import SERIES_RULE
 
     lo, hi = (m.get("ci") or [None, None])[:2]
-    return interval_state(e["threshold"]["direction"], e["threshold"]["value"], lo, hi)
+    return SERIES_RULE.state(e["threshold"]["direction"], e["threshold"]["value"], lo, hi)
 
 
 # ----- the verdict timeline ---------------------------------------------------------------------------

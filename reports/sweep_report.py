@@ -283,11 +283,11 @@ def _minutes(seconds) -> str:
 def render_html(doc: dict, figures: dict[str, bytes] | None = None) -> str:
     """``sweep.html`` from an ``assignadd.sweep/1`` document (``reports/html.py``'s template, the evidence
     table of the series page); ``figures``: PNG bytes per swept parameter (drawn here when missing)."""
-    from ..hypotheses.data_requirements import bracket_state
+    from ..hypotheses.data_requirements import SWEEP_RULE
 
-    def status(e: dict, m: dict) -> str:  # the claim's own rule (``item_state``) on the item's JSON
+    def status(e: dict, m: dict) -> str:  # the claim's own rule (``SWEEP_RULE``) on the item's JSON
         t, open_low = e["threshold"], bool((m.get("extra") or {}).get("open_low"))
-        return bracket_state(t["direction"], t["value"], m["ci"][0], m["ci"][1], open_low)
+        return SWEEP_RULE.state(t["direction"], t["value"], m["ci"][0], m["ci"][1], open_low)
 
     claim, rule = doc["claim"], doc["rule"]
     body = [

@@ -127,8 +127,41 @@ def test_adding_a_hypothesis_recipe_runs_as_written(capsys):
     code = re.search(r"```python\n(.*?)```", page.read_text(), re.S).group(1)
     before = list(REGISTRY)
     exec(compile(code, str(page), "exec"), {})
-    assert capsys.readouterr().out.startswith("fail ")
+    verdict, site, own, after = capsys.readouterr().out.splitlines()
+    assert verdict.startswith("fail ")
+    assert site == "blocks.1.hook_attn_out at `=`; read at the logits at `=`"
+    assert (own, after) == ("fail", "pass")
     assert list(REGISTRY) == before
+
+
+def test_a_malformed_declaration_is_refused_when_registered():
+    """``register`` validates before anything is measured: each defect is one line naming the claim."""
+    from dataclasses import replace
+
+    from assignadd.hypotheses.base import Hypothesis, register
+    from assignadd.hypotheses.declaration import DeclarationError, Kind
+
+    good = REGISTRY["identity_qk"]
+    causal = next(i for i in good.items if i.kind is Kind.CAUSAL and i.required)
+
+    def claim(**changes):
+        attrs = {"id": "malformed", "spec": "x", "statement": "x", "controls": dict(good.controls)}
+        attrs["items"] = good.items
+        return type("Malformed", (Hypothesis,), attrs | changes)
+
+    cases = {
+        "declared twice": claim(items=good.items + (causal,)),
+        "no required causal item": claim(items=tuple(replace(i, required=False) for i in good.items)),
+        "not described": claim(controls={"reinitialised": "x"}),
+        "used by no item": claim(controls=dict(good.controls) | {"spare": "x"}),
+        "layout lacks": claim(items=good.items + (replace(causal, name="elsewhere", site="$ATTN_OUT_9"),)),
+        "unknown component": claim(owns="layer3"),
+        "unknown role": claim(reads=("adder",)),
+    }
+    for words, cls in cases.items():
+        with pytest.raises(DeclarationError, match=words):
+            register(cls)
+        assert "malformed" not in REGISTRY
 
 
 @needs_reference

@@ -168,7 +168,7 @@ def test_shipped_sweep_results_rescored_are_inconclusive_on_r():
     edge 0.25. The grid has no value between them."""
     result = sweep_report.rescore_report(SHIPPED_REPORT)
     assert result.verdict == "inconclusive", result.reason
-    states = {e.name: dr.item_state(e) for e in result.evidence}
+    states = {e.name: dr.SWEEP_RULE.of(e.threshold, e.measurement) for e in result.evidence}
     assert states == {
         "f_threshold_not_below_band": "pass",
         "f_threshold_not_above_band": "pass",

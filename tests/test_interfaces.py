@@ -10,7 +10,7 @@ import torch
 import assignadd
 from assignadd import Task, load_checkpoint
 from assignadd.hypotheses import Context
-from assignadd.hypotheses.interfaces import BAR, INTERFACES, POOLS, _fit_pool, _pool, broken_naming, check_all
+from assignadd.hypotheses.interfaces import BAR, POOLS, declared, _fit_pool, _pool, broken_naming, check_all
 from assignadd.hypotheses.mutation import build_mutant
 from assignadd.reports import render
 
@@ -97,12 +97,11 @@ def test_a_break_inside_a_component_is_not_a_recoding(reference, name):
 @needs_reference
 def test_only_the_asked_interfaces_are_returned_and_localized_over_all(reference):
     """``check_all(ctx, claims)`` keeps the interfaces naming those claims; the localization is over all
-    of them, in the model's order (``INTERFACES``)."""
-    from assignadd.hypotheses.interfaces import INTERFACES
+    of them, in the model's order (``declared()``)."""
     from assignadd.model.components import PAPER
 
-    assert [i.name for i in INTERFACES] == ["ov1_to_layer2", "ov2_to_mlp", "mlp_to_unembedding"]
-    assert [i.hook(PAPER) for i in INTERFACES] == [
+    assert [i.name for i in declared()] == ["ov1_to_layer2", "ov2_to_mlp", "mlp_to_unembedding"]
+    assert [i.hook(PAPER) for i in declared()] == [
         "blocks.0.hook_attn_out",
         "blocks.1.hook_attn_out",
         "blocks.1.hook_mlp_out",
@@ -163,7 +162,7 @@ def test_the_fit_draws_its_own_sequences_apart_from_the_scored_pool(reference):
     ctx = Context(reference, Task(), seed=0, n=400)
     scored = {tuple(t) for t in _pool(ctx)[0].tolist()}
     draws = {}
-    for interface in INTERFACES:
+    for interface in declared():
         tokens, labels = _fit_pool(ctx, interface)
         assert tokens.shape[0] == labels.shape[0] == interface.fit_per_pool * len(POOLS)
         assert torch.equal(tokens, _fit_pool(ctx, interface)[0])

@@ -18,9 +18,9 @@ import pytest
 from assignadd.hypotheses import learning_phases as lp
 from assignadd.hypotheses.learning_phases import (
     PHASES,
+    SERIES_RULE,
     LearningPhases,
     detect_phases,
-    interval_state,
     spike_window,
     window_rise,
 )
@@ -280,7 +280,7 @@ def test_permuted_and_reversed_steps_fail_and_are_the_claims_own_controls():
     result = verdict(records)
     for e in result.evidence:
         assert set(e.controls) == {"permuted_steps", "reversed_steps"}
-        assert all(lp.item_state(e, c) == "fail" for c in e.controls), e.name
+        assert all(lp.SERIES_RULE.of(e.threshold, e.controls[c]) == "fail" for c in e.controls), e.name
 
 
 # ----- resolution: steps, not checkpoint counts ---------------------------------------------------------
@@ -317,7 +317,7 @@ def test_the_json_status_of_each_item_is_the_state_the_claim_decided_on():
         assert r.verdict == expected
         d = r.to_dict()
         for e, item in zip(d["evidence"], r.evidence):
-            assert e["status"] == lp.item_state(item)
+            assert e["status"] == lp.SERIES_RULE.of(item.threshold, item.measurement)
             assert all(c["status"] == "fail" for c in e["controls"].values())  # "no data" would read as no control
 
 
@@ -360,11 +360,11 @@ def test_spike_window_measures_a_jump_against_its_own_neighbourhood():
 
 
 def test_an_interval_straddling_its_threshold_is_inconclusive():
-    assert interval_state(">=", 0.5, 0.6, 0.9) == "pass"
-    assert interval_state(">=", 0.5, 0.2, 0.4) == "fail"
-    assert interval_state(">=", 0.5, 0.2, 0.9) == "inconclusive"
-    assert interval_state(">=", 0.5, None, None) == "fail"
-    assert interval_state("<=", 0.5, 0.1, 0.4) == "pass" and interval_state("<=", 0.5, 0.6, 0.7) == "fail"
+    assert SERIES_RULE.state(">=", 0.5, 0.6, 0.9) == "pass"
+    assert SERIES_RULE.state(">=", 0.5, 0.2, 0.4) == "fail"
+    assert SERIES_RULE.state(">=", 0.5, 0.2, 0.9) == "inconclusive"
+    assert SERIES_RULE.state(">=", 0.5, None, None) == "fail"
+    assert SERIES_RULE.state("<=", 0.5, 0.1, 0.4) == "pass" and SERIES_RULE.state("<=", 0.5, 0.6, 0.7) == "fail"
 
 
 # ----- the shipped training log -------------------------------------------------------------------------

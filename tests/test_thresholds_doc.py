@@ -1,5 +1,5 @@
 """docs/thresholds.md and the generated block of each claim page (docs/claims/CLAIM_ID.md) are rendered
-from the claims' own Evidence and Threshold objects (tools/thresholds_doc.py) and must match them; a
+from the claims' own declarations and Threshold objects (tools/thresholds_doc.py) and must match them; a
 current bar is stated nowhere else on a claim page or in docs/hypotheses.md."""
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ def tool():
 
 @pytest.fixture(scope="module")
 def results(tool):
-    return tool.claim_results()  # runs every claim once (tens of seconds); shared by the tests below
+    return tool.claim_results()  # the declared items, and the series and sweep claims on synthetic data
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,7 @@ tracr; nothing here imports either) holds a one-layer, two-head transformer comp
     out   = SequenceMap(lambda x, y: x, prev, first)                  # the MLP passes prev through
 
 The compiler's bookkeeping (which residual directions each head writes) names the previous-token head,
-so the generic head checks (``hypotheses.measures.heads``) have a known answer: they must pass on it and
+so the generic head checks (``tests/heads.py``) have a known answer: they must pass on it and
 fail on the first-token head, on the same head re-initialised, and on a freshly initialised model.
 """
 
@@ -22,9 +22,9 @@ import numpy as np
 import pytest
 import torch
 
-from assignadd.hypotheses.measures.heads import PREV_SHARE, previous_token_check
+from assignadd.tests.heads import PREV_SHARE, previous_token_check
 from assignadd.model import AssignAddTransformer
-from assignadd.model.external import load_tracr_export
+from assignadd.tests.tracr_export import load_tracr_export
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "tracr_prev_token"
 

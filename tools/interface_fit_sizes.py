@@ -37,7 +37,7 @@ def main() -> None:
     )
     args = parser.parse_args()
     fits = [int(x) for x in args.fits.split(",")]
-    at_eq = [i for i in interfaces.INTERFACES if i.output != "layer1_out"]
+    at_eq = [i for i in interfaces.declared() if i.output != "layer1_out"]
     header = ["checkpoint", "mutant"] + [f"{i.name} @ {f}" for i in at_eq for f in fits]
     print("| " + " | ".join(header) + " |\n|" + "---|" * len(header))
     for path in args.checkpoints:

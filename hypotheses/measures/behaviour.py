@@ -9,7 +9,6 @@ from ...interventions import Patch, Site, run
 from ...model import AssignAddTransformer
 from ...model.components import PAPER, Components
 from ...random_streams import numpy_rng
-from .circuits import last_position_correct
 
 
 def pair_table(pairs, modulus: int) -> torch.Tensor:
@@ -102,59 +101,3 @@ def operand_value_interchange(
         "hook_calls": out.hook_calls,
         "acted": acted,
     }
-
-
-def pool_accuracy_items(ctx, bars: dict, controls: dict) -> list:
-    """One observational evidence item per pool: accuracy at the last position against its bar."""
-    from ..base import item, rate
-
-    items = []
-    for pool, bar in bars.items():
-        tokens, labels = ctx.pool(pool)
-        items.append(
-            item(
-                f"accuracy[{pool}]",
-                site="the logits at `=` (position 15)",
-                definition=f"mean_i 1[argmax logits(x_i)[15] = (n1_i + n2_i) mod 59], x_i ~ {pool}",
-                kind="observational",
-                threshold=bar,
-                measure=lambda m, t=tokens, y=labels: rate(last_position_correct(m, t, y)),
-                on=ctx.model,
-                controls=controls,
-            )
-        )
-    return items
-
-
-def interchange_item(
-    ctx,
-    tokens: torch.Tensor,
-    labels: torch.Tensor,
-    allowed: torch.Tensor,
-    definition: str,
-    bar,
-    reinit,
-    which: torch.Tensor | None = None,
-):
-    """The causal item of the generalization claims: ``operand_value_interchange`` on ``tokens``, on the
-    model, a re-initialised model and the wrong-site patch."""
-    from ..base import Arm, item, rate
-
-    def interchange(arm):
-        model, wrong = arm.model, arm.variant == "wrong_site"
-        out = operand_value_interchange(
-            model, tokens, labels, allowed, seed=ctx.seed, wrong_site=wrong, which=which, components=ctx.components
-        )
-        return rate(out["moved"], acted=out["acted"], dropped=out["dropped"])
-
-    return item(
-        "answer_follows_operand_value",
-        site=f"{ctx.components.RESID_POST_1} at the operand's value token (Layer 2's input); read at the logits at `=`",
-        intervention="patched from a run of the same sequence with that value set to another number",
-        definition=definition,
-        kind="causal",
-        threshold=bar,
-        measure=interchange,
-        on=Arm(ctx.model),
-        controls={"reinitialised": Arm(reinit), "wrong_site": Arm(ctx.model, "wrong_site")},
-    )

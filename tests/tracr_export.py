@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .transformer import AssignAddTransformer, ModelConfig
+from assignadd.model.transformer import AssignAddTransformer, ModelConfig
 
 _CONFIG_FIELDS = ("n_layers", "n_heads", "d_model", "d_head", "d_mlp", "n_ctx", "d_vocab", "d_vocab_out")
 

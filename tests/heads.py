@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ...model.transformer import AssignAddTransformer
+from assignadd.model.transformer import AssignAddTransformer
 
 MAJORITY = 0.5  # "attends to" one key: the argmax, holding at least half the row's weight (the claim's)
 # (a) as the previous_token_head claim's value_attends_to_variable: >= 90% of rows.
