@@ -344,10 +344,9 @@ def _onset_interval(steps, i: int | None) -> tuple[int | None, int | None]:
     return (steps[i - 1] if i > 0 else None), steps[i]
 
 
-def detect_phases(records: list[dict]) -> dict:
-    """Phase onsets, coherence, the assignment jump, the refinement and the gaps over ``records`` (each
-    ``{"step", "values"}``), taken in the order given (callers sort by step). JSON-able."""
-    steps = [int(r["step"]) for r in records]
+def _phase_records(records: list[dict], steps: list[int]) -> tuple[list[dict], dict, dict, dict]:
+    """Per phase: its record (onset, coherence, largest rise, supporting onsets), and its curve, monotone
+    fit and onset index by phase id."""
     phases, curves, fits, onsets = [], {}, {}, {}
     for p in PHASES:
         c = phase_curve(records, p)
@@ -380,12 +379,13 @@ def detect_phases(records: list[dict]) -> dict:
                 "supporting_onsets": supporting,
             }
         )
-    coherent = {p["id"]: p["coherent"] for p in phases}
-    by_id = {p["id"]: p for p in phases}
+    return phases, curves, fits, onsets
 
-    # Assignment spikes after addition: of the windows of JUMP_WIDTH steps that start once addition is
-    # learned and rise at least JUMP_CONTRAST times as fast as their flanks, the largest rise, as a fraction
-    # of the assignment curve's whole rise.
+
+def _assignment_jump(steps: list[int], fits: dict, onsets: dict, coherent: dict) -> dict:
+    """Assignment spikes after addition: of the windows of JUMP_WIDTH steps that start once addition is
+    learned and rise at least JUMP_CONTRAST times as fast as their flanks, the largest rise, as a fraction
+    of the assignment curve's whole rise."""
     jump = {
         "width_steps": JUMP_WIDTH,
         "flank_steps": JUMP_FLANK,
@@ -415,8 +415,12 @@ def detect_phases(records: list[dict]) -> dict:
                 possible_contrast=_finite(w["high_contrast"]),
             )
 
-    # Restricted slots' refinement: of what the restricted curve still has to gain at the assignment
-    # onset, the largest share gained within REFINEMENT_WIDTH steps from then on.
+    return jump
+
+
+def _refinement(steps: list[int], fits: dict, onsets: dict, coherent: dict) -> dict:
+    """Restricted slots' refinement: of what the restricted curve still has to gain at the assignment
+    onset, the largest share gained within REFINEMENT_WIDTH steps from then on."""
     refinement = {
         "width_steps": REFINEMENT_WIDTH,
         "fraction": None,
@@ -438,6 +442,12 @@ def detect_phases(records: list[dict]) -> dict:
                 possible_span=w["high_span"],
             )
 
+    return refinement
+
+
+def _separations(curves: dict, onsets: dict, coherent: dict, by_id: dict) -> list[dict]:
+    """Per pair of successive phases: the steps between their onsets (an interval: onsets are known to
+    the spacing of the checkpoints) and the checkpoints that separate them."""
     gaps = []
     for a, b in zip(PHASES, PHASES[1:]):
         # Only learning curves are ordered: an onset whose curve does not rise (noise, a shuffled series) has no place
@@ -455,6 +465,19 @@ def detect_phases(records: list[dict]) -> dict:
                 "separating_checkpoints": n_sep,
             }
         )
+    return gaps
+
+
+def detect_phases(records: list[dict]) -> dict:
+    """Phase onsets, coherence, the assignment jump, the refinement and the gaps over ``records`` (each
+    ``{"step", "values"}``), taken in the order given (callers sort by step). JSON-able."""
+    steps = [int(r["step"]) for r in records]
+    phases, curves, fits, onsets = _phase_records(records, steps)
+    coherent = {p["id"]: p["coherent"] for p in phases}
+    by_id = {p["id"]: p for p in phases}
+    jump = _assignment_jump(steps, fits, onsets, coherent)
+    refinement = _refinement(steps, fits, onsets, coherent)
+    gaps = _separations(curves, onsets, coherent, by_id)
     restricted_gap = gaps[1]
     restricted_gap["min_gap_steps"] = RESTRICTED.value
     restricted_gap["state"] = SERIES_RULE.state(">=", RESTRICTED.value, *restricted_gap["gap_interval"])
