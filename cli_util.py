@@ -1,11 +1,87 @@
-"""Small functions shared by the command-line tools."""
+"""What the command-line tools share: the one-line answer to bad input, their argument parser, and the
+checks of the paths they are given.
+
+Standard library only (with ``fileio``, itself standard library only): every command parses its
+arguments and checks its paths with these before it imports torch or TransformerLens, so bad input or
+usage is answered at once, as one line on stderr with exit status 2 (docs/errors.md).
+"""
 
 from __future__ import annotations
 
+import argparse
+import os
 import sys
+import tempfile
+from pathlib import Path
+
+from .fileio import checkpoint_file_problem
+
+# A run's final checkpoint, by its file name: ours (assignadd-train) and the paper's authors'.
+FINAL_NAMES = ("final.pt", "model_state_dict.pth")
 
 
 def exit_bad_input(message: str) -> None:
-    """One clear line on stderr and exit code 2: the contract for bad input or usage."""
-    print(f"error: {message}", file=sys.stderr)
+    """One clear line on stderr and exit code 2: the contract for bad input or usage. A message that spans
+    lines (an exception's text) is joined into one."""
+    line = " ".join(part.strip() for part in str(message).splitlines() if part.strip())
+    print(f"error: {line}", file=sys.stderr)
     raise SystemExit(2)
+
+
+class Parser(argparse.ArgumentParser):
+    """The argument parser of every assignadd command. A usage error (an unknown option, a missing
+    argument, a value of the wrong type) is one line on stderr, ``error: <what is wrong> (see <prog>
+    --help)``, with exit status 2, as any other bad input; ``--help`` prints the full help and exits 0."""
+
+    def error(self, message):
+        exit_bad_input(f"{message} (see {self.prog} --help)")
+
+
+def checkpoint_arg_problem(path) -> str | None:
+    """Why ``path``, given as a checkpoint, cannot be one (``fileio.checkpoint_file_problem``), or None.
+    For a training run's folder (one holding a final checkpoint) the line names that file, so the fix is
+    in the message; the folder itself is not read as a checkpoint."""
+    path = Path(path)
+    problem = checkpoint_file_problem(path)
+    if problem is not None and path.is_dir():
+        final = next((path / name for name in FINAL_NAMES if (path / name).is_file()), None)
+        if final is not None:
+            return f"{path}: is a directory, expected a checkpoint file; did you mean {final}?"
+    return problem
+
+
+def folder_arg_problem(path) -> str | None:
+    """Why ``path`` cannot be made, or used, as an output folder (a run folder, a sweep folder), or None:
+    it is a file; a file stands where one of its parent folders should be; or the nearest existing
+    folder above it cannot be written. Creates nothing."""
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        return f"{path}: exists and is not a folder"
+    anchor = path if path.exists() else path.parent
+    while not anchor.exists() and anchor != anchor.parent:
+        anchor = anchor.parent
+    if not anchor.is_dir():
+        return f"{path}: cannot create it ({anchor} is not a folder)"
+    if not os.access(anchor, os.W_OK | os.X_OK):
+        return f"{path}: cannot write there ({anchor} is not writable)"
+    return None
+
+
+def check_writable(path: Path, flag: str, want_dir: bool) -> None:
+    """Exit 2 when the output ``path`` of option ``flag`` (a folder when ``want_dir``, else a file)
+    cannot be written, creating nothing: probe the nearest existing folder above it."""
+    path = Path(path)
+    if path.exists() and path.is_dir() != want_dir:
+        exit_bad_input(
+            f"{flag} {path}: "
+            + ("exists and is not a directory" if want_dir else "is a directory, expected a file path")
+        )
+    anchor = path.parent
+    while not anchor.exists() and anchor != anchor.parent:
+        anchor = anchor.parent
+    if not anchor.is_dir():
+        exit_bad_input(f"{flag} {path}: cannot write there ({anchor} is not a directory)")
+    try:
+        os.rmdir(tempfile.mkdtemp(dir=anchor, prefix=".assignadd-probe."))
+    except OSError as e:
+        exit_bad_input(f"{flag} {path}: cannot write there ({e.strerror or e})")

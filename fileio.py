@@ -11,6 +11,8 @@ tools) may import it.
   is replaced atomically and nothing else in it is touched. ``stage_folder`` / ``commit_folder`` are the
   two halves, for a caller that writes its files one at a time.
 - ``sha256_file(path)`` (streamed, for checkpoints of any size) and ``sha256_bytes(data)``.
+- ``checkpoint_file_problem(path)``: why a path cannot be a checkpoint, from the file system and the file's
+  first bytes alone, for the commands to answer bad input before they import torch.
 
 Text is written as UTF-8 with ``\\n`` line ends, whatever the platform or locale. Files and folders get the
 permissions an ordinary ``open(path, "w")`` / ``mkdir`` would (0644 / 0755 under umask 022), never the
@@ -24,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import os
 import secrets
+import zipfile
 from pathlib import Path
 from typing import BinaryIO, Callable, Mapping
 
@@ -145,3 +148,82 @@ def sha256_file(path) -> str:
         for block in iter(lambda: fh.read(CHUNK), b""):
             h.update(block)
     return h.hexdigest()
+
+
+# What a file that torch.save did not write is, by its first bytes (checked in order).
+_MAGIC = (
+    (b"\x89PNG\r\n\x1a\n", "a PNG image"),
+    (b"\xff\xd8\xff", "a JPEG image"),
+    (b"%PDF", "a PDF document"),
+    (b"\x1f\x8b", "a gzip archive (unpack it first)"),
+    (b"\x93NUMPY", "a NumPy .npy array"),
+    (b"\x89HDF\r\n\x1a\n", "an HDF5 file (e.g. a Keras model)"),
+    (b"GGUF", "a GGUF model file"),
+    (b"\x7fELF", "an executable"),
+)
+HEAD_BYTES = 512  # how much of a file ``checkpoint_file_problem`` reads
+
+
+def _printable(head: bytes) -> bool:
+    """``head`` is printable UTF-8 text (the read may end inside a multi-byte character)."""
+    for cut in range(4):
+        try:
+            text = head[: len(head) - cut].decode("utf-8")
+        except UnicodeDecodeError:
+            continue
+        return all(c.isprintable() or c in "\n\r\t" for c in text)
+    return False
+
+
+def not_a_torch_file(path, head: bytes) -> str | None:
+    """What the file at ``path`` is, when its first bytes ``head`` show it cannot be a ``torch.save`` file
+    (a zip archive holding ``data.pkl``, or a pickle): "a PNG image", "a text file, not a torch.save
+    file", ...; None when it may be one."""
+    if head.startswith(b"PK\x03\x04"):
+        try:
+            with zipfile.ZipFile(path) as zf:
+                names = zf.namelist()
+        except (zipfile.BadZipFile, OSError, ValueError, EOFError):
+            return None  # a truncated torch.save file looks like this too: loading it reports it
+        if any(n == "data.pkl" or n.endswith("/data.pkl") for n in names):
+            return None
+        if any(n.endswith(".npy") for n in names):
+            return "a NumPy .npz archive, not a torch.save file"
+        return "a zip archive without data.pkl, not a torch.save file"
+    if head[:1] == b"\x80":
+        return None  # a pickle: a legacy torch.save file, or something the weights-only loader refuses
+    for magic, what in _MAGIC:
+        if head.startswith(magic):
+            return what
+    if len(head) >= 10 and head[8:9] == b"{" and int.from_bytes(head[:8], "little") < 100_000_000:
+        return (
+            "a safetensors file (load it with safetensors.torch.load_file and save the dict with "
+            "torch.save to use it here)"
+        )
+    if _printable(head):
+        text = head.decode("utf-8", errors="ignore")
+        kind = "a JSON file" if text.lstrip()[:1] in ("{", "[") else "a text file"
+        return f"{kind}, not a torch.save file"
+    return "neither a zip archive nor a pickle, so not a torch.save file"
+
+
+def checkpoint_file_problem(path) -> str | None:
+    """Why ``path`` cannot be a checkpoint, judged from the file system and its first ``HEAD_BYTES`` bytes:
+    one line naming the path, the same that ``model.checkpoint.read_checkpoint_file`` raises for it
+    (``<path>: no such file``, ``<path>: is a directory, expected a checkpoint file``, ``<path>: the file
+    is empty``, ``<path>: cannot read (<reason>)``, ``<path>: not a checkpoint: <what it is>``). None when
+    it may be a ``torch.save`` file; loading it then checks everything else."""
+    path = Path(path)
+    try:
+        if not path.exists():
+            return f"{path}: no such file"
+        if path.is_dir():
+            return f"{path}: is a directory, expected a checkpoint file"
+        if path.stat().st_size == 0:
+            return f"{path}: the file is empty"
+        with open(path, "rb") as fh:
+            head = fh.read(HEAD_BYTES)
+    except OSError as e:
+        return f"{path}: cannot read ({e.strerror or e})"
+    what = not_a_torch_file(path, head)
+    return None if what is None else f"{path}: not a checkpoint: {what}"

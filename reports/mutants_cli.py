@@ -15,12 +15,12 @@ import json
 import sys
 from pathlib import Path
 
-from ..cli_util import exit_bad_input
+from ..cli_util import Parser, check_writable, checkpoint_arg_problem, exit_bad_input
 from ..fileio import atomic_write, sha256_file
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = Parser(
         prog="assignadd-mutants",
         description="Break one component of a checkpoint at a time and check that each claim's verdict "
         "follows: the broken component's claim fails, every claim upstream of it passes.",
@@ -76,19 +76,14 @@ def _known(text: str | None, known, what: str) -> list[str] | None:
     return names
 
 
-def _main(args) -> int:
+def _check_input(args) -> list[Path]:
+    """Exit 2 on options that contradict each other, a checkpoint that cannot be one or an output that
+    cannot be written, before torch is imported; returns the checkpoints' paths. Loading each checkpoint
+    checks the rest of it."""
     import assignadd
-
-    from ..hypotheses import REGISTRY
-    from ..hypotheses.mutation import matrix_to_dict, mutation_matrix, render_matrix
-    from .mutation_page import matrix_html
-    from ..interventions.mutants import MUTANTS
-    from ..model import CheckpointError
-    from ..hypotheses.session import load_context
 
     if args.n < 10:
         exit_bad_input(f"--n {args.n} is too small to decide anything (at least 10)")
-    names, only = _known(args.mutants, MUTANTS, "mutant(s)"), _known(args.only, REGISTRY, "claim id(s)")
     if len(args.checkpoint) > 1 and not args.calibrate:
         exit_bad_input("several checkpoints are only taken with --calibrate")
     if args.calibrate and args.html:
@@ -96,6 +91,26 @@ def _main(args) -> int:
     if args.noise_copies < 0 or args.coverage_seeds < 1:
         exit_bad_input("--noise-copies must be >= 0 and --coverage-seeds >= 1")
     paths = [Path(c) for c in args.checkpoint] or [assignadd.reference_checkpoint()]
+    for path in paths:
+        problem = checkpoint_arg_problem(path)
+        if problem is not None:
+            exit_bad_input(problem)
+    for given, flag in ((args.json, "--json"), (args.md, "--md"), (args.html, "--html")):
+        if given:
+            check_writable(Path(given), flag, want_dir=False)
+    return paths
+
+
+def _main(args) -> int:
+    paths = _check_input(args)
+    from ..hypotheses import REGISTRY
+    from ..hypotheses.mutation import matrix_to_dict, mutation_matrix, render_matrix
+    from .mutation_page import matrix_html
+    from ..interventions.mutants import MUTANTS
+    from ..model import CheckpointError
+    from ..hypotheses.session import load_context
+
+    names, only = _known(args.mutants, MUTANTS, "mutant(s)"), _known(args.only, REGISTRY, "claim id(s)")
     contexts = {}
     for path in paths:
         try:

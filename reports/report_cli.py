@@ -12,8 +12,8 @@ import sys
 import time
 from pathlib import Path
 
-from ..cli_util import exit_bad_input
-from ..fileio import atomic_write_files
+from ..cli_util import Parser, exit_bad_input, folder_arg_problem
+from ..fileio import atomic_write_files, checkpoint_file_problem
 
 EPILOG = """examples:
   assignadd-report runs/seed42 --out out/seed42 --jobs 2
@@ -28,7 +28,7 @@ assignadd/hypotheses/data_requirements.py and docs/sweeps.md."""
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = Parser(
         prog="assignadd-report",
         description=__doc__.splitlines()[0],
         epilog=EPILOG,
@@ -50,13 +50,63 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _holds_sweep(path: Path) -> bool:
+    """``path`` holds a ``sweep.json``, or one of its sub-folders does (``sweep_report.find_sweeps``)."""
+    return (path / "sweep.json").is_file() or any((p / "sweep.json").is_file() for p in path.iterdir())
+
+
+def _path_problem(path: Path) -> str | None:
+    """Why ``path`` cannot be reported, from the file system alone: it is missing, is a file, or holds no
+    checkpoint file (``*.pt``, ``*.pth``, in it or in its ``checkpoints`` folder) and no sweep. None when
+    it may be a series or a sweep; reading them checks the rest."""
+    if not path.exists():
+        return f"{path}: no such folder"
+    if not path.is_dir():
+        if checkpoint_file_problem(path) is None:
+            return (
+                f"{path}: not a folder (expected a run folder or a folder of checkpoints); "
+                f"for one checkpoint, run: assignadd-verify {path}"
+            )
+        return f"{path}: not a folder (expected a run folder or a folder of checkpoints)"
+    try:
+        if _holds_sweep(path):
+            return None
+        folders = [path, *([path / "checkpoints"] if (path / "checkpoints").is_dir() else [])]
+        if any(f.suffix in (".pt", ".pth") and f.is_file() for folder in folders for f in folder.iterdir()):
+            return None
+    except OSError as e:
+        return f"{path}: cannot read ({e.strerror or e})"
+    return f"{path}: no checkpoints (expected step_NNNNNN.pt, checkpoint_step_N.pth, final.pt or model_state_dict.pth)"
+
+
+def _check_input(args) -> Path:
+    """Exit 2 on a path that cannot be reported, an output that cannot be written or a series option out
+    of range, before torch is imported; returns the output folder (absolute)."""
+    path = Path(args.path)
+    problem = _path_problem(path)
+    if problem is not None:
+        exit_bad_input(problem)
+    out = Path(args.out) if args.out else Path("out") / f"report-{path.resolve().name}"
+    problem = folder_arg_problem(out)
+    if problem is not None:
+        exit_bad_input(problem)
+    if not _holds_sweep(path):  # the options of a series (a sweep report has none of them)
+        if args.every < 1:
+            exit_bad_input(f"--every must be at least 1, got {args.every}")
+        if args.n < 10:
+            exit_bad_input(f"--n must be at least 10, got {args.n}")
+        if args.jobs < 1:
+            exit_bad_input(f"--jobs must be at least 1, got {args.jobs}")
+        if args.claims < 0:
+            exit_bad_input(f"--claims must be 0 (none) or positive, got {args.claims}")
+    return out.resolve()
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    out = _check_input(args)
     from .sweep_report import is_sweep_folder, main_for_sweep
 
-    out = Path(args.out) if args.out else Path("out") / f"report-{Path(args.path).resolve().name}"
-    if out.exists() and not out.is_dir():
-        exit_bad_input(f"{out}: exists and is not a folder")
     if is_sweep_folder(args.path):  # a folder made by assignadd-sweep (or holding an f and an r sweep)
         return main_for_sweep(args.path, out, quiet=args.quiet)
     from .render import fmt_span
@@ -77,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     atomic_write_files(out, files)
     if not args.quiet:
         ph = doc["phases"]
-        print(f"{len(doc['checkpoints'])} checkpoints in {time.perf_counter() - t0:.1f} s -> {out}")
+        print(f"{len(doc['checkpoints'])} checkpoints in {time.perf_counter() - t0:.1f} s -> {out / 'series.html'}")
         for p in ph["phases"]:
             before, at = p["onset_interval"]
             where = "none" if at is None else (f"step {at}" if before is None else f"between steps {before} and {at}")

@@ -7,14 +7,12 @@ The same checkpoint and flags give a byte-identical report.json; run times go to
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-from ..cli_util import exit_bad_input
+from ..cli_util import Parser, check_writable, checkpoint_arg_problem, exit_bad_input
 
 DEFAULT_N = 2000
 # Claims about more than one checkpoint: what each kind needs, and the command that runs it.
@@ -28,7 +26,7 @@ NOT_HERE = {
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = Parser(
         prog="assignadd-verify",
         description="Run the paper's claims (SPEC §4) as falsifiable tests on a checkpoint and report the verdicts.",
         epilog="Exit status: 0 every claim run passed, 1 a claim failed, was inconclusive or errored, 2 bad input "
@@ -102,21 +100,26 @@ def explain(cid: str, n: int) -> int:
     return 0
 
 
-def _use_claim_doc(path_text: str, only: list[str] | None, n: int | None) -> tuple[list[str], dict]:
-    """Read ``--claim-doc``, put the claim it describes in the registry's place, and return (the claim
-    to run, the document)."""
+def _read_claim_doc(path_text: str):
+    """The JSON of ``--claim-doc`` (standard library only: read before anything heavy is imported)."""
     import json
-
-    from ..hypotheses import REGISTRY
-    from .claim_document import DocumentError, documented
 
     path = Path(path_text)
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        return json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         exit_bad_input(f"--claim-doc {path}: no such file")
     except (OSError, UnicodeDecodeError, ValueError) as e:
         exit_bad_input(f"--claim-doc {path}: not a JSON document ({type(e).__name__}: {e})")
+
+
+def _use_claim_doc(path_text: str, doc, only: list[str] | None, n: int | None) -> tuple[list[str], dict]:
+    """Check the document ``doc`` read from ``--claim-doc``, put the claim it describes in the registry's
+    place, and return (the claim to run, the document)."""
+    from ..hypotheses import REGISTRY
+    from .claim_document import DocumentError, documented
+
+    path = Path(path_text)
     try:
         claim = documented(doc)
     except DocumentError as e:
@@ -131,23 +134,25 @@ def _use_claim_doc(path_text: str, only: list[str] | None, n: int | None) -> tup
     return [claim.id], doc
 
 
-def _check_writable(path: Path, flag: str, want_dir: bool) -> None:
-    """Fail early (exit 2) when ``path`` cannot be written, creating nothing: probe the nearest existing
-    folder above it."""
-    if path.exists() and path.is_dir() != want_dir:
-        exit_bad_input(
-            f"{flag} {path}: "
-            + ("exists and is not a directory" if want_dir else "is a directory, expected a file path")
-        )
-    anchor = path.parent
-    while not anchor.exists() and anchor != anchor.parent:
-        anchor = anchor.parent
-    if not anchor.is_dir():
-        exit_bad_input(f"{flag} {path}: cannot write there ({anchor} is not a directory)")
-    try:
-        os.rmdir(tempfile.mkdtemp(dir=anchor, prefix=".assignadd-verify-probe."))
-    except OSError as e:
-        exit_bad_input(f"{flag} {path}: cannot write there ({e.strerror or e})")
+def _check_paths(args):
+    """Exit 2 on a checkpoint that cannot be one, a claim document that is not JSON, or an output that
+    cannot be written: before torch is imported, so this is answered at once. Returns the claim
+    document's JSON (None without ``--claim-doc``). Loading the checkpoint checks the rest of it."""
+    if args.checkpoint is None:
+        from .. import reference_checkpoint
+
+        path = reference_checkpoint()
+        if not path.exists():
+            exit_bad_input(f"the bundled reference checkpoint is missing ({path}); pass a checkpoint path")
+    else:
+        problem = checkpoint_arg_problem(args.checkpoint)
+        if problem is not None:
+            exit_bad_input(problem)
+    doc = _read_claim_doc(args.claim_doc) if args.claim_doc is not None else None
+    for given, flag in ((args.json, "--json"), (args.junit, "--junit"), (args.out, "--out")):
+        if given:
+            check_writable(Path(given), flag, want_dir=flag == "--out")
+    return doc
 
 
 def not_run_here(only: list[str] | None) -> list[dict]:
@@ -176,6 +181,14 @@ def verify(args) -> int:
         exit_bad_input(f"--seed must be non-negative, got {args.seed}")
     if args.jobs is not None and args.jobs < 1:
         exit_bad_input(f"--jobs must be a positive number of processes, got {args.jobs}")
+    only = None
+    if args.only is not None:
+        only = list(dict.fromkeys(s.strip() for s in args.only.split(",") if s.strip()))
+        if not only:
+            exit_bad_input("--only needs at least one claim id")
+    if args.explain is not None and (args.checkpoint is not None or args.claim_doc is not None):
+        exit_bad_input("--explain prints a claim and reads no checkpoint or document; give it alone")
+    claim_doc = _check_paths(args) if args.explain is None else None
     args.given_components = None
     if args.components is not None:
         from ..hypotheses.locate import parse
@@ -184,21 +197,14 @@ def verify(args) -> int:
             args.given_components = parse(args.components)
         except ValueError as e:
             exit_bad_input(str(e))
-    only = None
-    if args.only is not None:
-        only = list(dict.fromkeys(s.strip() for s in args.only.split(",") if s.strip()))
-        if not only:
-            exit_bad_input("--only needs at least one claim id")
     if args.explain is not None:
-        if args.checkpoint is not None or args.claim_doc is not None:
-            exit_bad_input("--explain prints a claim and reads no checkpoint or document; give it alone")
         return explain(args.explain, args.n or DEFAULT_N)
     from ..hypotheses import REGISTRY
 
     documents, registered = {}, dict(REGISTRY)
     try:
         if args.claim_doc is not None:
-            only, doc = _use_claim_doc(args.claim_doc, only, args.n)
+            only, doc = _use_claim_doc(args.claim_doc, claim_doc, only, args.n)
             documents[doc["claim"]] = doc
             args.n = doc["pool_size"]
         args.n = args.n or DEFAULT_N
@@ -212,10 +218,8 @@ def _verify(args, only, documents, t_start) -> int:
 
     from .. import __version__, reference_checkpoint
 
-    if args.checkpoint is None:
+    if args.checkpoint is None:  # its presence was checked by _check_paths
         path = reference_checkpoint()
-        if not path.exists():
-            exit_bad_input(f"the bundled reference checkpoint is missing ({path}); pass a checkpoint path")
         shown_path = str(path)
     else:
         path, shown_path = Path(args.checkpoint), args.checkpoint
@@ -233,9 +237,6 @@ def _verify(args, only, documents, t_start) -> int:
             exit_bad_input(f"--only: unknown claim id(s) {', '.join(unknown)}; known: {', '.join(REGISTRY) or 'none'}")
     ids = [i for i in REGISTRY if only is None or i in only]  # registry order, whatever order --only gives
 
-    for given, flag in ((args.json, "--json"), (args.junit, "--junit"), (args.out, "--out")):
-        if given:
-            _check_writable(Path(given), flag, want_dir=flag == "--out")
     staging: list[Path] = []
     try:
         return _run(args, path, shown_path, only, ids, staging, t_start, __version__, documents)

@@ -198,7 +198,7 @@ def test_cli_usage_errors_exit_2(tmp_path, capsys, args):
         train_main(argv)
     assert info.value.code == 2
     err = capsys.readouterr().err
-    assert "usage: assignadd-train" in err and "error:" in err and "Traceback" not in err
+    assert err.startswith("error: ") and err.endswith(" (see assignadd-train --help)\n") and err.count("\n") == 1
 
 
 def test_cli_trains_a_tiny_run(tmp_path, capsys):

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
-from ..cli_util import exit_bad_input
+from ..cli_util import Parser, exit_bad_input, folder_arg_problem
 from .train_cli import add_run_options
 
 EPILOG = """examples:
@@ -14,11 +15,6 @@ EPILOG = """examples:
   assignadd-sweep --param r --values 0.05,0.1,0.15,0.2,0.3,0.5,1.0 --steps 20000 --early-stop 3 --out runs/sweep_r
 Started again with the same options, a sweep skips finished points and resumes the others.
 Recipes and the early-stop rule: docs/sweeps.md."""
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message):  # one line, as every assignadd tool: "error: ...", exit 2
-        exit_bad_input(f"{message} (see {self.prog} --help)")
 
 
 def _comma_separated(cast, kind: str, one: str):
@@ -42,7 +38,7 @@ _ints = _comma_separated(int, "integers", "seed")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(
+    p = Parser(
         prog="assignadd-sweep",
         description="Train a grid of f or r (SPEC §1.3, §4.5) into one resumable "
         "sweep folder: one ordinary run folder per (value, seed).",
@@ -81,16 +77,29 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def check_out(out) -> None:
+    """Exit 2 when ``out`` cannot hold this sweep (a file, or under one; not writable; a folder that is
+    not empty and holds no ``sweep.json``), before torch is imported. Starting the sweep checks the rest
+    (``training.sweep_folder.check_out_folder``, and its grid against the options)."""
+    out = Path(out)
+    problem = folder_arg_problem(out)
+    if problem is not None:
+        exit_bad_input(problem)
+    if out.is_dir() and not (out / "sweep.json").exists() and any(out.iterdir()):
+        exit_bad_input(f"{out}: exists, is not empty and holds no sweep.json; use another --out")
+
+
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
-    from .grid import SweepConfig, SweepError
-    from .sweep import run_sweep
-    from .train import TrainError
-
     given_fixed = args.r if args.param == "f" else args.f
     swept_given = args.f if args.param == "f" else args.r
     if swept_given is not None:
         exit_bad_input(f"--{args.param} is the swept parameter; give its values with --values")
+    check_out(args.out)
+    from .grid import SweepConfig, SweepError
+    from .sweep import run_sweep
+    from .train import TrainError
+
     cfg = SweepConfig(
         param=args.param,
         values=tuple(args.values),

@@ -3,10 +3,21 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from dataclasses import fields
+from pathlib import Path
 
-from ..cli_util import exit_bad_input
+from ..cli_util import Parser, exit_bad_input, folder_arg_problem
+
+EPILOG = """progress bar: at each evaluation (--eval-every), the loss of the last batch and the accuracy
+on four pools of --eval-size sequences (docs/spec.md §1.4):
+  label  pool               sequences
+  0varh  0var_heldout_pair  0-var (constant operands), held-out number pairs
+  1varh  1var_heldout_pair  1-var, held-out pairs
+  2varh  2var_heldout_pair  2-var, held-out pairs
+  2varr  2var_restricted_2  2-var, training pairs, each variable in a slot training never shows it in
+Every pool's accuracy is logged in RUN_DIR/metrics.jsonl."""
 
 
 def add_run_options(p: argparse.ArgumentParser, *, checkpoint_every: int) -> None:
@@ -31,10 +42,12 @@ def add_run_options(p: argparse.ArgumentParser, *, checkpoint_every: int) -> Non
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = Parser(
         prog="assignadd-train",
-        description="Train the paper's 2-layer transformer on the assign-and-add task. Started again with "
+        description="Train the paper's 2-layer transformer on the assign-and-add task.\nStarted again with "
         "the same RUN_DIR, a run continues from its last checkpoint.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("run_dir", help="run folder (created; an existing one is resumed)")
     p.add_argument("--seed", type=int, default=42, help="run seed: initialisation and batch order (default 42)")
@@ -83,8 +96,30 @@ def mlp_layers_arg(text: str) -> tuple[int, ...] | str:
         ) from None
 
 
+def check_run_dir(run_dir) -> None:
+    """Exit 2 when ``run_dir`` cannot hold a run (a file, or under one; not writable) or holds a
+    ``run.json`` that is not a JSON object, before torch is imported. Opening the run checks the rest:
+    its settings against the options (``training.train.open_run``)."""
+    run_dir = Path(run_dir)
+    problem = folder_arg_problem(run_dir)
+    if problem is not None:
+        exit_bad_input(problem)
+    run_json = run_dir / "run.json"
+    if not run_json.exists():
+        return
+    try:
+        existing = json.loads(run_json.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        exit_bad_input(f"{run_json}: not valid JSON ({e})")
+    except OSError as e:
+        exit_bad_input(f"{run_json}: cannot read ({e.strerror or e})")
+    if not isinstance(existing, dict):
+        exit_bad_input(f"{run_json}: expected a JSON object, found {type(existing).__name__}")
+
+
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
+    check_run_dir(args.run_dir)
     from .train import TrainConfig, TrainError, train
 
     # each option (but RUN_DIR and --quiet) is the TrainConfig field of its name; "all" needs --n-layers
