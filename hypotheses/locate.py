@@ -232,22 +232,3 @@ def check(components: Components, cfg) -> None:
             f"mlp={c.mlp_layer}: must be a layer with an MLP ({', '.join(map(str, cfg.mlp_layers)) or 'none'}) "
             f"at or after fetch's layer {c.fetch_layer}"
         )
-
-
-def parse(text: str) -> Components:
-    """``"prev=L.H,fetch=L.H,mlp=L"`` -> Components; raises ``ValueError`` with one line."""
-    want = {"prev": 2, "fetch": 2, "mlp": 1}
-    found = {}
-    for part in text.split(","):
-        key, eq, value = part.strip().partition("=")
-        if not eq or key not in want:
-            raise ValueError(f"--components: expected prev=L.H,fetch=L.H,mlp=L, got {text!r}")
-        numbers = value.split(".")
-        if len(numbers) != want[key] or not all(n.isdigit() for n in numbers):
-            form = "L.H" if want[key] == 2 else "L"
-            raise ValueError(f"--components: {key} must be {form} (non-negative integers), got {value!r}")
-        found[key] = [int(n) for n in numbers]
-    missing = [k for k in want if k not in found]
-    if missing:
-        raise ValueError(f"--components: missing {', '.join(missing)} (expected prev=L.H,fetch=L.H,mlp=L)")
-    return Components(*found["prev"], *found["fetch"], found["mlp"][0])

@@ -40,6 +40,25 @@ class Components:
         """The paper's layout: (0, 0), (1, 0), MLP 1."""
         return cls(0, 0, 1, 0, 1)
 
+    @classmethod
+    def parse(cls, text: str) -> "Components":
+        """``"prev=L.H,fetch=L.H,mlp=L"`` -> Components; raises ``ValueError`` with one line."""
+        want = {"prev": 2, "fetch": 2, "mlp": 1}
+        found = {}
+        for part in text.split(","):
+            key, eq, value = part.strip().partition("=")
+            if not eq or key not in want:
+                raise ValueError(f"--components: expected prev=L.H,fetch=L.H,mlp=L, got {text!r}")
+            numbers = value.split(".")
+            if len(numbers) != want[key] or not all(n.isdigit() for n in numbers):
+                form = "L.H" if want[key] == 2 else "L"
+                raise ValueError(f"--components: {key} must be {form} (non-negative integers), got {value!r}")
+            found[key] = [int(n) for n in numbers]
+        missing = [k for k in want if k not in found]
+        if missing:
+            raise ValueError(f"--components: missing {', '.join(missing)} (expected prev=L.H,fetch=L.H,mlp=L)")
+        return cls(*found["prev"], *found["fetch"], found["mlp"][0])
+
     @property
     def is_paper(self) -> bool:
         return self == Components.paper()

@@ -18,6 +18,7 @@ document of an unchanged claim re-runs to the same verdict. Schema: ``reports/sc
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import replace
 
 from ..hypotheses.base import REGISTRY, Hypothesis, Threshold
@@ -127,3 +128,32 @@ def documented(doc: dict) -> type[Hypothesis]:
         for i in base.items
     )
     return type(f"Documented_{base.__name__}", (base,), {"items": items})
+
+
+
+@contextmanager
+def running(doc: dict | None, path: str, only: list[str] | None, n: int | None):
+    """Run under the ``--claim-doc`` document ``doc`` (read from ``path``; None: no document): yields
+    ``(only, n, documents)`` for the run, with the document's claim in the registry's place until the
+    block ends (forked workers inherit it). Raises ``DocumentError`` (its one line names the file) for a
+    document that cannot re-run, or one ``only`` or ``n`` contradicts."""
+    if doc is None:
+        yield only, n, {}
+        return
+    try:
+        claim = documented(doc)
+    except DocumentError as e:
+        raise DocumentError(f"--claim-doc {path}: {e}") from None
+    if n is not None and n != doc["pool_size"]:
+        raise DocumentError(
+            f"--claim-doc {path}: the document states its statistics for pools of {doc['pool_size']}; --n {n} differs"
+        )
+    if only is not None and only != [claim.id]:
+        raise DocumentError(f"--claim-doc describes {claim.id}; --only {','.join(only)} asks for other claims")
+    registered = dict(REGISTRY)
+    REGISTRY[claim.id] = claim
+    try:
+        yield [claim.id], doc["pool_size"], {claim.id: doc}
+    finally:
+        REGISTRY.clear()
+        REGISTRY.update(registered)

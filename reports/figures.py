@@ -559,3 +559,38 @@ def claim_figures(claim: dict) -> list[Figure]:
     if claim.get("claim") == "whole_algorithm":
         out.append(whole_algorithm_figure(claim))
     return [f for f in out if f is not None]
+
+
+class Painter:
+    """Draws a report's figures on a worker thread while the claims run (torch releases the GIL in its
+    kernels, so the two overlap on a multi-core CPU): the model figures from a private copy of the model
+    (claims attach temporary hooks to theirs), each claim's evidence plot once it is decided. Figures use
+    explicit generators only, so the overlap cannot change any claim's result."""
+
+    def __init__(self):
+        from concurrent.futures import ThreadPoolExecutor
+
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="assignadd-figures")
+        self._model = None
+        self._forest = {}
+
+    def start(self, ctx, located) -> None:
+        """Begin the model figures of ``ctx.model`` at the located components (the paper's when none)."""
+        import copy
+
+        at = located.components if located is not None else PAPER
+        self._model = self._pool.submit(model_figures, copy.deepcopy(ctx.model).eval(), ctx.task, ctx.seed, at)
+
+    def claim(self, result: dict) -> None:
+        """Begin the evidence plot of one decided claim (its result as a dictionary)."""
+        self._forest[result["claim"]] = self._pool.submit(claim_figures, result)
+
+    def figures(self, ids: list[str]) -> list[Figure]:
+        """Every figure, in report order (the claims ``ids``' plots, then the model's), once drawn."""
+        try:
+            return [f for c in ids for f in self._forest[c].result()] + self._model.result()
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)

@@ -15,7 +15,6 @@ import pytest
 
 MARKER = "assignadd_claim"
 JUNIT_CLASSNAME = "assignadd.claims"  # as in assignadd-verify's junit.xml
-_CONTEXTS = pytest.StashKey[dict]()
 _RUNS = pytest.StashKey[dict]()
 
 
@@ -64,12 +63,6 @@ def pytest_addoption(parser):
 
 def pytest_configure(config):
     config.addinivalue_line("markers", f"{MARKER}: a claim of assignadd run on a checkpoint (--assignadd-checkpoint)")
-
-
-def pytest_sessionfinish(session):
-    """Stop the claim runs of any checkpoint whose items did not all run (-x, an interrupt)."""
-    for pending, _ in session.config.stash.get(_RUNS, {}).values():
-        pending.close()
 
 
 def _resolve(path: str) -> Path:
@@ -172,53 +165,41 @@ class ClaimItem(pytest.Item):
         self.claim = claim
         self.given = given  # the path as given on the command line
 
-    def _context(self):
-        cache = self.config.stash.setdefault(_CONTEXTS, {})
-        key = str(self.path)
-        if key not in cache:
-            from ..hypotheses.session import load_context
-
-            opt = self.config.getoption
-            try:
-                if not self.path.exists():
-                    missing = " (the bundled reference checkpoint is missing)" if self.given == "reference" else ""
-                    raise ValueError(f"{self.path}: no such file{missing}")
-                task = {"f": opt("assignadd_f"), "r": opt("assignadd_r"), "seed": opt("assignadd_split_seed")}
-                cache[key] = load_context(
-                    self.path,
-                    seed=opt("assignadd_seed"),
-                    n=opt("assignadd_n"),
-                    device=opt("assignadd_device"),
-                    task=task,
-                )[0]
-            except ValueError as e:  # CheckpointError included
-                cache[key] = e
-        got = cache[key]
-        if isinstance(got, Exception):
-            raise got
-        return got
-
     def _result(self) -> dict:
-        """This claim's result. The first item of a checkpoint starts every selected claim of that
-        checkpoint (side by side with ``--assignadd-jobs`` > 1); later items collect theirs."""
+        """This claim's result. The first item of a checkpoint runs every selected claim of that checkpoint
+        (``reports.verify.verify``, side by side with ``--assignadd-jobs`` > 1); later items read theirs."""
         runs = self.config.stash.setdefault(_RUNS, {})
         key = str(self.path)
         if key not in runs:
-            from ..hypotheses.session import ClaimRunner, resolve_jobs
+            from .verify import verify
 
-            ctx = self._context()
+            opt = self.config.getoption
             ids = list(
                 dict.fromkeys(
                     it.claim for it in self.session.items if isinstance(it, ClaimItem) and str(it.path) == key
                 )
             )
-            jobs = resolve_jobs(self.config.getoption("assignadd_jobs"), ctx, len(ids))
-            runs[key] = (iter(ClaimRunner(ctx, ids, jobs=jobs).start()), {})
-        pending, got = runs[key]
-        while self.claim not in got:
-            cid, result, _ = next(pending)
-            got[cid] = result
-        return got.pop(self.claim)
+            try:
+                if not self.path.exists():
+                    missing = " (the bundled reference checkpoint is missing)" if self.given == "reference" else ""
+                    raise ValueError(f"{self.path}: no such file{missing}")
+                v = verify(
+                    self.path,
+                    only=ids,
+                    seed=opt("assignadd_seed"),
+                    n=opt("assignadd_n"),
+                    device=opt("assignadd_device"),
+                    task={"f": opt("assignadd_f"), "r": opt("assignadd_r"), "seed": opt("assignadd_split_seed")},
+                    jobs=opt("assignadd_jobs"),
+                    interfaces=False,
+                )
+                runs[key] = {c["claim"]: c for c in v.report["claims"]}
+            except ValueError as e:  # CheckpointError included
+                runs[key] = e
+        got = runs[key]
+        if isinstance(got, Exception):
+            raise got
+        return got[self.claim]
 
     def runtest(self):
         result = self._result()

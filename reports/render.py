@@ -642,3 +642,15 @@ def html_page(report: dict, figures: list | None = None) -> str:
         ]
         body += [_figure(f) for f in rest]
     return H.page(f"assignadd-verify: {ck['path']}", *body)
+
+
+def report_files(report: dict, figures: list, timings: dict) -> dict[str, str]:
+    """The files of ``assignadd-verify --out``, by name: report.json, report.md, report.html (with
+    ``figures``), junit.xml and timings.json."""
+    return {
+        "report.json": dumps(report),
+        "report.md": markdown(report),
+        "report.html": html_page(report, figures),
+        "junit.xml": junit_xml(report, timings),
+        "timings.json": dumps(clean_json(timings)),
+    }

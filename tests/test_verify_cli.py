@@ -204,9 +204,9 @@ def test_cuda_without_cuda_is_bad_input(capsys, ours):
 
 
 def test_missing_reference_checkpoint_is_one_clear_line(capsys, monkeypatch, tmp_path):
-    import assignadd
+    from assignadd.reports import verify_cli
 
-    monkeypatch.setattr(assignadd, "reference_checkpoint", lambda: tmp_path / "reference.pt")
+    monkeypatch.setattr(verify_cli, "reference_checkpoint", lambda: tmp_path / "reference.pt")
     code, _, err = run(capsys, "--only", PASS)
     assert code == 2
     assert (

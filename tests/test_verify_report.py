@@ -10,7 +10,8 @@ import pytest
 from assignadd.model import AssignAddTransformer, save_checkpoint
 from assignadd.reports import html as H
 from assignadd.reports import render, schema
-from assignadd.reports.verify_cli import main, not_run_here
+from assignadd.reports.verify import not_run_here
+from assignadd.reports.verify_cli import main
 
 from .test_verify_cli import ERROR, FAIL, PASS, _FakeError, _FakeFail, _FakePass, fake_claims  # noqa: F401 (autouse)
 
