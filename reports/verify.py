@@ -129,13 +129,10 @@ def verify(
     interfaces       check the interfaces between the claims' components (``hypotheses.interfaces``)
     on_result        ``on_result(i, claim, result, seconds)`` as each claim finishes (any order)
     """
-    from .. import __version__
-    from ..fileio import sha256_file
     from ..hypotheses import interfaces as interface_checks
     from ..hypotheses.locate import LocateError
     from ..hypotheses.session import ClaimRunner, load_context, resolve_jobs
     from . import render
-    from .claim_document import claim_documents
 
     ids = claim_ids(only)
     if device == "cuda":
@@ -186,8 +183,23 @@ def verify(
     timings["claims_wall_seconds"] = time.perf_counter() - t_claims
     timings["claims"] = {c: timings["claims"][c] for c in ids}
 
+    results = [by_id[c] for c in ids]  # registry order, whichever finished first
+    report = _report(
+        path, shown_path or str(checkpoint), meta, task_source, ctx, located, results, checks, only, documents
+    )
+    return Verification(report, timings, ctx, located, painter)
+
+
+def _report(path: Path, shown_path: str, meta: dict, task_source: str, ctx, located, results, checks, only, documents):
+    """report.json's document for ``results`` (in registry order) and the interface ``checks``."""
+    from .. import __version__
+    from ..fileio import sha256_file
+    from . import render
+    from .claim_document import claim_documents
+
+    ids, n = [r["claim"] for r in results], ctx.n
     checkpoint_entry = {
-        "path": shown_path or str(checkpoint),
+        "path": shown_path,
         "sha256": sha256_file(path),
         "format": meta.get("format"),
         "step": meta.get("step"),
@@ -200,11 +212,11 @@ def verify(
         model_config=ctx.model.cfg.to_dict(),
         task=ctx.task.config.to_dict(),
         task_source=task_source,
-        seed=seed,
+        seed=ctx.seed,
         n=n,
-        device=device,
+        device=str(ctx.device),
         only=only,
-        claims=[by_id[c] for c in ids],  # registry order, whichever finished first
+        claims=results,
         tool_version=__version__,
         not_run=not_run_here(only),
         interfaces=checks,
@@ -218,4 +230,4 @@ def verify(
     at = located.components if named else None
     docs = {**claim_documents(undocumented, n=n, components=at), **documents}
     report["claim_documents"] = {c: docs[c] for c in ids}
-    return Verification(report, timings, ctx, located, painter)
+    return report
