@@ -32,8 +32,9 @@ from .measures.circuits import (
 )
 
 # A diagonal entry "wins" when it beats every other entry of its row by at least one nat of attention
-# score (M / sqrt(d_head)): e^1 ≈ 2.7x the weight. A re-initialised model's margins are ~0.003 nats
-# and a model with no identity in OV_1 gives exact ties, so an argmax of rounding noise cannot count.
+# score (M / sqrt(d_head)): e^1 ≈ 2.7x the weight. A re-initialised model's median margin is about -0.002
+# nats (docs/claims/identity_qk.md) and a model with no identity in OV_1 gives exact ties, so an argmax of
+# rounding noise cannot count.
 MIN_MARGIN_NATS = 1.0
 CLEAR_SHARE = 0.25  # the two operand positions hold >= 2x what a uniform pattern gives them (2/16)
 EACH_SHARE = 0.125  # and each of them >= 2x a uniform pattern's 1/16: `=` reads both operands (2026-12)
@@ -42,14 +43,14 @@ DIAGONAL = Threshold(
     0.90,
     ">=",
     "supporting (weights on bare embeddings; the causal items decide): every variable should find "
-    "itself by >= 1 nat: >= 11 of 12 rows (0.917); chance 1/12, re-initialised 0",
+    "itself by >= 1 nat: >= 11 of 12 rows (0.917); chance 1/12, re-initialised 0.00 (docs/nulls.md)",
 )
 EQ_VALUES = Threshold(
     0.90,
     ">=",
     "'= attends to the operands' values' in >= 90% of sequences: they are its top-2 keys "
     "and hold >= 0.25 of its weight (twice a uniform pattern's 2/16), each >= 0.125 (twice a "
-    "uniform 1/16: it reads both operands); re-initialised 0. Re-registered 2026-12 (bar "
+    "uniform 1/16: it reads both operands); re-initialised 0.00 (docs/nulls.md). Re-registered 2026-12 (bar "
     "unchanged) adding 'each >= 0.125' after W_Q x5 (sharper attention) passed the old "
     "criterion with answers at 0.67-0.76: `=` then puts < 0.1 on one operand in 12-18% of "
     "1-/2-var sequences; unbroken checkpoints: 1.000 either way",
@@ -58,7 +59,7 @@ MOVES = Threshold(
     0.80,
     ">=",
     "identity-based lookup: after the swap `=` must prefer the distractor's value token "
-    "(and give it >= 2/16) in most sequences; a re-initialised model ~0.5 by symmetry",
+    "(and give it >= 2/16) in most sequences; a re-initialised model 0.00 (docs/nulls.md)",
 )
 FOLLOWS = Threshold(
     0.80,

@@ -35,36 +35,39 @@ NEARLY_ALL = Threshold(
     0.90,
     ">=",
     "'each value token attends to its variable' read as >= 90% of value tokens "
-    "putting a majority (>= 0.5) of their weight on t-1; a re-initialised head: 0.07",
+    "putting a majority (>= 0.5) of their weight on t-1; a re-initialised head: 0.02-0.10 (docs/nulls.md)",
 )
 EQ_SLOTS = Threshold(
     0.90,
     ">=",
     "'= attends to the two operand slots' in >= 90% of sequences: slots 13 and 14 are "
     "its top-2 keys and hold >= 0.25 of its weight (twice a uniform pattern's 2/16, as "
-    "identity_qk's `=` item); re-initialised: 0.0. Re-registered 2026-12 from 'a majority "
+    "identity_qk's `=` item); re-initialised: 0.00 (docs/nulls.md). Re-registered 2026-12 from 'a majority "
     "(>= 0.5)', after step 36000 of the shipped series came out inconclusive at 0.894",
 )
-POSITIONAL = Threshold(0.90, ">=", ">= 10 of 11 rows; rows 1-2 are forced, a random matrix scores ~0.36")
+POSITIONAL = Threshold(
+    0.90, ">=", ">= 10 of 11 rows; rows 1-2 are forced, a re-initialised model scores 0.18-0.36 (docs/nulls.md)"
+)
 IDENTITY = Threshold(
     0.90,
     ">=",
     "the identity the claim says is written must be readable in >= 90% of value tokens "
-    "(chance 1/12); a re-initialised Layer 1 writes a readable identity in ~0.53",
+    "(chance 1/12); a re-initialised Layer 1 writes a readable identity in 0.51-0.54 (docs/nulls.md)",
 )
 NEEDS_PREVIOUS = Threshold(
     0.80,
     ">=",
     "taking away the attention to t-1 must erase the identity from >= 80% of value "
-    "tokens; nulls: a re-initialised head loses ~0.50 (it reads t-1 only 1/t of the "
-    "time), halving every row's sharpness loses ~0",
+    "tokens; nulls: a re-initialised head loses 0.48-0.51, two heads of 64 0.30-0.33 (docs/nulls.md: "
+    "it reads t-1 only 1/t of the time), halving every row's sharpness loses ~0",
 )
 TRANSMITS = Threshold(
     0.99,
     ">=",
     "Layer 1's OV must pass on the variables more strongly than >= 99% of random placements of the "
     "same embeddings in the space it reads (a one-sided test at 1%: the variables' place is special to "
-    "OV_1); nulls: re-initialised 0.53-0.69, input space rotated 0.02-0.21. Re-registered 2026-12-04: "
+    "OV_1); nulls: re-initialised 0.00-0.67, two heads 0.33-0.99 (docs/nulls.md: a null that depends on the "
+    "shape, near the bar on two heads of 64), input space rotated 0.02-0.21. Re-registered 2026-12-04: "
     "was the gain ratio itself >= 2, which a working Layer 1 crossed 2,000 steps after its attention "
     "and causal items passed (docs/reregistrations/ov1_against_placements_2026-12-04.md)",
 )

@@ -27,8 +27,8 @@ MATCHED = Threshold(
     0.90,
     ">=",
     "paper: cosine ≈ 1 between the variable and constant runs' MLP-2 input; nulls "
-    "(prefix-centred, whole vector): re-init 0.32, steps 100-2000 of seeds 0/42 at most "
-    "0.77. Re-registered 2026-12: the same bar, compared in the span of OV_2's number "
+    "(prefix-centred): re-init 0.32-0.34 (docs/nulls.md), steps 100-2000 of seeds 0/42 at most "
+    "0.77 on the whole vector. Re-registered 2026-12: the same bar, compared in the span of OV_2's number "
     "images (what the claim is about), since a hand-built solver whose MLP input is "
     "identical there scored 0.775 on the whole vector",
 )
@@ -36,43 +36,44 @@ TRANSMITS = Threshold(
     2.0,
     ">=",
     "Layer 2's OV must pass on the numbers at least twice as strongly as an average input "
-    "direction; nulls: re-initialised OV_2 0.98-1.03, input space rotated 0.94. Re-registered "
-    "2026-12 with previous_token_head's OV_1 item (first: 0.40 of the largest gain); and "
-    "2026-12-04 (bar unchanged) to average over the directions Layer 2 can receive other than the "
-    "numbers' own; nulls then: re-initialised 0.97-1.04, input space rotated 1.05",
+    "direction; nulls: re-initialised OV_2 0.89-0.96 (docs/nulls.md), input space rotated 1.05 "
+    "(2026-12-04). Re-registered 2026-12 with previous_token_head's OV_1 item (first: 0.40 of the "
+    "largest gain); and 2026-12-04 (bar unchanged) to average over the directions Layer 2 can receive "
+    "other than the numbers' own",
 )
 ROUTE = Threshold(
     0.70,
     ">=",
     "the constant route's value vector must leave the MLP input within 30% of where it "
-    "was, measured against another number's move; nulls (2026-12): re-initialised 0.30, "
-    "OV_2 input rotated 0.25; the value from another constant must fail it",
+    "was, measured against another number's move; nulls: re-initialised 0.24-0.32 (docs/nulls.md), "
+    "OV_2 input rotated 0.25 (2026-12); the value from another constant must fail it",
 )
 READOUT = Threshold(
     0.60,
     ">=",
     "Layer 2 must hand the MLP most of the two operand values as the model embeds them: the held-out "
     "linear read-out of Ē[n1] + Ē[n2] from attn_out_2 at `=` must explain at least 60% of its variance. "
-    "A rank-r OV_2 caps it at the target's variance share in r directions; nulls (2026-12-04): "
-    "re-initialised 0.43-0.48. Registered 2026-12-04, after OV_2 cut to rank 4 or 8 passed this claim",
+    "A rank-r OV_2 caps it at the target's variance share in r directions; nulls: "
+    "re-initialised 0.43-0.45 (docs/nulls.md). Registered 2026-12-04, after OV_2 cut to rank 4 or 8 passed this claim",
 )
 ADDITIVE = Threshold(
     0.70,
     ">=",
-    "supporting: above every null before learning: re-init 0.25, step 100 <= 0.40, step 200 "
+    "supporting: above every null before learning: re-init 0.22-0.27, two heads 0.16-0.17 (docs/nulls.md), "
+    "step 100 <= 0.40, step 200 "
     "<= 0.64 (seeds 0, 42); supporting only: it holds before routing forms too",
 )
 OV2_MLP2 = Threshold(
     0.90,
     ">=",
     "supporting (it reads the MLP, a later component): the addition module fed ideal routing must add nearly all 59² pairs; chance "
-    "1/59, re-init 0.012-0.014",
+    "1/59, re-init 0.012-0.022 (docs/nulls.md)",
 )
 INTERCHANGE = Threshold(
     0.90,
     ">=",
     "supporting (read at the answer): nearly every variable run must move to the constant run's new sum; nulls: "
-    "re-init 0.016, steps 1000-2000 (before routing) at most 0.62; chance 1/59",
+    "re-init 0.008-0.036 (docs/nulls.md), steps 1000-2000 (before routing) at most 0.62; chance 1/59",
 )
 
 
