@@ -188,7 +188,8 @@ def test_run_json_and_the_log_record_the_measured_choice(tmp_path):
     assert record["chosen"] in ("fp32", "bf16") and run["train"]["bf16"] == (record["chosen"] == "bf16")
     assert set(record["steps_per_s"]["scout"]) == {"fp32", "bf16"} and record["reason"]
     assert record["safety"]["fp32"] == "the reference" and record["machine"]["threads"] == torch.get_num_threads()
-    assert len(lines) == 1 and f"precision {record['chosen']} (auto, measured now" in lines[0]
+    assert len(lines) == 2 and f"precision {record['chosen']} (auto, measured now" in lines[0]
+    assert lines[1] == f"{tmp_path / 'run'}: threads: {run['threads']['chosen']} ({run['threads']['reason']})"
     assert load_checkpoint_full(tmp_path / "run" / "final.pt")[1]["run"]["bf16"] == run["train"]["bf16"]
 
 
@@ -198,7 +199,8 @@ def test_explicit_precision_is_recorded_as_given_and_not_measured(tmp_path, monk
     train(tmp_path / "run", TrainConfig(seed=0, precision="fp32", **TINY), progress=False, log=lines.append)
     record = json.loads((tmp_path / "run" / "run.json").read_text())["precision"]
     assert record["requested"] == record["chosen"] == "fp32" and record["source"] == "requested"
-    assert lines == [f"{tmp_path / 'run'}: precision fp32 (--precision fp32 given)"]
+    assert lines[0] == f"{tmp_path / 'run'}: precision fp32 (--precision fp32 given)"
+    assert len(lines) == 2 and lines[1].startswith(f"{tmp_path / 'run'}: threads: ")  # training/threads.py
 
 
 def test_a_resumed_auto_run_keeps_the_precision_it_started_with(tmp_path, monkeypatch):

@@ -13,6 +13,7 @@ import torch
 from assignadd import load_checkpoint
 from assignadd.data import POOL_NAMES
 from assignadd.model import load_checkpoint_full
+from assignadd.training.threads import BUDGET_S, COLD_LIMIT_S, decide, measure
 from assignadd.training.train import TrainConfig, TrainError, recorded_precision, train
 from assignadd.training.train_cli import main as train_main
 
@@ -132,6 +133,128 @@ def test_unreadable_run_files_are_refused(tmp_path):
     (tmp_path / "file").write_text("")
     with pytest.raises(TrainError, match="not a folder"):
         train(tmp_path / "file", small_config(steps=1), progress=False)
+
+
+# ----- threads (training/threads.py) ----------------------------------------------------------------
+TINY = dict(steps=2, batch_size=16, eval_size=5, eval_every=1, checkpoint_every=1, precision="fp32")
+
+
+class FakeClock:
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def fake_steps(clock: FakeClock, seconds: dict) -> dict:
+    """Steps that cost ``seconds[threads]`` on the fake clock: the first call ``seconds[n][0]``, the rest
+    ``seconds[n][1]``."""
+
+    def step_for(n):
+        calls = iter(range(10**6))
+
+        def step():
+            clock.now += seconds[n][0] if next(calls) == 0 else seconds[n][1]
+
+        return step
+
+    return {n: step_for(n) for n in seconds}
+
+
+def test_thread_decision_keeps_one_thread_unless_more_gain_the_margin():
+    assert decide({1: 6.2, 2: 0.61}) == (1, "measured 6.20 steps/s against 0.61 with 2")  # a loaded machine
+    assert decide({1: 14.05, 2: 25.69}) == (2, "measured 25.69 steps/s against 14.05 with 1")  # native bf16
+    chosen, reason = decide({1: 9.28, 2: 10.32})  # fp32 on an idle 2-core machine: 1.11x
+    assert chosen == 1 and reason.endswith("under the 1.15x more threads must gain")
+    assert decide({1: 10.0, 2: 11.6})[0] == 2 and decide({1: 10.0, 4: 30.0, 2: 20.0})[0] == 4
+
+
+def test_thread_measurement_alternates_its_candidates_within_the_budget():
+    clock, order = FakeClock(), []
+    steps = fake_steps(clock, {1: (0.1, 0.02), 2: (0.1, 0.01)})  # warm-ups (not timed), then steps
+    rates = measure(steps, clock=clock, set_threads=order.append)
+    assert rates[1] == pytest.approx(50) and rates[2] == pytest.approx(100)
+    assert order[:6] == [1, 2, 1, 2, 1, 2] and order.count(1) == order.count(2)
+    assert BUDGET_S <= clock.now <= BUDGET_S + 0.03
+
+
+def test_a_slow_first_step_is_its_candidates_timing_and_not_repeated():
+    clock, order = FakeClock(), []
+    steps = fake_steps(clock, {1: (0.05, 0.16), 2: (1.64, 1.64)})  # two threads on a loaded machine
+    rates = measure(steps, clock=clock, set_threads=order.append)
+    assert order.count(2) == 1 and rates[2] == pytest.approx(1 / 1.64)
+    assert order.count(1) == 2 and rates[1] == pytest.approx(1 / 0.16)  # one timed step after the budget ran out
+    assert 1.64 > COLD_LIMIT_S and decide(rates)[0] == 1
+
+
+def test_a_measured_thread_choice_is_recorded_with_its_timings(tmp_path, monkeypatch):
+    monkeypatch.setattr("assignadd.training.train.usable_cores", lambda: 2)  # measured even on a 1-core machine
+    lines = []
+    train(tmp_path / "run", small_config(**{**TINY, "steps": 1}), progress=False, log=lines.append)
+    record = json.loads((tmp_path / "run" / "run.json").read_text())["threads"]
+    assert record["source"] == "measured" and record["chosen"] in (1, 2) and record["cores"] == 2
+    assert set(record["steps_per_s"]) == {"1", "2"} and all(r > 0 for r in record["steps_per_s"].values())
+    assert record["batch_size"] == 16 and record["measure_s"] >= 0 and record["measured_on"]
+    assert record["load_average"] is None or len(record["load_average"]) == 3
+    assert lines[1] == f"{tmp_path / 'run'}: threads: {record['chosen']} ({record['reason']})"
+    assert record["reason"].startswith("measured ")
+
+
+def test_the_thread_choice_is_kept_when_the_run_resumes(tmp_path, monkeypatch):
+    monkeypatch.setattr("assignadd.training.train.usable_cores", lambda: 2)
+    monkeypatch.setattr("assignadd.training.threads.measure", lambda steps, **kw: {1: 3.0, 2: 1.0})
+    run_dir, lines, seen = tmp_path / "run", [], []
+    train(run_dir, small_config(**TINY), progress=False, stop_after=1, log=lines.append)
+    record = json.loads((run_dir / "run.json").read_text())["threads"]
+    assert record["chosen"] == 1 and record["source"] == "measured" and record["steps_per_s"] == {"1": 3.0, "2": 1.0}
+    assert lines[1] == f"{run_dir}: threads: 1 (measured 3.00 steps/s against 1.00 with 2)"
+    monkeypatch.setattr("assignadd.training.train.choose_threads", lambda *a, **k: pytest.fail("measured again"))
+    lines.clear()
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)  # the caller's count, other than the run's (tests run on one thread)
+    try:
+        train(
+            run_dir,
+            small_config(**TINY),
+            progress=False,
+            log=lines.append,
+            early_stop=lambda *a: seen.append(torch.get_num_threads()),
+        )
+        assert torch.get_num_threads() == 2  # restored when train returns
+    finally:
+        torch.set_num_threads(before)
+    assert lines[1] == f"{run_dir}: threads: 1 (resumed: run.json records 1, chosen when the run started)"
+    assert seen == [1]  # the resumed step trained on the recorded count
+    assert json.loads((run_dir / "run.json").read_text())["threads"] == record  # written once
+
+
+def test_given_threads_skip_the_measurement_and_show_in_the_progress_line(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr("assignadd.training.train.choose_threads", lambda *a, **k: pytest.fail("measured"))
+    run_dir = tmp_path / "run"
+    args = ["--steps", "1", "--batch-size", "16", "--eval-size", "5", "--precision", "fp32", "--threads", "1"]
+    assert train_main([str(run_dir), *args]) == 0
+    err = capsys.readouterr().err
+    assert f"{run_dir}: threads: 1 (given)\n" in err and "train seed=42 threads=1" in err
+    record = json.loads((run_dir / "run.json").read_text())["threads"]
+    assert record["chosen"] == 1 and record["source"] == "given" and record["steps_per_s"] == {}
+
+
+def test_one_usable_core_is_not_measured(tmp_path, monkeypatch):
+    monkeypatch.setattr("assignadd.training.train.usable_cores", lambda: 1)
+    monkeypatch.setattr("assignadd.training.train.choose_threads", lambda *a, **k: pytest.fail("measured"))
+    train(tmp_path / "run", small_config(**{**TINY, "steps": 1}), progress=False, log=None)
+    record = json.loads((tmp_path / "run" / "run.json").read_text())["threads"]
+    assert record["chosen"] == 1 and record["source"] == "one core"
+
+
+def test_the_thread_count_does_not_change_the_bits(tmp_path):
+    """A run's choice of threads is the machine's, not the run's: 1 and 2 threads train the same bits
+    (``Embed`` uses F.embedding for this), so a resumed run may go on with other threads."""
+    settings = dict(steps=3, batch_size=32, eval_size=5, eval_every=3, checkpoint_every=3, precision="fp32")
+    one = train(tmp_path / "one", small_config(threads=1, **settings), progress=False, log=None)
+    two = train(tmp_path / "two", small_config(threads=2, **settings), progress=False, log=None)
+    assert bit_identical(state(one), state(two))
 
 
 # ----- bad options -----------------------------------------------------------------------------------

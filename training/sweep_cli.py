@@ -67,7 +67,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--jobs",
         type=int,
         default=1,
-        help="local: worker processes, one torch thread each; ray: CPUs of a local Ray instance (default %(default)s)",
+        help="local: worker processes, one torch thread each (1: one point at a time, in this process, on the "
+        "threads each point measures, as assignadd-train); ray: CPUs of a local Ray instance (default %(default)s)",
     )
     p.add_argument("--ray-address", default=None, help="an existing Ray cluster (default: start a local one)")
     p.add_argument("--f", type=float, default=None, help="f of every point when sweeping r (default 0.7)")

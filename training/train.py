@@ -1,8 +1,9 @@
 """Training (SPEC §3): AdamW on the last position's cross-entropy, seeded and resumable.
 
 A run folder holds:
-    run.json          the run's config (training, task, model) and its precision choice (which
-                      arithmetic, and why: ``training/precision.py``), written once
+    run.json          the run's config (training, task, model), its precision choice (which
+                      arithmetic, and why: ``training/precision.py``) and its thread choice (how many
+                      torch threads, and why: ``training/threads.py``), written once
     checkpoints/      step_000000.pt, step_000100.pt, ...: weights after N optimizer steps
     metrics.jsonl     one line per evaluation: step, training loss, every pool's accuracy
     resume.pt         the latest weights and optimizer state (rewritten atomically)
@@ -10,7 +11,9 @@ A run folder holds:
 
 Every batch is a pure function of (run seed, step) and the optimizer state is saved with the weights,
 so a run killed mid-way and started again with the same folder ends with the same weights. A resumed
-run keeps the precision it started with (recorded in ``run.json``), whatever ``auto`` would pick now.
+run keeps the precision and the threads it started with (recorded in ``run.json``), whatever a measurement
+would pick now (``--threads N`` given again overrides the recorded threads: the thread count does not change
+the run's bits).
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from ..model.checkpoint import atomic_save, save_checkpoint
 from ..model.transformer import AssignAddTransformer, ModelConfig
 from .fast_forward import last_logits
 from .precision import SCOUT_BATCH, PrecisionChoice, StepProbe, choose_precision
+from .threads import ThreadChoice, choose_threads, recorded_threads, torch_threads, usable_cores
 
 RUN_FORMAT = "assignadd.run/1"
 KEY_POOLS = ("0var_heldout_pair", "1var_heldout_pair", "2var_heldout_pair", "2var_restricted_2")
@@ -58,7 +62,7 @@ class TrainConfig:
     checkpoint_every: int = 100
     eval_every: int = 100
     eval_size: int = 500
-    threads: int | None = None
+    threads: int | None = None  # None: measured on this machine (training/threads.py); N: as given
     # The architecture (SPEC §2.1; defaults: the paper's) and the task's shape (SPEC §1.1). Recorded in
     # run.json's ``model_config`` and ``task``, which a resume must match.
     n_layers: int = 2
@@ -292,6 +296,22 @@ def resolve_precision(cfg: TrainConfig, task: Task, header: dict | None = None) 
     return choose_precision(cfg.device, step_probe(cfg, task))
 
 
+def planned_threads(cfg: TrainConfig, header: dict | None = None) -> ThreadChoice | None:
+    """The run's torch threads where nothing needs timing: ``cfg.threads`` as given; the count an existing
+    run folder records (``header``: its run.json); one usable core; a run on a GPU (torch's threads). None:
+    to be measured (``training.threads.choose_threads``) once the precision is known."""
+    if cfg.threads:
+        return ThreadChoice.given(cfg.threads)
+    recorded = recorded_threads((header or {}).get("threads"))
+    if recorded is not None:
+        return ThreadChoice.kept(recorded)
+    if cfg.device != "cpu":
+        return ThreadChoice(torch.get_num_threads(), f"torch's default: the run trains on {cfg.device}", "device")
+    if usable_cores() < 2:
+        return ThreadChoice(1, "one usable core: nothing to measure", "one core")
+    return None
+
+
 def log_stderr(line: str) -> None:
     """The default ``log`` of ``train`` and ``run_sweep``: one line on standard error."""
     print(line, file=sys.stderr, flush=True)
@@ -306,6 +326,7 @@ class OpenRun:
     opt: torch.optim.Optimizer
     start: int  # the step to continue from: 0 for a new run
     precision: PrecisionChoice
+    threads: ThreadChoice
 
 
 def open_run(run_dir, cfg: TrainConfig, precision: PrecisionChoice | None = None) -> OpenRun:
@@ -314,7 +335,9 @@ def open_run(run_dir, cfg: TrainConfig, precision: PrecisionChoice | None = None
     number out of every training pair, a folder of another run, and a resume file it cannot use.
 
     ``precision``: a choice made by the caller (a sweep decides once for all its points); by default
-    ``resolve_precision`` decides, after the options are checked and before anything is written."""
+    ``resolve_precision`` decides, after the options are checked and before anything is written. The
+    threads (``planned_threads``, else measured by ``choose_threads`` in the chosen precision) are decided
+    after the folder is checked; torch's thread count is left as it was (``train`` applies the choice)."""
     cfg.validate()
     run_dir = Path(run_dir)
     if run_dir.exists() and not run_dir.is_dir():
@@ -327,16 +350,14 @@ def open_run(run_dir, cfg: TrainConfig, precision: PrecisionChoice | None = None
             "the model could never learn them"
         )
     run_json = run_dir / "run.json"
-    existing = None
-    if run_json.exists():
-        try:
-            existing = json.loads(run_json.read_text())
-        except (json.JSONDecodeError, UnicodeDecodeError) as e:
-            raise TrainError(f"{run_json}: not valid JSON ({e})") from None
-        if not isinstance(existing, dict):
-            raise TrainError(f"{run_json}: expected a JSON object, found {type(existing).__name__}")
+    existing = read_run_json(run_json)
+    threads = planned_threads(cfg, existing)
     if precision is None:
-        precision = resolve_precision(cfg, task, existing)
+        # Timed on the run's threads; on one thread where those are yet to be measured: a core's arithmetic
+        # decides the precision, and one thread's timing is the one a machine busy with other work leaves
+        # readable (two threads there ran ten times slower, and as erratically).
+        with torch_threads(threads.chosen if threads is not None else 1):
+            precision = resolve_precision(cfg, task, existing)
     elif cfg.precision not in ("auto", precision.chosen):
         raise TrainError(f"--precision {cfg.precision} given, but the caller decided {precision.chosen}")
     cfg = replace(cfg, precision=precision.chosen)
@@ -367,9 +388,25 @@ def open_run(run_dir, cfg: TrainConfig, precision: PrecisionChoice | None = None
                 start = int(state["step"])
             except Exception as e:  # a resume file we cannot use must not be silently ignored
                 raise TrainError(f"{resume}: cannot resume from it ({str(e).splitlines()[0][:200]})") from None
-    else:
-        atomic_write(run_json, json.dumps({**header, "precision": precision.to_dict()}, indent=2) + "\n")
-    return OpenRun(run_dir, cfg, task, model, opt, start, precision)
+    if threads is None:  # a new run, or one whose run.json predates the thread record
+        threads = choose_threads(step_probe(cfg, task), precision.chosen, cores=usable_cores())
+    if existing is None:
+        record = {**header, "precision": precision.to_dict(), "threads": threads.to_dict()}
+        atomic_write(run_json, json.dumps(record, indent=2) + "\n")
+    return OpenRun(run_dir, cfg, task, model, opt, start, precision, threads)
+
+
+def read_run_json(run_json: Path) -> dict | None:
+    """An existing run folder's run.json (a JSON object), or None where there is none."""
+    if not run_json.exists():
+        return None
+    try:
+        existing = json.loads(run_json.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise TrainError(f"{run_json}: not valid JSON ({e})") from None
+    if not isinstance(existing, dict):
+        raise TrainError(f"{run_json}: expected a JSON object, found {type(existing).__name__}")
+    return existing
 
 
 def train(
@@ -386,14 +423,20 @@ def train(
 
     ``stop_after`` ends the call after that many steps in this call without finishing the run (a
     test's stand-in for a killed process). ``early_stop(step, accs) -> bool`` may end a run early.
-    ``precision``: a caller's decision (see ``open_run``); ``log`` gets one line saying which
-    precision the run uses and why (default: standard error; None: silent).
+    ``precision``: a caller's decision (see ``open_run``); ``log`` gets two lines saying which
+    precision and how many torch threads the run uses and why (default: standard error; None: silent).
+    The run trains on its threads; torch's thread count is restored when the call returns.
     """
-    if cfg.threads:
-        torch.set_num_threads(cfg.threads)  # before open_run: a measured precision is timed on these threads
     run = open_run(run_dir, cfg, precision)
     if log is not None:
         log(f"{run.run_dir}: {run.precision.log_line()}")
+        log(f"{run.run_dir}: {run.threads.log_line()}")
+    with torch_threads(run.threads.chosen):
+        return _train_steps(run, progress=progress, stop_after=stop_after, early_stop=early_stop)
+
+
+def _train_steps(run: OpenRun, *, progress: bool, stop_after: int | None, early_stop) -> Path:
+    """``train``'s loop over the steps from ``run.start``, on the threads already set."""
     run_dir, cfg, task, model, opt, start = run.run_dir, run.cfg, run.task, run.model, run.opt, run.start
     prepare_run_folder(run_dir, start)
     pools = {name: task.pool(name, cfg.eval_size, seed=1) for name in POOL_NAMES}  # SPEC §1.4's, seed 1
@@ -407,7 +450,8 @@ def train(
     if progress:
         from tqdm.auto import tqdm
 
-        bar = tqdm(total=cfg.steps, initial=start, desc=f"train seed={cfg.seed}", unit="step", dynamic_ncols=True)
+        desc = f"train seed={cfg.seed} threads={run.threads.chosen}"
+        bar = tqdm(total=cfg.steps, initial=start, desc=desc, unit="step", dynamic_ncols=True)
     model.train()
     running, n_running = 0.0, 0
     step = start
