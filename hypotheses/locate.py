@@ -188,15 +188,6 @@ def locate(model, assignments: torch.Tensor, mixed: torch.Tensor) -> Located:
     return Located(components, {"previous_token_head": prev, "fetching_head": fetch, "adding_mlp": mlp})
 
 
-def claim_components(components: Components, claim: str) -> dict[str, str]:
-    """The components claim ``claim`` reads, as people write them: {"previous_token_head": "0.1", ...}."""
-    labels = components.labels()
-    from .base import REGISTRY
-
-    reads = REGISTRY[claim].reads if claim in REGISTRY else ROLES
-    return {role: labels[role] for role in reads}
-
-
 def search_pools(ctx) -> tuple[torch.Tensor, torch.Tensor]:
     """(assignments, mixed) from ``ctx``'s pools: the first ``LOCATE_SIZE`` sequences of each."""
     assignments = torch.cat([ctx.pool(p)[0][:LOCATE_SIZE] for p in POOLS["previous_token_head"]])

@@ -18,6 +18,12 @@ With ``ModelConfig.layernorm`` (an extension beyond the paper's model, SPEC §2.
 pre-LayerNorm, as TransformerLens' ``normalization_type="LN"``: attention reads ln1(x), the MLP reads
 ln2(resid_mid), the unembedding reads ln_final(x), where
     ln(x) = (x - mean(x)) / sqrt(mean((x - mean(x))^2) + 1e-5) * w + b   # over d_model
+
+Each piece is written once: the attention (``Attention.forward``), a block's two stages (``Block.attend``:
+ln1, attention, residual; ``Block.mlp_tail``: ln2, MLP, residual) and the unembedding (``unembed_tail``).
+The hooked forward, its ``last_only`` cut and the hook-free training step (``forward(hooked=False)``) are
+the one ``AssignAddTransformer.forward`` with flags; the interface checks call the tail after the last
+block's attention (``logits_from_resid_mid``).
 """
 
 from __future__ import annotations
@@ -143,20 +149,29 @@ class LayerNorm(nn.Module):
         self.hook_normalized = HookPoint()  # (..., d_model)
 
     def forward(self, x, hooked: bool = True):
-        """``hooked=False``: the same sums with no hook point on the way (the fast paths)."""
+        """``hooked=False``: the same sums with no hook point on the way (the hook-free paths)."""
         dtype = x.dtype
         x = x.float()
         x = x - x.mean(-1, keepdim=True)
-        scale = (x.pow(2).mean(-1, keepdim=True) + self.eps).sqrt()
-        if not hooked:
-            return (x / scale * self.w + self.b).to(dtype)
-        scale = self.hook_scale(scale)
-        return self.hook_normalized(x / scale * self.w + self.b).to(dtype)
+        scale = _fire(self.hook_scale, (x.pow(2).mean(-1, keepdim=True) + self.eps).sqrt(), hooked)
+        return _fire(self.hook_normalized, x / scale * self.w + self.b, hooked).to(dtype)
 
 
-def layer_norm_unhooked(ln: LayerNorm | None, x: torch.Tensor) -> torch.Tensor:
-    """``ln(x)`` with no hook point on the way; ``x`` itself when the model has no LayerNorm."""
-    return x if ln is None else ln(x, hooked=False)
+def _fire(point: HookPoint, x: torch.Tensor, hooked: bool) -> torch.Tensor:
+    """``x`` through the hook point ``point`` (``hooked``), or ``x`` itself (a hook-free path)."""
+    return point(x) if hooked else x
+
+
+def _norm(ln: LayerNorm | None, x: torch.Tensor, hooked: bool = True) -> torch.Tensor:
+    """``ln(x)``, or ``x`` itself where the model has no LayerNorm."""
+    return x if ln is None else ln(x, hooked)
+
+
+def _has_hooks(*modules: nn.Module | None) -> bool:
+    """Whether a hook point in ``modules`` holds a hook (TransformerLens' public ``HookPoint.has_hooks``)."""
+    return any(
+        isinstance(m, HookPoint) and m.has_hooks() for module in modules if module is not None for m in module.modules()
+    )
 
 
 class Embed(nn.Module):
@@ -193,6 +208,8 @@ class Attention(nn.Module):
         self.b_V = nn.Parameter(torch.zeros(H, Dh))
         self.b_O = nn.Parameter(torch.zeros(D))
         self.register_buffer("mask", torch.tril(torch.ones(cfg.n_ctx, cfg.n_ctx, dtype=torch.bool)))
+        # TransformerLens' masked-score value, kept for its state dict; fixed at -inf (``load_checkpoint``
+        # refuses any other), so the forward fills with -inf itself and never reads it back from the device.
         self.register_buffer("IGNORE", torch.tensor(-torch.inf))
         self.scale = math.sqrt(Dh)
         self.hook_q = HookPoint()  # (B, T, H, d_head)
@@ -208,33 +225,68 @@ class Attention(nn.Module):
         self.hook_v_input = HookPoint()
         self.split_qkv_input = False
 
-    def forward(self, x, norm: LayerNorm | None = None):  # (B, T, D) -> (B, T, D)
-        """``norm``: the block's ln1 (with ``layernorm``), applied to what the queries, keys and values
-        read: to x, or to each head's copy of x while ``split_qkv_input`` is on (the copies are the
-        pre-ln1 residual stream, as TransformerLens' direct-path patching expects)."""
+    def forward(
+        self,
+        x,
+        norm: LayerNorm | None = None,
+        *,
+        hooked: bool = True,
+        x_last: torch.Tensor | None = None,
+        biases: bool = True,
+    ):
+        """The attention's output, (B, T, D) -> (B, T, D): the one place its arithmetic is written.
+
+        ``norm``: the block's ln1 (with ``layernorm``), applied to what the queries, keys and values read:
+        to x, or to each head's copy of x while ``split_qkv_input`` is on (the copies are the pre-ln1
+        residual stream, as TransformerLens' direct-path patching expects). ``hooked``: every hook point
+        fires, q, k and v come from one fused product, and the output is z W_O + b_O (``hook_attn_out``'s).
+        ``hooked=False`` (the training step; the last block when nothing hooks it): no hook point fires,
+        q, k and v come from three products whose outputs are contiguous, so that neither the forward nor
+        the backward copies (bench/RESULTS.md), the output is z W_O (``Block.attend`` adds b_O), and
+        ``biases=False`` skips b_Q, b_K, b_V; given ``x_last``, the caller's slice ``x[:, -1]``, only the
+        last position's query is computed, -> (B, D) (without ln1 it reads that slice, so that the
+        backward sums into it as it always has).
+        """
         B, T, D = x.shape
         H, Dh = self.W_Q.shape[0], self.W_Q.shape[2]
-        if self.split_qkv_input:  # each head reads its own copy of x, so one head's input can be edited
+        last = x_last is not None
+        if hooked and last:
+            raise ValueError("Attention's last-position query is hook-free: a hook sees every position")
+        if hooked and self.split_qkv_input:  # each head reads its own copy of x, so one head's input can be edited
             x_h = x[:, :, None, :].expand(B, T, H, D)
             q_in, k_in, v_in = self.hook_q_input(x_h), self.hook_k_input(x_h), self.hook_v_input(x_h)
-            if norm is not None:
-                q_in, k_in, v_in = norm(q_in), norm(k_in), norm(v_in)
+            q_in, k_in, v_in = _norm(norm, q_in), _norm(norm, k_in), _norm(norm, v_in)
             q = self.hook_q(torch.einsum("bthd,hde->bthe", q_in, self.W_Q) + self.b_Q)
             k = self.hook_k(torch.einsum("bthd,hde->bthe", k_in, self.W_K) + self.b_K)
             v = self.hook_v(torch.einsum("bthd,hde->bthe", v_in, self.W_V) + self.b_V)
-        else:  # one (D, 3·H·Dh) matmul rather than three einsums: the same sums, markedly faster on CPU
-            if norm is not None:
-                x = norm(x)
+            q, k, v = (t.transpose(1, 2) for t in (q, k, v))  # each (B, H, T, Dh)
+        elif hooked:  # one (D, 3·H·Dh) matmul rather than three: the same sums, markedly faster on CPU
+            x = _norm(norm, x)
             W_qkv = torch.cat([self.W_Q, self.W_K, self.W_V], 0).permute(1, 0, 2).reshape(D, 3 * H * Dh)
             q, k, v = (x @ W_qkv).view(B, T, 3, H, Dh).unbind(2)  # each (B, T, H, Dh)
             q, k, v = self.hook_q(q + self.b_Q), self.hook_k(k + self.b_K), self.hook_v(v + self.b_V)
+            q, k, v = (t.transpose(1, 2) for t in (q, k, v))  # each (B, H, T, Dh)
+        else:
+            x = _norm(norm, x, hooked=False)
+            q_in = x if not last else x_last if norm is None else x[:, -1]
+            q, k, v = (
+                t @ W.permute(1, 0, 2).reshape(D, H * Dh) for t, W in ((q_in, self.W_Q), (x, self.W_K), (x, self.W_V))
+            )
+            if biases:
+                q, k, v = q + self.b_Q.reshape(H * Dh), k + self.b_K.reshape(H * Dh), v + self.b_V.reshape(H * Dh)
+            k, v = (t.view(B, T, H, Dh).transpose(1, 2) for t in (k, v))  # each (B, H, T, Dh)
+            q = q.view(B, H, 1, Dh) if last else q.view(B, T, H, Dh).transpose(1, 2)
         # Scores and softmax in fp32 whatever the autocast dtype, as CUDA autocast does.
-        scores = (q.transpose(1, 2) @ k.permute(0, 2, 3, 1)).float() / self.scale  # (B, H, T, T)
-        scores = scores.masked_fill(~self.mask[:T, :T], self.IGNORE.item())
-        scores = self.hook_attn_scores(scores)
-        pattern = self.hook_pattern(scores.softmax(dim=-1))
-        z = self.hook_z((pattern.to(v.dtype) @ v.transpose(1, 2)).transpose(1, 2))  # (B, T, H, Dh)
-        return z.reshape(B, T, H * Dh) @ self.W_O.reshape(H * Dh, D) + self.b_O
+        scores = (q @ k.transpose(-1, -2)).float() / self.scale  # (B, H, T, T), or (B, H, 1, T) with last
+        if not last:  # the last query sees every key: nothing to mask
+            scores = _fire(self.hook_attn_scores, scores.masked_fill(~self.mask[:T, :T], float("-inf")), hooked)
+        pattern = _fire(self.hook_pattern, scores.softmax(dim=-1), hooked)
+        z = pattern.to(v.dtype) @ v  # (B, H, T, Dh), or (B, H, 1, Dh) with last
+        if last:
+            return z.reshape(B, H * Dh) @ self.W_O.reshape(H * Dh, D)
+        z = _fire(self.hook_z, z.transpose(1, 2), hooked)  # (B, T, H, Dh)
+        out = z.reshape(B, T, H * Dh) @ self.W_O.reshape(H * Dh, D)
+        return out + self.b_O if hooked else out
 
 
 class MLP(nn.Module):
@@ -247,10 +299,13 @@ class MLP(nn.Module):
         self.hook_pre = HookPoint()  # (B, T, d_mlp)
         self.hook_post = HookPoint()
 
-    def forward(self, x):
-        pre = self.hook_pre(x @ self.W_in + self.b_in)
-        post = self.hook_post(F.relu(pre))
-        return post @ self.W_out + self.b_out
+    def forward(self, x, hooked: bool = True, biases: bool = True):
+        """relu(x W_in + b_in) W_out + b_out at any positions (..., D); ``hooked=False``: no hook point
+        fires; ``biases=False``: the bias terms skipped (hook-free only)."""
+        pre = x @ self.W_in
+        pre = _fire(self.hook_pre, pre + self.b_in if biases else pre, hooked)
+        out = _fire(self.hook_post, F.relu(pre), hooked) @ self.W_out
+        return out + self.b_out if biases else out
 
 
 class Block(nn.Module):
@@ -274,17 +329,40 @@ class Block(nn.Module):
         self.hook_mlp_out = HookPoint()
         self.hook_resid_post = HookPoint()
 
-    def forward(self, x):  # (B, T, D) -> (B, T, D)
-        x = self.hook_resid_pre(x)
-        resid_mid = self.hook_resid_mid(x + self.hook_attn_out(self.attn(x, self.ln1)))
-        # A layer without MLP has zero weights and biases: its output is exactly zero.
-        if not self.has_mlp:
-            mlp_out = torch.zeros_like(resid_mid)
-        elif self.ln2 is not None:
-            mlp_out = self.mlp(self.ln2(resid_mid))
-        else:
-            mlp_out = self.mlp(resid_mid)
+    def forward(self, x, *, hooked: bool = True, biases: bool = True):
+        """(B, T, D) -> (B, T, D): ``attend`` then ``mlp_tail``. ``hooked=False``: no hook point fires (the
+        training step); ``biases=False``: the bias terms skipped, hook-free."""
+        return self.mlp_tail(self.attend(x, hooked=hooked, biases=biases), hooked=hooked, biases=biases)
+
+    def attend(self, x, *, hooked: bool = True, last: bool = False, biases: bool = True):
+        """The attention stage, resid_pre (B, T, D) -> resid_mid: ln1, attention, the residual sum. Hooked,
+        x + (z W_O + b_O) (``hook_attn_out`` sees the bracket); hook-free, (x + z W_O) + b_O, the sums
+        the training path has always done. ``last``: resid_mid at the last position, (B, D)."""
+        if hooked:
+            x = self.hook_resid_pre(x)
+            return self.hook_resid_mid(x + self.hook_attn_out(self.attn(x, self.ln1)))
+        x_last = x[:, -1] if last else None
+        resid = (x if x_last is None else x_last) + self.attn(x, self.ln1, hooked=False, x_last=x_last, biases=biases)
+        return resid + self.attn.b_O if biases else resid
+
+    def mlp_tail(self, resid_mid, *, hooked: bool = True, biases: bool = True):
+        """The MLP stage, resid_mid -> resid_post at any positions (..., D): ln2, the MLP, the residual sum.
+        A layer without MLP adds nothing: its weights are zero, so its output is exactly zero (hooked,
+        ``hook_mlp_out`` still fires, with zeros)."""
+        if not hooked:
+            if not self.has_mlp:
+                return resid_mid
+            return resid_mid + self.mlp(_norm(self.ln2, resid_mid, hooked=False), hooked=False, biases=biases)
+        mlp_out = self.mlp(_norm(self.ln2, resid_mid)) if self.has_mlp else torch.zeros_like(resid_mid)
         return self.hook_resid_post(resid_mid + self.hook_mlp_out(mlp_out))
+
+    def last_hooked_stage(self) -> int:
+        """Through which stage a forward must run this block in full, hooks firing: 0 when none of its hook
+        points holds a hook, 1 when the last that does is in ``attend`` (resid_pre, ln1, attn, attn_out,
+        resid_mid), 2 when one is in ``mlp_tail`` (ln2, mlp, mlp_out, resid_post)."""
+        if _has_hooks(self.ln2, self.mlp, self.hook_mlp_out, self.hook_resid_post):
+            return 2
+        return int(_has_hooks(self.hook_resid_pre, self.ln1, self.attn, self.hook_attn_out, self.hook_resid_mid))
 
 
 class Unembed(nn.Module):
@@ -293,55 +371,9 @@ class Unembed(nn.Module):
         self.W_U = nn.Parameter(torch.empty(cfg.d_model, cfg.d_vocab_out))
         self.b_U = nn.Parameter(torch.zeros(cfg.d_vocab_out))
 
-    def forward(self, x):
-        return x @ self.W_U + self.b_U
-
-
-# The last block's hook points that fire before its MLP (names relative to the block, or their prefixes:
-# everything in attn and ln1): hooks there still let the MLP and the unembedding run at the last position
-# only. (attn's per-head input hooks fire only in split-input mode, which takes the full forward anyway.)
-_UP_TO_RESID_MID = ("hook_resid_pre", "hook_attn_out", "hook_resid_mid", "attn.", "ln1.")
-
-
-def mlp_unhooked(mlp: "MLP", x: torch.Tensor, biases: bool = True) -> torch.Tensor:
-    """The MLP's output with no hook point on the way (``biases=False``: the bias terms skipped)."""
-    if biases:
-        return F.relu(x @ mlp.W_in + mlp.b_in) @ mlp.W_out + mlp.b_out
-    return F.relu(x @ mlp.W_in) @ mlp.W_out
-
-
-def last_block_at_last_position(model: "AssignAddTransformer", x: torch.Tensor, biases: bool = True) -> torch.Tensor:
-    """The last block and the unembedding at the last position only, from the residual stream entering
-    the block (B, T, D) -> logits (B, d_vocab_out), fp32; no hook point fires. Its keys and values need
-    every position; its query, attention output, MLP and unembedding need one. Used by the hooked
-    forward when no hook sits in the last block, and by the training path (``training.fast_forward``).
-    ``biases=False`` skips the bias terms, for a caller that knows they are zero."""
-    B, T, _ = x.shape
-    last = model.blocks[-1]
-    a = last.attn
-    H, D, Dh = a.W_Q.shape
-    x_last = x[:, -1]  # (B, D)
-    if last.ln1 is None:  # q reads x_last itself: one slice of x, so the backward sums as it always has
-        x_in, q_in = x, x_last
-    else:
-        x_in = layer_norm_unhooked(last.ln1, x)
-        q_in = x_in[:, -1]
-    q = q_in @ a.W_Q.permute(1, 0, 2).reshape(D, H * Dh)
-    k, v = (x_in @ W.permute(1, 0, 2).reshape(D, H * Dh) for W in (a.W_K, a.W_V))
-    if biases:
-        q, k, v = q + a.b_Q.reshape(H * Dh), k + a.b_K.reshape(H * Dh), v + a.b_V.reshape(H * Dh)
-    k, v = (t.view(B, T, H, Dh).transpose(1, 2) for t in (k, v))  # each (B, H, T, Dh)
-    scores = (q.view(B, H, 1, Dh) @ k.transpose(-1, -2)).float() / a.scale  # the last query sees all keys
-    z = (scores.softmax(dim=-1).to(v.dtype) @ v).reshape(B, H * Dh)
-    resid = x_last + z @ a.W_O.reshape(H * Dh, D)
-    if biases:
-        resid = resid + a.b_O
-    if last.has_mlp:
-        resid = resid + mlp_unhooked(last.mlp, layer_norm_unhooked(last.ln2, resid), biases)
-    logits = layer_norm_unhooked(model.ln_final, resid) @ model.unembed.W_U
-    if biases:
-        logits = logits + model.unembed.b_U
-    return logits.float()
+    def forward(self, x, biases: bool = True):
+        out = x @ self.W_U
+        return out + self.b_U if biases else out
 
 
 class AssignAddTransformer(HookedRootModule):
@@ -400,59 +432,78 @@ class AssignAddTransformer(HookedRootModule):
         return [p for p in self.parameters() if p.requires_grad]
 
     def forward(
-        self, tokens: torch.Tensor, stop_at_layer: int | None = None, *, last_only: bool = False
+        self,
+        tokens: torch.Tensor,
+        stop_at_layer: int | None = None,
+        *,
+        last_only: bool = False,
+        hooked: bool = True,
+        biases: bool = True,
     ) -> torch.Tensor:
-        """Logits at every position: (B, T) -> (B, T, d_vocab_out), fp32. The one hooked forward.
+        """Logits at every position: (B, T) -> (B, T, d_vocab_out), fp32. The one forward.
 
         ``stop_at_layer=L`` (as TransformerLens) runs blocks 0..L-1 only and returns the residual
         stream (B, T, d_model): for measurements that read Layer 1 alone.
 
         ``last_only=True``: the caller reads the last position only; returns (B, 1, d_vocab_out). Every
         TransformerLens hook fires as in the full forward, with the same shapes; what no hook and no
-        output reads is skipped. With no hook in the last block (``HookPoint.has_hooks``, TransformerLens'
-        public check), that block runs its query, attention output, MLP and unembedding at the last
-        position only (``last_block_at_last_position``); with hooks no later than its
-        ``hook_resid_mid``, its attention runs in full and only the MLP and unembedding are cut; any
-        later hook gets the full forward. The logits then equal the full forward's to float rounding
-        (other matrix shapes), not to the bit. Hooks attached by other means (torch's own
-        ``register_forward_hook``, an nnsight trace) are not seen by that check: with them, leave
-        ``last_only`` off (the interventions engine's nnsight backend does).
+        output reads is skipped: the last block runs in full (every position) only through its last stage
+        whose hook points hold a hook (``Block.last_hooked_stage``, asked through TransformerLens' public
+        ``HookPoint.has_hooks``), and the rest at the last position alone. With no hook in it, its query,
+        attention output, MLP and unembedding run at the last position; with hooks no later than its
+        ``hook_resid_mid``, its attention runs in full and only the MLP and unembedding are cut; any later
+        hook (or ``ln_final``'s, or ``split_qkv_input``) gets the full forward. The logits then equal the
+        full forward's to float rounding (other matrix shapes), not to the bit. Hooks attached by other
+        means (torch's own ``register_forward_hook``, an nnsight trace) are not seen by that check: with
+        them, leave ``last_only`` off (the interventions engine's nnsight backend does).
+
+        ``hooked=False`` (the training step, ``training.fast_forward.last_logits``): no hook point fires,
+        and each block's q, k and v come from three products (``Attention.forward``); ``biases=False``
+        skips the bias terms there, for a caller that knows they are zero.
         """
+        if hooked and not biases:
+            raise ValueError("biases=False is for the hook-free forward (hooked=False)")
         if tokens.dim() == 1:  # one sequence, e.g. ``model(assignadd.parse(text))``
             tokens = tokens[None]
-        tokens = self.hook_tokens(tokens)
-        x = self.hook_embed(self.embed(tokens)) + self.hook_pos_embed(self.pos_embed(tokens))
-        if last_only and stop_at_layer is None:
-            for block in self.blocks[:-1]:
-                x = block(x)
-            return self._last_block(x)[:, None]
-        for block in self.blocks[:stop_at_layer]:
-            x = block(x)
+        if hooked:
+            tokens = self.hook_tokens(tokens)
+            x = self.hook_embed(self.embed(tokens)) + self.hook_pos_embed(self.pos_embed(tokens))
+        else:  # the position table broadcast over the batch, as the training step has always added it
+            x = self.embed(tokens) + self.pos_embed.W_pos[: tokens.shape[1]]
+        last_only = last_only and stop_at_layer is None
+        for block in self.blocks[: -1 if last_only else stop_at_layer]:
+            x = block(x, hooked=hooked, biases=biases)
         if stop_at_layer is not None:
             return x
-        if self.ln_final is not None:
-            x = self.ln_final(x)
-        return self.unembed(x).float()
+        if last_only:
+            return self._last_position(x, hooked, biases)
+        return self.unembed_tail(x, hooked=hooked, biases=biases)
 
-    def _last_block(self, x: torch.Tensor) -> torch.Tensor:
-        """The last block and the unembedding for the last position's logits (B, d_vocab_out), doing no
-        more work than the TransformerLens hooks attached to the last block need (see ``forward``)."""
+    def _last_position(self, x: torch.Tensor, hooked: bool, biases: bool) -> torch.Tensor:
+        """The last block and the unembedding for the last position's logits (B, 1, d_vocab_out): the
+        block's stages run in full (every position, hooks firing) through the last one a hook needs
+        (``forward``), the rest at the last position alone, hook-free."""
         last = self.blocks[-1]
-        hooked = {name for name, m in last.named_modules() if isinstance(m, HookPoint) and m.has_hooks()}
-        after_resid_mid = not all(name.startswith(_UP_TO_RESID_MID) for name in hooked)
-        if self.ln_final is not None:  # ln_final's hooks see every position: any of them needs the full forward
-            final_hooked = self.ln_final.hook_scale.has_hooks() or self.ln_final.hook_normalized.has_hooks()
-            if last.attn.split_qkv_input or final_hooked or after_resid_mid:
-                return self.unembed(self.ln_final(last(x)))[:, -1].float()
-        elif last.attn.split_qkv_input or after_resid_mid:
-            return self.unembed(last(x)[:, -1]).float()
-        if not hooked:
-            return last_block_at_last_position(self, x)
-        x = last.hook_resid_pre(x)
-        resid = last.hook_resid_mid(x + last.hook_attn_out(last.attn(x, last.ln1)))[:, -1]
-        if last.has_mlp:
-            resid = resid + mlp_unhooked(last.mlp, layer_norm_unhooked(last.ln2, resid))
-        return (layer_norm_unhooked(self.ln_final, resid) @ self.unembed.W_U + self.unembed.b_U).float()
+        full = last.last_hooked_stage() if hooked else 0
+        if hooked and (last.attn.split_qkv_input or _has_hooks(self.ln_final)):
+            full = 2  # per-head inputs are computed in full; ln_final's hook points see every position
+        if full == 2:
+            x = last(x)
+            return self.unembed_tail(x)[:, -1:] if self.ln_final is not None else self.unembed_tail(x[:, -1])[:, None]
+        resid_mid = last.attend(x)[:, -1] if full == 1 else last.attend(x, hooked=False, last=True, biases=biases)
+        return self.logits_from_resid_mid(resid_mid, biases=biases)[:, None]
+
+    def unembed_tail(self, x: torch.Tensor, *, hooked: bool = True, biases: bool = True) -> torch.Tensor:
+        """The final LayerNorm (with ``layernorm``) and the unembedding, at any positions: (..., d_model) ->
+        (..., d_vocab_out), fp32. ``hooked=False``: ln_final's hook points do not fire."""
+        return self.unembed(_norm(self.ln_final, x, hooked), biases).float()
+
+    def logits_from_resid_mid(self, resid_mid: torch.Tensor, *, biases: bool = True) -> torch.Tensor:
+        """Everything after the last block's attention, hook-free, at any positions: its MLP stage and the
+        unembedding, resid_mid (..., d_model) -> logits (..., d_vocab_out), fp32 (``last_only``'s cut
+        forward; the interface checks at `=`)."""
+        resid_post = self.blocks[-1].mlp_tail(resid_mid, hooked=False, biases=biases)
+        return self.unembed_tail(resid_post, hooked=False, biases=biases)
 
     def biases_are_zero(self) -> bool:
         return all(not p.any() for n, p in self.named_parameters() if n.rsplit(".", 1)[-1].startswith("b_"))

@@ -86,10 +86,13 @@ def with_components(report: dict, located) -> dict:
     """The report with where the components were found (``components``, after ``only``) and, in each
     claim's entry, the components it read (``components``): for a model where that is news (not the
     paper's layout found as the only candidates)."""
-    from ..hypotheses.locate import claim_components
+    from ..hypotheses import REGISTRY
+    from ..hypotheses.declaration import ROLES
 
+    labels = located.components.labels()  # each role as people write it: {"previous_token_head": "0.1", ...}
     for c in report["claims"]:
-        c["components"] = claim_components(located.components, c["claim"])
+        reads = REGISTRY[c["claim"]].reads if c["claim"] in REGISTRY else ROLES
+        c["components"] = {role: labels[role] for role in reads}
     out = {}
     for key, value in report.items():
         out[key] = value

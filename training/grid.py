@@ -18,8 +18,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..data import Task
-from .train import TrainConfig, TrainError
+from .config import TrainConfig, TrainError
 
 PARAMS = ("f", "r")
 FIXED_DEFAULTS = {"f": 0.7, "r": 1.0}  # the paper's main run: the value of the parameter not swept
@@ -147,6 +146,8 @@ class SweepConfig:
         except TrainError as e:
             raise SweepError(str(e)) from None
         if self.param == "f" or self.other == "f":
+            from ..data import Task
+
             refused = []
             for f in sorted({p.f for p in self.points()}):
                 missing = Task(f, 1.0, self.split_seed).numbers_missing_from_training()

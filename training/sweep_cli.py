@@ -97,9 +97,8 @@ def main(argv=None) -> int:
     if swept_given is not None:
         exit_bad_input(f"--{args.param} is the swept parameter; give its values with --values")
     check_out(args.out)
+    from .config import TrainError
     from .grid import SweepConfig, SweepError
-    from .sweep import run_sweep
-    from .train import TrainError
 
     cfg = SweepConfig(
         param=args.param,
@@ -116,6 +115,9 @@ def main(argv=None) -> int:
         precision=args.precision,
     )
     try:
+        cfg.validate()  # before torch is imported: a bad option is answered at once
+        from .sweep import run_sweep
+
         summary = run_sweep(
             args.out, cfg, backend=args.backend, jobs=args.jobs, ray_address=args.ray_address, progress=not args.quiet
         )

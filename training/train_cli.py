@@ -126,7 +126,7 @@ def check_run_dir(run_dir) -> None:
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     check_run_dir(args.run_dir)
-    from .train import TrainConfig, TrainError, train
+    from .config import TrainConfig, TrainError
 
     # each option (but RUN_DIR and --quiet) is the TrainConfig field of its name; "all" needs --n-layers
     options = {f.name: getattr(args, f.name) for f in fields(TrainConfig) if hasattr(args, f.name)}
@@ -134,6 +134,9 @@ def main(argv=None) -> int:
         options["mlp_layers"] = tuple(range(max(args.n_layers, 0)))
     cfg = TrainConfig(**options)
     try:
+        cfg.validate()  # before torch is imported: a bad option is answered at once
+        from .train import train
+
         final = train(args.run_dir, cfg, progress=not args.quiet)
     except TrainError as e:
         exit_bad_input(str(e))

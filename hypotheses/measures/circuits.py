@@ -107,9 +107,8 @@ def ov2_mlp2_accuracy(model: AssignAddTransformer, *, components: Components = P
     E_num = model.embed.W_E[:N]
     ov = E_num @ a2.W_V[head] @ a2.W_O[head]  # (N, D)
     h = (ov[:, None, :] + ov[None, :, :]).reshape(N * N, -1)
-    mlp = model.blocks[components.mlp_layer].mlp
-    resid = h + torch.relu(h @ mlp.W_in + mlp.b_in) @ mlp.W_out + mlp.b_out
-    pred = (resid @ model.unembed.W_U + model.unembed.b_U).argmax(-1).reshape(N, N)
+    resid = h + model.blocks[components.mlp_layer].mlp(h, hooked=False)  # no LayerNorm: the weights' own circuit
+    pred = model.unembed(resid).argmax(-1).reshape(N, N)
     target = (torch.arange(N)[:, None] + torch.arange(N)[None, :]) % N
     correct = pred == target
     return float(correct.float().mean()), correct
