@@ -28,7 +28,7 @@ from pathlib import Path
 import torch
 
 from ..data.tokens import N_SPECIAL
-from ..fileio import atomic_write_with
+from ..fileio import atomic_write_with, not_a_torch_file
 from .transformer import AssignAddTransformer, ModelConfig
 
 FORMAT = "assignadd.checkpoint/1"
@@ -130,61 +130,6 @@ def _load_downgraded(path: Path, device) -> object:
     return torch.load(buf, map_location=device, weights_only=True)
 
 
-# What a file that torch.save did not write is, by its first bytes (checked in order).
-_MAGIC = (
-    (b"\x89PNG\r\n\x1a\n", "a PNG image"),
-    (b"\xff\xd8\xff", "a JPEG image"),
-    (b"%PDF", "a PDF document"),
-    (b"\x1f\x8b", "a gzip archive (unpack it first)"),
-    (b"\x93NUMPY", "a NumPy .npy array"),
-    (b"\x89HDF\r\n\x1a\n", "an HDF5 file (e.g. a Keras model)"),
-    (b"GGUF", "a GGUF model file"),
-    (b"\x7fELF", "an executable"),
-)
-
-
-def _not_torch(path: Path, head: bytes) -> str | None:
-    """What the file is, when its first bytes show it cannot be a ``torch.save`` file (a zip archive
-    holding ``data.pkl``, or a pickle); None when it may be one."""
-    if head.startswith(b"PK\x03\x04"):
-        try:
-            with zipfile.ZipFile(path) as zf:
-                names = zf.namelist()
-        except (zipfile.BadZipFile, OSError, ValueError, EOFError):
-            return None  # a truncated torch.save file looks like this too: let torch.load report it
-        if any(n == "data.pkl" or n.endswith("/data.pkl") for n in names):
-            return None
-        if any(n.endswith(".npy") for n in names):
-            return "a NumPy .npz archive, not a torch.save file"
-        return "a zip archive without data.pkl, not a torch.save file"
-    if head[:1] == b"\x80":
-        return None  # a pickle: a legacy torch.save file, or something torch.load(weights_only) refuses
-    for magic, what in _MAGIC:
-        if head.startswith(magic):
-            return what
-    if len(head) >= 10 and head[8:9] == b"{" and int.from_bytes(head[:8], "little") < 100_000_000:
-        return (
-            "a safetensors file (load it with safetensors.torch.load_file and save the dict with "
-            "torch.save to use it here)"
-        )
-    text = _as_text(head)
-    if text is not None:
-        kind = "a JSON file" if text.lstrip()[:1] in ("{", "[") else "a text file"
-        return f"{kind}, not a torch.save file"
-    return "neither a zip archive nor a pickle, so not a torch.save file"
-
-
-def _as_text(head: bytes) -> str | None:
-    """``head`` as text when it is printable UTF-8 (the read may end inside a multi-byte character)."""
-    for cut in range(4):
-        try:
-            text = head[: len(head) - cut].decode("utf-8")
-        except UnicodeDecodeError:
-            continue
-        return text if all(c.isprintable() or c in "\n\r\t" for c in text) else None
-    return None
-
-
 def read_checkpoint_file(path, device: str | torch.device = "cpu") -> object:
     """The object a checkpoint file holds, read weights only (TransformerLens' protocol-4 files without
     torch's protocol warning), for ``load_checkpoint_full`` and for a caller that needs its metadata
@@ -201,7 +146,7 @@ def read_checkpoint_file(path, device: str | torch.device = "cpu") -> object:
             head = fh.read(512)
     except OSError as e:
         raise CheckpointError(f"{path}: cannot read ({e.strerror or e})") from None
-    what = _not_torch(path, head)
+    what = not_a_torch_file(path, head)
     if what is not None:
         raise CheckpointError(f"{path}: not a checkpoint: {what}")
     try:
