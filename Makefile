@@ -20,11 +20,15 @@ $(VENV)/.installed: pyproject.toml
 verify: setup
 	$(BIN)/assignadd-verify --out out/reference
 
-# The suite, then every claim on the bundled checkpoint through the shipped pytest plugin.
+# The suite, then every claim on the bundled checkpoint through the shipped pytest plugin. The suite runs
+# in one pytest-xdist worker per core (at most 4; TEST_WORKERS=1 for one worker); tests that share an
+# expensive module fixture carry an xdist_group mark and stay in one worker. While editing,
+# `pytest -m "not slow"` leaves out the tests that take more than about 10 s each.
+TEST_WORKERS ?= auto
 test: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --maxprocesses 4 --dist loadgroup
 	$(BIN)/python -m pytest -q -m assignadd_claim --assignadd-checkpoint reference
 
 # Render a report in headless Chromium and check every figure loaded (needs Debian's chromium).

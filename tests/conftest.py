@@ -19,6 +19,31 @@ from assignadd.data import Task
 D_MODEL, D_HEAD, D_MLP, N_CTX, D_VOCAB, D_VOCAB_OUT = 128, 128, 512, 16, 74, 59
 
 
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config, items):
+    """Keep ``xdist_group`` marks working under ``make test`` (``-n ... --dist loadgroup``).
+
+    pytest-xdist tells its scheduler an item's group by appending ``@group`` to the item's node id, in
+    each worker after collection. pytest 9.2 made node ids structured, and xdist 3.8's edit of the old
+    field no longer shows in ``item.nodeid`` (pytest-xdist issue #1386): every group would be split
+    over the workers, and each worker would compute the group's module fixture again. Here the same
+    suffix is set where xdist's did not take; where it did, or without xdist, nothing changes.
+    """
+    if not getattr(config.option, "loadgroup", False):
+        return
+    try:
+        from _pytest.nodeid import NodeId  # pytest >= 9.2, where the suffix needs setting here
+    except ImportError:
+        return
+    for item in items:
+        names = {
+            str(m.args[0] if m.args else m.kwargs.get("name", "default")) for m in item.iter_markers("xdist_group")
+        }
+        suffix = "@" + "_".join(sorted(names))
+        if names and not item.nodeid.endswith(suffix):
+            item._id = NodeId.parse(item.nodeid + suffix)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def single_threaded_torch():
     """Tests run torch on one thread: their tensors are tiny, and on a shared machine a second

@@ -41,6 +41,7 @@ def test_noise_copy_moves_every_nonzero_tensor_by_its_scale_and_keeps_zeros():
     assert torch.equal(noise_copy(model, 0, 1).embed.W_E, noise_copy(model, 0, 1).embed.W_E)  # and are seeded
 
 
+@pytest.mark.slow
 @needs_reference
 def test_calibration_on_the_reference_counts_what_the_matrix_and_copies_show():
     model = load_checkpoint(assignadd.reference_checkpoint())

@@ -146,6 +146,7 @@ def test_fitted_cos_form_recovers_a_planted_neuron():
     assert fit["phase_n"] == pytest.approx(fit["phase_m"], abs=1e-4)
 
 
+@pytest.mark.xdist_group("fourier_neurons_planted")
 def test_fourier_neurons_passes_on_planted_fourier_model(planted_result):
     assert planted_result.verdict == "pass", planted_result.reason
     items = by_name(planted_result)
@@ -156,6 +157,7 @@ def test_fourier_neurons_passes_on_planted_fourier_model(planted_result):
     assert items["key_frequencies_vs_placebo"].measurement.extra["placebo_accuracy"] >= 0.95
 
 
+@pytest.mark.xdist_group("fourier_neurons_planted")
 def test_fourier_neurons_fails_on_every_control_of_the_planted_model(planted_result):
     for e in planted_result.evidence:
         for control in e.controls:
@@ -188,6 +190,7 @@ def test_fourier_neurons_fails_when_key_frequencies_projected_out(task):
     assert not items["key_frequencies_kept"].passed
 
 
+@pytest.mark.xdist_group("fourier_neurons_planted")
 def test_fourier_neurons_is_deterministic_given_the_context_seed(task, planted_result):
     again = verdict(planted_model(True), task)
     assert again.to_dict() == planted_result.to_dict()

@@ -51,10 +51,14 @@ RECODINGS = [
     ("mlp_output_rotated", "mlp_to_unembedding"),
     ("unembedding_input_rotated", "mlp_to_unembedding"),
 ]
+SLOW_RECODINGS = {"layer1_output_noised", "layer2_keys_rotated", "layer2_queries_rotated"}  # over 10 s each
 
 
 @needs_reference
-@pytest.mark.parametrize("name, where", RECODINGS)
+@pytest.mark.parametrize(
+    "name, where",
+    [pytest.param(n, w, marks=[pytest.mark.slow] if n in SLOW_RECODINGS else []) for n, w in RECODINGS],
+)
 def test_a_recoding_breaks_its_interface_and_no_other(reference, name, where):
     """The interface recoded is broken; those after it are not a recoding; those before it are upstream of
     the break and fit nothing (a recoding there could make up for one later: the last one localizes)."""
@@ -82,6 +86,7 @@ def test_a_recoding_breaks_its_interface_and_no_other(reference, name, where):
         assert broken_naming(checks, upstream) is None
 
 
+@pytest.mark.slow
 @needs_reference
 @pytest.mark.parametrize(
     "name", ["layer1_values_rotated", "mlp_neurons_permuted", "layer2_values_rotated", "layer2_ov_rank8"]

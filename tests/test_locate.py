@@ -191,6 +191,8 @@ def test_ties_go_to_the_lowest_layer_and_head():
     assert locate._ranked({(1, 1): 0.5, (0, 1): 0.5, (1, 0): 0.5, (2, 0): 0.2}) == [(0, 1), (1, 0), (1, 1), (2, 0)]
 
 
+@pytest.mark.slow
+@pytest.mark.xdist_group("locate_reference_results")
 def test_every_claim_gives_the_references_verdict_from_the_same_numbers(reference_results, layout):
     name, model, where = layout
     ctx = Context(model, Task(), n=N)
@@ -320,6 +322,7 @@ def test_bad_components_are_one_line_and_exit_2(saved, value, says, capsys):
     assert len(err.strip().splitlines()) == 1
 
 
+@pytest.mark.slow
 def test_the_model_figures_draw_the_located_components(reference):
     """On the two-head layout the figures drawn at the found components are the reference's, byte for byte,
     but for the attention figures, whose titles name the head (``blocks.0 head 1``); drawn at the paper's

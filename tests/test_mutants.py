@@ -145,33 +145,66 @@ def test_an_ov2_rank_cut_fails_shared_residual_on_what_layer2_hands_on(name):
     assert got == pytest.approx(items["reference"][read].measurement.value, abs=1e-9)
 
 
+# The break matrix on the reference in three parts, each a test of its own, so that pytest-xdist can run
+# them side by side (the whole matrix is about 3 minutes of one core). Each part runs the unbroken
+# reference again, since that run decides which of its cells are judged. The assertions are those of the
+# whole matrix, each made in the part that holds its mutant; what spans the parts is counted below from
+# the expected pattern.
+MATRIX_PARTS = 3
+SEEN_AT_INTERFACE = {
+    ("previous_token_head", "layer1_output_noised"),
+    ("shared_residual", "layer2_output_recoded"),
+    ("shared_residual", "layer2_value_bias_shifted"),
+    ("fourier_neurons", "mlp_output_rotated"),
+}
+
+
+def _expected_cells(mutants) -> list[str]:
+    """The expected verdict of every cell of ``mutants`` when every claim passes the unbroken checkpoint."""
+    from assignadd.hypotheses import REGISTRY
+
+    return [expected(c, MUTANTS[m]) for m in mutants for c in REGISTRY]
+
+
+def test_the_break_matrix_judges_125_cells_and_expects_passes_upstream():
+    """What the parts below add up to: 125 judged cells over the 23 break mutants when every claim passes
+    the unbroken reference, and at least 12 of them upstream claims expected to pass."""
+    assert len(BREAKS) == 23
+    assert sorted(m for part in range(MATRIX_PARTS) for m in BREAKS[part::MATRIX_PARTS]) == sorted(BREAKS)
+    cells = _expected_cells(BREAKS)
+    assert sum(1 for e in cells if e != "not judged") == 125
+    assert sum(1 for e in cells if e == "pass") >= 12
+
+
 @needs_reference
-def test_every_judged_cell_of_the_mutant_matrix_is_right_on_the_reference():
+@pytest.mark.slow
+@pytest.mark.parametrize("part", range(MATRIX_PARTS))
+def test_every_judged_cell_of_the_mutant_matrix_is_right_on_the_reference(part):
+    mutants = BREAKS[part::MATRIX_PARTS]
     model = load_checkpoint(assignadd.reference_checkpoint())
-    doc = matrix_to_dict(mutation_matrix(model, Task(), seed=0, n=500, mutants=BREAKS))
+    doc = matrix_to_dict(mutation_matrix(model, Task(), seed=0, n=500, mutants=mutants))
     assert doc["summary"]["wrong"] == [], render_matrix(doc)
-    assert doc["summary"]["judged"] == 125  # 23 break mutants; every claim passes the unbroken reference
+    # every claim passes the unbroken reference, so this part judges the cells the pattern judges (125 in all)
+    assert set(doc["unbroken"].values()) == {"pass"}
+    assert doc["summary"]["judged"] == sum(1 for e in _expected_cells(mutants) if e != "not judged")
     # Four breaks recode an interface: the own claim does not fail, and the broken interface names it
     # (hypotheses/interfaces.py); the matrix counts that as seen, and says so in the cell.
     seen_at_interface = {(c["claim"], c["mutant"]) for c in doc["cells"] if c["verdict"] != "fail" and c["interface"]}
-    assert {
-        ("previous_token_head", "layer1_output_noised"),
-        ("shared_residual", "layer2_output_recoded"),
-        ("shared_residual", "layer2_value_bias_shifted"),
-        ("fourier_neurons", "mlp_output_rotated"),
-    } <= seen_at_interface
+    assert {(c, m) for c, m in SEEN_AT_INTERFACE if m in mutants} <= seen_at_interface
     intact = {"ov1_to_layer2": "intact", "ov2_to_mlp": "intact", "mlp_to_unembedding": "intact"}
     assert doc["interfaces"]["(unbroken)"] == intact
-    assert doc["interfaces"]["layer1_output_noised"] == {
-        "ov1_to_layer2": "interface-broken",
-        "ov2_to_mlp": "not a recoding",
-        "mlp_to_unembedding": "not a recoding",
-    }
+    if "layer1_output_noised" in mutants:
+        assert doc["interfaces"]["layer1_output_noised"] == {
+            "ov1_to_layer2": "interface-broken",
+            "ov2_to_mlp": "not a recoding",
+            "mlp_to_unembedding": "not a recoding",
+        }
     # A break its own claim fails needs no interface fit, and gets none
     assert "mlp_neurons_permuted" not in doc["interfaces"]
     # the matrix is not trivially "everything fails": upstream claims pass on downstream breaks
     passes = [c for c in doc["cells"] if c["expected"] == "pass"]
-    assert len(passes) >= 12 and all(c["verdict"] == "pass" for c in passes)
+    assert len(passes) == sum(1 for e in _expected_cells(mutants) if e == "pass")
+    assert all(c["verdict"] == "pass" for c in passes)
 
 
 # ----- symmetry mutants: the same function, so the same verdicts and deciding values ----------------
@@ -209,6 +242,8 @@ def symmetry_results():
     return doc
 
 
+@pytest.mark.slow
+@pytest.mark.xdist_group("mutants_symmetry")
 @needs_reference
 def test_every_claim_keeps_its_verdict_on_every_symmetry_mutant(symmetry_results):
     doc = matrix_to_dict(symmetry_results)
@@ -218,6 +253,8 @@ def test_every_claim_keeps_its_verdict_on_every_symmetry_mutant(symmetry_results
     assert doc["summary"]["judged"] == len(SYMMETRIES) * len(COMPONENT_CLAIMS)
 
 
+@pytest.mark.slow
+@pytest.mark.xdist_group("mutants_symmetry")
 @needs_reference
 def test_every_deciding_value_is_unchanged_on_every_symmetry_mutant(symmetry_results):
     """Every evidence value of every component claim, controls included, equals the unbroken model's."""
@@ -328,6 +365,8 @@ def reference_results():
     return run_all(Context(model, Task(), n=GOLDEN_N))
 
 
+@pytest.mark.slow
+@pytest.mark.xdist_group("mutants_golden")
 @needs_reference
 def test_every_control_of_every_required_item_acts_on_the_reference_and_fails_there(reference_results):
     results = reference_results
@@ -345,6 +384,8 @@ def test_every_control_of_every_required_item_acts_on_the_reference_and_fails_th
     assert seen >= 25
 
 
+@pytest.mark.slow
+@pytest.mark.xdist_group("mutants_golden")
 @needs_reference
 def test_golden_numbers_of_the_reference_are_unchanged(reference_results):
     """Every evidence value of the bundled reference (n = 500, seed 0), recorded once by
@@ -391,6 +432,7 @@ def test_matrix_renders_as_text_markdown_and_an_html_page_with_a_figure():
     assert "data:image/png;base64," in page and "<script>" not in page and "&lt;x&gt;.pt" in page
 
 
+@pytest.mark.slow
 def test_a_claim_failing_on_the_unbroken_checkpoint_is_shown_not_judged():
     """A break cannot be seen in a claim that already fails: its cells are not judged, and the table
     says why (a re-initialised model fails every claim)."""
@@ -414,6 +456,7 @@ def test_a_claim_failing_on_the_unbroken_checkpoint_is_shown_not_judged():
     assert "not judged: heldout_generalization" in table
 
 
+@pytest.mark.slow
 def test_mutants_command_exits_1_when_nothing_could_be_judged(tmp_path, capsys):
     from assignadd.model import AssignAddTransformer, save_checkpoint
     from assignadd.reports.mutants_cli import main

@@ -30,6 +30,9 @@ from assignadd.tests.planted import (
     planted_solver,
 )
 
+# The tests share the planted contexts and their claim results (module fixtures): one pytest-xdist worker.
+pytestmark = pytest.mark.xdist_group("planted")
+
 POOL_SIZE = 300
 MODELS = {
     "solver": planted_solver,

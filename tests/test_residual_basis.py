@@ -53,6 +53,7 @@ def _check_same_function(model, mutated, task):
     assert torch.equal(a.argmax(-1), b.argmax(-1))
 
 
+@pytest.mark.xdist_group("residual_basis_reference")
 @needs_reference
 @pytest.mark.parametrize(
     "which",

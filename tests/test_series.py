@@ -111,6 +111,7 @@ def test_claims_are_spread_over_the_series_first_and_last_included():
     assert claim_indices(5, 1) == [4] and claim_indices(5, 0) == [] and claim_indices(3, 10) == [0, 1, 2]
 
 
+@pytest.mark.slow
 def test_series_json_is_byte_identical_across_runs_and_jobs(tiny_run, tmp_path):
     for name, jobs in (("a", 1), ("b", 2)):  # exit 1: learning_phases fails on 30 steps (no phase at all)
         assert (
@@ -501,6 +502,8 @@ def shipped_doc():
     return compute_series(assignadd.reference_series()[0].parent, n=500, claims=0, progress=False)
 
 
+@pytest.mark.slow
+@pytest.mark.xdist_group("series_shipped")
 @shipped
 def test_shipped_series_shows_the_three_phases_in_order_at_plausible_steps(shipped_doc):
     onsets = [p["onset_step"] for p in shipped_doc["phases"]["phases"]]
@@ -508,6 +511,8 @@ def test_shipped_series_shows_the_three_phases_in_order_at_plausible_steps(shipp
     assert onsets[0] <= 5_000 and onsets[1] <= 15_000 and onsets[2] <= 25_000  # paper: spike ~5k, refinement ~15k
 
 
+@pytest.mark.slow
+@pytest.mark.xdist_group("series_shipped")
 @shipped
 def test_learning_phases_passes_on_the_shipped_series_under_version_4(shipped_doc):
     """Rule version 4 (docs/dynamics.md), scored after it was frozen. Version 3 failed the shipped series:
@@ -528,6 +533,8 @@ def test_learning_phases_passes_on_the_shipped_series_under_version_4(shipped_do
         assert before is not None and before < at  # onsets in steps, as intervals
 
 
+@pytest.mark.slow
+@pytest.mark.xdist_group("series_shipped")
 @shipped
 @pytest.mark.parametrize("every", [2, 4])
 def test_the_shipped_series_thinned_is_inconclusive_not_judged(shipped_doc, every):
@@ -555,6 +562,8 @@ def test_the_shipped_series_cut_before_binding_fails_with_exit_status_1(tmp_path
     assert claim["verdict"] == "fail" and "assignment_phase_is_a_learning_curve" in claim["reason"], claim["reason"]
 
 
+@pytest.mark.slow
+@pytest.mark.xdist_group("series_shipped")
 @shipped
 def test_scrubbed_accuracy_tracks_when_the_papers_algorithm_explains_the_model(shipped_doc):
     """The whole_algorithm scrubs along the shipped run: at chance at step 0; by the end the routing
@@ -586,6 +595,8 @@ def test_restricted_cells_name_each_variable_in_the_slot_training_never_gave_it(
     assert set(cells) <= set(measure_definitions(task))
 
 
+@pytest.mark.slow
+@pytest.mark.xdist_group("series_shipped")
 @shipped
 def test_the_restricted_slot_phase_comes_cell_by_cell_on_the_shipped_run(shipped_doc):
     """Each restricted (variable, slot) cell generalizes at its own time: at some checkpoint one cell is

@@ -71,6 +71,7 @@ def head_without_title(page: str) -> str:
 
 
 # ----- one template, escaping by construction ---------------------------------------------------------
+@pytest.mark.xdist_group("series_pages")
 def test_series_page_escapes_a_script_in_a_claim_reason_and_in_the_source_path(series_doc):
     doc = copy.deepcopy(series_doc)
     doc["source"] = f"runs/{SCRIPT}"
@@ -99,6 +100,7 @@ def test_sweep_page_escapes_a_script_in_a_claim_reason_a_folder_and_a_point(swee
     assert page.count(ESCAPED) >= 4
 
 
+@pytest.mark.xdist_group("series_pages")
 def test_the_three_pages_share_one_template_and_stylesheet(series_out, sweep_out):
     series_page = (series_out / "series.html").read_text()
     sweep_page = (sweep_out / "sweep.html").read_text()
@@ -169,6 +171,7 @@ window.addEventListener('load', function () {
 </script>"""
 
 
+@pytest.mark.xdist_group("series_pages")
 @needs_chromium
 @pytest.mark.parametrize("which", ["series", "sweep"])
 def test_nothing_overflows_an_800_px_window_and_tables_fit_their_box(which, series_out, sweep_out, tmp_path):
@@ -185,6 +188,7 @@ def test_nothing_overflows_an_800_px_window_and_tables_fit_their_box(which, seri
 
 
 # ----- the schemas ------------------------------------------------------------------------------------
+@pytest.mark.xdist_group("series_pages")
 def test_series_json_from_the_command_matches_its_schema(series_doc):
     assert series_doc["checkpoints"][0]["claims"] and series_doc["claims_first_hold"]  # the optional parts are there
     assert series_doc["verdict_timeline"]["stand_in"]["steps"] == [0, 30]
@@ -208,6 +212,7 @@ def test_the_shipped_sweep_report_written_by_an_earlier_rule_matches_the_schema(
     assert schema.errors(doc) == []
 
 
+@pytest.mark.xdist_group("series_pages")
 def test_the_schema_checker_catches_a_broken_series_document(series_doc):
     doc = copy.deepcopy(series_doc)
     del doc["checkpoints"][0]["sha256"]
@@ -274,6 +279,7 @@ def test_the_schemas_ship_with_the_package_and_name_their_documents():
         assert loaded["$id"] == doc_id == loaded["properties"]["schema"]["const"] and schema.BY_ID[doc_id] == name
 
 
+@pytest.mark.xdist_group("series_pages")
 def test_the_schemas_are_valid_json_schema_where_jsonschema_is_installed(series_doc, sweep_doc):
     jsonschema = pytest.importorskip("jsonschema")
     for name, doc in (("series", series_doc), ("sweep", sweep_doc)):

@@ -48,6 +48,7 @@ def test_constant_rewrite_replaces_variables_by_their_values(task):
     assert (sums != labels).all() and (other[:, :12] == tokens[:, :12]).all()
 
 
+@pytest.mark.xdist_group("shared_residual_planted")
 def test_shared_residual_passes_on_planted_routing_model(planted_result):
     assert planted_result.verdict == "pass", planted_result.reason
     items = by_name(planted_result)
@@ -56,6 +57,7 @@ def test_shared_residual_passes_on_planted_routing_model(planted_result):
     assert items["constant_difference_moves_variable_run"].measurement.value > 0.95
 
 
+@pytest.mark.xdist_group("shared_residual_planted")
 def test_shared_residual_fails_on_every_control_of_the_planted_model(planted_result):
     for e in planted_result.evidence:
         for control in e.controls:
@@ -96,5 +98,6 @@ def test_shared_residual_fails_when_resid_mid_at_eq_mean_ablated(task):
     assert items["constant_difference_moves_variable_run"].measurement.value < 0.1
 
 
+@pytest.mark.xdist_group("shared_residual_planted")
 def test_shared_residual_is_deterministic_given_the_context_seed(task, planted_result):
     assert verdict(planted_model(True), task).to_dict() == planted_result.to_dict()

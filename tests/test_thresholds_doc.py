@@ -32,6 +32,8 @@ def pages(tool):
     return tool.committed_pages()
 
 
+@pytest.mark.slow
+@pytest.mark.xdist_group("thresholds_doc_results")
 def test_every_claim_is_listed_series_and_sweep_claims_included(tool, results):
     from assignadd.hypotheses import REGISTRY
 
@@ -41,6 +43,8 @@ def test_every_claim_is_listed_series_and_sweep_claims_included(tool, results):
     assert {"learning_phases", "data_requirements"} <= set(ids)
 
 
+@pytest.mark.slow
+@pytest.mark.xdist_group("thresholds_doc_results")
 def test_thresholds_page_matches_the_code(tool, results):
     assert tool.read(tool.DOC) == tool.render(results), FIX
 
@@ -51,11 +55,15 @@ def test_every_claim_has_one_page_with_its_own_block(tool, pages):
         assert [c for c, _, _ in tool.blocks(text)] == [claim]
 
 
+@pytest.mark.slow
+@pytest.mark.xdist_group("thresholds_doc_results")
 def test_claim_pages_match_the_code(tool, results, pages):
     stale = [c for c, text in pages.items() if tool.is_stale(c, text, results)]
     assert stale == [], FIX
 
 
+@pytest.mark.slow
+@pytest.mark.xdist_group("thresholds_doc_results")
 def test_each_block_lists_every_item_with_its_bar(tool, results, pages):
     for r in results:
         _, start, end = tool.blocks(pages[r.claim])[0]
@@ -74,6 +82,8 @@ def _first_block_bar(tool, text):
     return claim, start + m.start(2), m.group(2)
 
 
+@pytest.mark.slow
+@pytest.mark.xdist_group("thresholds_doc_results")
 def test_a_hand_edited_bar_inside_a_block_is_detected(tool, results, pages):
     text = pages["identity_qk"]
     claim, at, value = _first_block_bar(tool, text)
@@ -83,6 +93,8 @@ def test_a_hand_edited_bar_inside_a_block_is_detected(tool, results, pages):
     assert tool.render_page(claim, edited, results) == text  # rewriting puts the code's bar back
 
 
+@pytest.mark.slow
+@pytest.mark.xdist_group("thresholds_doc_results")
 def test_text_outside_the_block_is_kept_byte_for_byte(tool, results, pages):
     text = pages["shared_residual"]
     _, start, end = tool.blocks(text)[0]
@@ -99,12 +111,16 @@ def test_text_outside_the_block_is_kept_byte_for_byte(tool, results, pages):
     assert not tool.is_stale("shared_residual", out, results)
 
 
+@pytest.mark.slow
+@pytest.mark.xdist_group("thresholds_doc_results")
 def test_a_page_with_another_claims_block_fails_loudly(tool, results, pages):
     text = pages["identity_qk"].replace("generated:items identity_qk", "generated:items shared_residual")
     with pytest.raises(tool.DocError, match="identity_qk.md: generated block.*shared_residual"):
         tool.render_page("identity_qk", text, results)
 
 
+@pytest.mark.slow
+@pytest.mark.xdist_group("thresholds_doc_results")
 def test_a_page_without_a_block_fails_loudly(tool, results, pages):
     text = pages["identity_qk"]
     _, start, end = tool.blocks(text)[0]
@@ -113,6 +129,8 @@ def test_a_page_without_a_block_fails_loudly(tool, results, pages):
         tool.render_page("identity_qk", text[:begin] + text[end + len(tool.END) :], results)
 
 
+@pytest.mark.slow
+@pytest.mark.xdist_group("thresholds_doc_results")
 def test_a_page_with_two_blocks_fails_loudly(tool, results, pages):
     text = pages["identity_qk"] + "\n<!-- generated:items identity_qk -->\n<!-- end generated -->\n"
     with pytest.raises(tool.DocError, match="more than one generated block for identity_qk"):
@@ -157,6 +175,8 @@ def _bar_rows(text: str, names: set[str]) -> list[str]:
     return rows
 
 
+@pytest.mark.slow
+@pytest.mark.xdist_group("thresholds_doc_results")
 def test_no_hand_written_bar_rows_outside_the_blocks(tool, results, pages):
     names = {e.name for r in results for e in r.evidence}
     for claim, text in pages.items():
@@ -167,6 +187,8 @@ def test_no_hand_written_bar_rows_outside_the_blocks(tool, results, pages):
     assert _bar_rows(index, names) == [], "docs/hypotheses.md states an item's bar by hand"
 
 
+@pytest.mark.slow
+@pytest.mark.xdist_group("thresholds_doc_results")
 def test_the_bar_row_check_catches_a_hand_written_table(tool, results, pages):
     # The check above is only worth something if it would see the tables the blocks replaced.
     names = {e.name for r in results for e in r.evidence}

@@ -75,6 +75,7 @@ def test_a_variant_trains_and_loads_back_bit_exact_with_its_config_and_task(vari
     assert torch.equal(start.embed.W_E, AssignAddTransformer(cfg, seed=42).embed.W_E)
 
 
+@pytest.mark.slow
 def test_verify_runs_every_claim_on_a_variant_and_reports_its_config(variant_run, tmp_path):
     run_dir, cfg = variant_run
     out = tmp_path / "report"

@@ -105,6 +105,7 @@ def reference_items():
     return r, {e.name: e for e in r.evidence}
 
 
+@pytest.mark.xdist_group("whole_algorithm_parts_reference")
 @needs_reference
 def test_every_part_of_the_correspondence_is_needed_on_the_reference(reference_items):
     r, items = reference_items
@@ -122,6 +123,7 @@ def test_every_part_of_the_correspondence_is_needed_on_the_reference(reference_i
     assert not e.required and e.measurement.value < MINIMAL.value
 
 
+@pytest.mark.xdist_group("whole_algorithm_parts_reference")
 @needs_reference
 def test_knocking_parts_out_costs_the_circuit_what_it_costs_the_model(reference_items):
     _, items = reference_items
@@ -137,6 +139,7 @@ def test_knocking_parts_out_costs_the_circuit_what_it_costs_the_model(reference_
     assert e.control_status("circuit_without_identity") == "fail" and c.value > 0.5 and c.acted > ACTED_MIN
 
 
+@pytest.mark.xdist_group("whole_algorithm_parts_reference")
 @needs_reference
 def test_held_out_doubled_pair_errors_are_the_addition_modules_not_the_routings(reference_items):
     r, items = reference_items
@@ -239,6 +242,7 @@ def test_a_pool_that_loses_under_the_scrub_fails_although_the_pooled_figure_reco
     assert at_chance.value == 0.0 and "nothing to explain" in at_chance.extra["note"]
 
 
+@pytest.mark.xdist_group("whole_algorithm_parts_reference")
 @needs_reference
 def test_every_pool_keeps_its_accuracy_under_both_scrubs_on_the_reference(reference_items):
     r, items = reference_items
