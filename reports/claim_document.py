@@ -130,7 +130,6 @@ def documented(doc: dict) -> type[Hypothesis]:
     return type(f"Documented_{base.__name__}", (base,), {"items": items})
 
 
-
 @contextmanager
 def running(doc: dict | None, path: str, only: list[str] | None, n: int | None):
     """Run under the ``--claim-doc`` document ``doc`` (read from ``path``; None: no document): yields
