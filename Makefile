@@ -4,7 +4,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup verify test bench html-check clean
+.PHONY: setup verify test bench html-check clean docs
 
 setup: $(VENV)/.installed
 
@@ -44,3 +44,10 @@ bench: setup
 
 clean:
 	rm -rf $(VENV) out
+
+# Regenerate the generated pages of docs/ from the code (docs/README.md, "Generated output"): the cheap
+# targets by default; DOCS_ARGS=--check compares instead of writing, DOCS_ARGS=--expensive adds the
+# training runs, matrices and calibration (hours).
+DOCS_ARGS ?=
+docs: setup
+	$(BIN)/python tools/regenerate_docs.py $(DOCS_ARGS)
