@@ -348,7 +348,7 @@ TARGETS: tuple[Target, ...] = (
     Target(
         "variant_two_heads",
         ("variants/two_heads/report.json", "variants/two_heads/report.md"),
-        "[variants/two_heads/](variants/two_heads/) `report.json`, `report.md`",
+        "[variants/](variants/) `two_heads/report.json`, `two_heads/report.md`",
         "`assignadd-train RUN --n-heads 2 --d-head 64 --threads 1`, then `assignadd-verify RUN/final.pt --out DIR`"
         " ([variants.md](variants.md))",
         "47 min training, then one verify",
@@ -358,7 +358,7 @@ TARGETS: tuple[Target, ...] = (
     Target(
         "variant_three_layers",
         ("variants/three_layers/report.json", "variants/three_layers/report.md"),
-        "[variants/three_layers/](variants/three_layers/) `report.json`, `report.md`",
+        "[variants/](variants/) `three_layers/report.json`, `three_layers/report.md`",
         "`assignadd-train RUN --n-layers 3 --threads 1`, then `assignadd-verify RUN/final.pt --out DIR`"
         " ([variants.md](variants.md))",
         "71 min training, then one verify",
@@ -387,7 +387,7 @@ TARGETS: tuple[Target, ...] = (
     Target(
         "heldout_curves",
         ("figures/heldout_curves.png",),
-        "[figures/heldout_curves.png](figures/heldout_curves.png)",
+        "[figures/](figures/) `heldout_curves.png`",
         "`assignadd-train RUN --seed S` for seeds 0-5, then `python tools/heldout_curves.py OUT.png checkpoints RUN...`"
         " (seed 42: the shipped run's log)",
         "6 trainings of about 40 min, then 1 min",
