@@ -64,6 +64,7 @@ out = {}
 for cid in REGISTRY:
     t0 = time.process_time()
     r, _ = session.run_one(ctx, cid)
+    r = r.to_dict() if hasattr(r, "to_dict") else dict(r)  # a ClaimResult here; a dictionary before
     r.pop("seconds", None)
     out[cid] = [time.process_time() - t0, json.dumps(r, sort_keys=True)]
 print(json.dumps(out))

@@ -24,7 +24,6 @@ from ..model.components import PAPER, Components
 from .base import REGISTRY, Context, _r
 from .declaration import WHOLE_MODEL
 from .interfaces import broken_naming, check_all
-from . import run_all
 
 
 def expected(claim: str, mutant: Mutant, unbroken: str = "pass") -> str:
@@ -98,14 +97,22 @@ def mutation_matrix(
     claims=None,
     progress=None,
     components: Components | None = None,
+    jobs: int | None = None,
 ) -> dict:
     """{"mutants": [...], "claims": [...], "cells": [Cell, ...], "changed": {mutant: [parameter names]},
     "unbroken": {claim: verdict}, "results": {"(unbroken)" or mutant: [ClaimResult, ...]}}.
 
     ``mutants``: names from ``MUTANTS`` (default all); ``claims``: claim ids (default all registered
-    per-checkpoint claims); ``progress``: optional callable(message) for long runs; ``components``: where
-    the components sit (default: searched on the unbroken model, SPEC §2.1).
+    per-checkpoint claims; run in registry order); ``progress``: optional callable(message) for long runs;
+    ``components``: where the components sit (default: searched on the unbroken model, SPEC §2.1);
+    ``jobs``: worker processes per model (``reports.verify.verify``'s: None, one per core).
+
+    Each model, the unbroken one first, is run through ``reports.verify.verify``, the function behind
+    ``assignadd-verify``: its claims side by side, and its interface checks beside them where they are
+    asked for.
     """
+    from ..reports.verify import verify
+
     names = list(MUTANTS) if mutants is None else list(mutants)
     unknown = [m for m in names if m not in MUTANTS]
     if unknown:
@@ -123,10 +130,10 @@ def mutation_matrix(
     except ValueError:  # no candidate for a role: the claims say so as errors; mutants act on the paper's sites
         located = None
     where = located.components if located is not None else PAPER
-    unbroken_results = run_all(unbroken_ctx, claims)
-    unbroken = {r.claim: r.verdict for r in unbroken_results}
-    cells, changed, claim_ids, results_of = [], {}, None, {"(unbroken)": unbroken_results}
-    interfaces_of = {"(unbroken)": check_all(unbroken_ctx)}
+    v = verify(unbroken_ctx, only=claims, jobs=jobs)
+    unbroken = {r.claim: r.verdict for r in v.results}
+    cells, changed, claim_ids, results_of = [], {}, None, {"(unbroken)": v.results}
+    interfaces_of = {"(unbroken)": v.checks}
     for name in names:
         if progress:
             progress(name)
@@ -136,15 +143,16 @@ def mutation_matrix(
         mutant_ctx = Context(mutated, task, seed=seed, n=n)
         if located is not None:
             mutant_ctx.pin(located)
-        results = run_all(mutant_ctx, claims)
-        results_of[name] = results
+        # The interfaces are checked on every symmetry mutant (intact, at no cost: nothing is fitted
+        # where the answers hold), beside the claims, and where a break is not seen by the claim it
+        # belongs to (there an interface break is what can still show it), after them. A break its own
+        # claim fails needs no fit.
+        v = verify(mutant_ctx, only=claims, jobs=jobs, interfaces=mutant.kind != "break")
+        results = results_of[name] = v.results
         claim_ids = [r.claim for r in results]
         expect = {r.claim: expected(r.claim, mutant, unbroken.get(r.claim, "error")) for r in results}
-        # The interfaces are checked where a break is not seen by the claim it belongs to (there an
-        # interface break is what can still show it), and on every symmetry mutant (intact, at no cost:
-        # nothing is fitted where the answers hold). A break its own claim fails needs no fit.
         unseen = any(expect[r.claim] == "fail" and r.verdict != "fail" for r in results)
-        checks = check_all(mutant_ctx) if unseen or mutant.kind != "break" else None
+        checks = v.checks if mutant.kind != "break" else check_all(mutant_ctx, claims=claim_ids) if unseen else None
         if checks is not None:
             interfaces_of[name] = checks
         cells += [

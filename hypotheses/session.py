@@ -4,7 +4,7 @@ that spreads independent claims over worker processes.
 
 Every claim starts from the same RNG state (``seed_everything``) and reads only the context's pools,
 which are fixed by its seed, so a claim's result does not depend on which claims ran before it, in
-which process, or in which order: a ``ClaimRunner`` gives the same dictionaries for any ``jobs``.
+which process, or in which order: a ``ClaimRunner`` gives the same results for any ``jobs``.
 """
 
 from __future__ import annotations
@@ -82,13 +82,13 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def run_one(ctx, cid: str) -> tuple[dict, float]:
-    """One claim from a fresh RNG state: (its result as a dictionary, seconds)."""
+def run_one(ctx, cid: str) -> tuple[object, float]:
+    """One claim from a fresh RNG state: (its ``ClaimResult``, seconds)."""
     from . import run_all
 
     seed_everything(ctx.seed)
     t0 = time.perf_counter()
-    result = run_all(ctx, [cid])[0].to_dict()
+    result = run_all(ctx, [cid])[0]
     return result, time.perf_counter() - t0
 
 
@@ -137,7 +137,7 @@ def _worker_run(cid: str) -> tuple[str, dict, float]:
 
 
 class ClaimRunner:
-    """Runs the claims ``ids`` on ``ctx``; iterate it for ``(claim, result as a dictionary, seconds)`` as
+    """Runs the claims ``ids`` on ``ctx``; iterate it for ``(claim, ClaimResult, seconds)`` as
     each claim finishes. ``jobs`` > 1: that many forked worker processes, one torch thread each, taking
     the claims longest first; the results are the same as with ``jobs=1`` (see the module docstring).
 

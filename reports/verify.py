@@ -11,6 +11,7 @@ The checkpoint is loaded and its components located once; the claims then run si
 workers (``hypotheses.session.ClaimRunner``) while this process checks the interfaces
 (``hypotheses.interfaces``). ``report`` is report.json's document (byte-identical for the same
 checkpoint, seed and options); ``timings`` what took how long (timings.json), which no verdict reads.
+``assignadd-mutants`` calls it too, on a ``Context`` holding a mutant in memory instead of a file.
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ class Verification:
     timings: dict
     ctx: object  # hypotheses.base.Context
     located: object  # hypotheses.locate.Located, or None when a role has no candidate
+    results: list  # the ClaimResults, in registry order (report["claims"] holds them as dictionaries)
+    checks: list | None  # the interface checks (hypotheses.interfaces.check_all), None when not asked for
     painter: object = None  # reports.figures.Painter, drawing while the claims ran
 
     def figures(self) -> list:
@@ -122,6 +125,10 @@ def verify(
     checkpoint that cannot be read or a task that does not fit it (``CheckpointError`` is one), for claim
     ids it does not know, and for a device this machine does not have.
 
+    ``checkpoint`` may instead be a ``hypotheses.base.Context`` (a model in memory, its task, seed, pool
+    size and, if pinned, its components): then ``seed``, ``n``, ``device``, ``task`` and ``components`` are
+    the context's, and the report names the file ``shown_path`` or "(in memory)".
+
     seed, n, device  the pools' seed and size, where to run
     task             ``{"f", "r", "seed"}`` for a checkpoint that records no task (None: the paper's)
     components       ``model.components.Components`` to use instead of the search of SPEC §2.1
@@ -137,15 +144,20 @@ def verify(
     from ..hypotheses.session import ClaimRunner, load_context, resolve_jobs
     from . import render
 
+    from ..hypotheses.base import Context
+
     ids = claim_ids(only)
     if device == "cuda":
         import torch
 
         if not torch.cuda.is_available():
             raise ValueError("--device cuda: CUDA is not available on this machine")
-    path = Path(checkpoint)
     t0 = time.perf_counter()
-    ctx, meta, task_source = load_context(path, seed=seed, n=n, device=device, task=task, components=components)
+    if isinstance(checkpoint, Context):
+        path, ctx, meta, task_source = None, checkpoint, {"format": "in memory"}, "given"
+    else:
+        path = Path(checkpoint)
+        ctx, meta, task_source = load_context(path, seed=seed, n=n, device=device, task=task, components=components)
     timings = {"schema": render.TIMINGS_SCHEMA, "load_seconds": time.perf_counter() - t0, "claims": {}}
     t_locate = time.perf_counter()
     try:  # once, before the workers fork (they inherit it)
@@ -173,10 +185,12 @@ def verify(
         by_id = {}
         for i, (cid, result, seconds) in enumerate(runner, 1):
             by_id[cid], timings["claims"][cid] = result, seconds
-            if painter is not None:
-                painter.claim(result)
-            if on_result is not None:
-                on_result(i, cid, result, seconds)
+            if painter is not None or on_result is not None:
+                as_dict = result.to_dict()
+                if painter is not None:
+                    painter.claim(as_dict)
+                if on_result is not None:
+                    on_result(i, cid, as_dict, seconds)
     except BaseException:
         if painter is not None:
             painter.close()
@@ -187,26 +201,26 @@ def verify(
     timings["claims"] = {c: timings["claims"][c] for c in ids}
 
     results = [by_id[c] for c in ids]  # registry order, whichever finished first
-    report = _report(
-        path, shown_path or str(checkpoint), meta, task_source, ctx, located, results, checks, only, documents
-    )
-    return Verification(report, timings, ctx, located, painter)
+    shown = shown_path or ("(in memory)" if path is None else str(checkpoint))
+    report = _report(path, shown, meta, task_source, ctx, located, results, checks, only, documents)
+    return Verification(report, timings, ctx, located, results, checks, painter)
 
 
-def _report(path: Path, shown_path: str, meta: dict, task_source: str, ctx, located, results, checks, only, documents):
-    """report.json's document for ``results`` (in registry order) and the interface ``checks``."""
+def _report(path, shown_path: str, meta: dict, task_source: str, ctx, located, results, checks, only, documents):
+    """report.json's document for ``results`` (ClaimResults in registry order) and the interface ``checks``
+    (``path`` None: a model in memory)."""
     from .. import __version__
     from ..fileio import sha256_file
     from . import render
     from .claim_document import claim_documents
 
-    ids, n = [r["claim"] for r in results], ctx.n
+    ids, n = [r.claim for r in results], ctx.n
     checkpoint_entry = {
         "path": shown_path,
-        "sha256": sha256_file(path),
+        "sha256": sha256_file(path) if path is not None else None,
         "format": meta.get("format"),
         "step": meta.get("step"),
-        "size_bytes": path.stat().st_size,
+        "size_bytes": path.stat().st_size if path is not None else None,
     }
     if meta.get("step_source"):
         checkpoint_entry["step_source"] = meta["step_source"]
@@ -219,7 +233,7 @@ def _report(path: Path, shown_path: str, meta: dict, task_source: str, ctx, loca
         n=n,
         device=str(ctx.device),
         only=only,
-        claims=results,
+        claims=[r.to_dict() for r in results],
         tool_version=__version__,
         not_run=not_run_here(only),
         interfaces=checks,

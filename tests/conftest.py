@@ -21,16 +21,23 @@ D_MODEL, D_HEAD, D_MLP, N_CTX, D_VOCAB, D_VOCAB_OUT = 128, 128, 512, 16, 74, 59
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config, items):
-    """Keep ``xdist_group`` marks working under ``make test`` (``-n ... --dist loadgroup``).
+    """Under ``make test`` (pytest-xdist, ``-n ... --dist loadgroup``): the ``slow`` tests first, and
+    ``xdist_group`` marks that work. Without xdist, nothing changes.
 
-    pytest-xdist tells its scheduler an item's group by appending ``@group`` to the item's node id, in
+    Slow first: xdist hands each worker up to three tests ahead, so long tests next to each other in the
+    collection (the break matrix's three parts) can end up queued in one worker while the other runs
+    out of work; taken first, the long tests are spread while there is plenty of short work left for the
+    end. (xdist still runs the groups before the single tests, the largest group first.)
+
+    Groups: xdist tells its scheduler an item's group by appending ``@group`` to the item's node id, in
     each worker after collection. pytest 9.2 made node ids structured, and xdist 3.8's edit of the old
-    field no longer shows in ``item.nodeid`` (pytest-xdist issue #1386): every group would be split
-    over the workers, and each worker would compute the group's module fixture again. Here the same
-    suffix is set where xdist's did not take; where it did, or without xdist, nothing changes.
+    field no longer shows in ``item.nodeid`` (pytest-xdist issue #1386): every group would be split over
+    the workers, and each worker would compute the group's module fixture again. Here the same suffix is
+    set where xdist's did not take.
     """
     if not getattr(config.option, "loadgroup", False):
         return
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)  # stable: otherwise in order
     try:
         from _pytest.nodeid import NodeId  # pytest >= 9.2, where the suffix needs setting here
     except ImportError:

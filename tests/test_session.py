@@ -20,7 +20,7 @@ def run_claims(ctx, ids: list[str], *, jobs: int = 1) -> tuple[list[dict], dict[
     """The claims ``ids`` through a ``ClaimRunner``: (results in the order of ``ids``, {claim: seconds})."""
     results, seconds = {}, {}
     for cid, result, s in ClaimRunner(ctx, ids, jobs=jobs):
-        results[cid], seconds[cid] = result, s
+        results[cid], seconds[cid] = result.to_dict(), s
     return [results[c] for c in ids], seconds
 
 
