@@ -39,7 +39,15 @@ SOLVES = Threshold(
     0.90,
     ">=",
     "the algorithm is claimed for a model that solves the task: held-out pairs and "
-    "restricted slots answered within 10 points of perfect (chance 1/59)",
+    "restricted slots answered within 10 points of perfect (chance 1/59); all pools together, shown, not "
+    "decided on since 2026-12-07 (each pool decides on its own: SOLVES_EACH)",
+)
+SOLVES_EACH = Threshold(
+    0.90,
+    ">=",
+    "SOLVES per pool (re-registered 2026-12-07, bar unchanged): the model answers each pool of held-out pairs "
+    "and restricted slots within 10 points of perfect (chance 1/59), so that pools it answers well cannot "
+    "hide one it fails (docs/reregistrations/whole_algorithm_solves_per_pool_2026-12-07.md)",
 )
 RECOVERS = Threshold(
     0.90,
@@ -565,6 +573,10 @@ def solves(ctx: Context, arm: Arm) -> Measurement:
     return rate(_model_ok(ctx, arm.model))
 
 
+def solves_in_pool(ctx: Context, arm: Arm, *, pool: str) -> Measurement:
+    return rate(_model_ok(ctx, arm.model)[_groups(ctx)[pool]])
+
+
 # The declared items, the per-pool and per-part ones generated (their texts baked here; `$share` and the
 # hooks are filled per model and n).
 PARTS_SITE = (
@@ -644,6 +656,19 @@ class WholeAlgorithm(Hypothesis):
             threshold=SOLVES,
             measure=solves,
             controls=("reinitialised",),
+            required=False,
+        ),
+        *(
+            Item(
+                f"model_solves_the_task[{pool}]",
+                site="the logits at `=`",
+                definition=f"accuracy on the $share {pool} sequences alone",
+                kind=Kind.OBSERVATIONAL,
+                threshold=SOLVES_EACH,
+                measure=partial(solves_in_pool, pool=pool),
+                controls=("reinitialised",),
+            )
+            for pool in POOLS
         ),
         Item(
             "routing_scrub_recovers",

@@ -312,3 +312,17 @@ def test_with_the_operand_slot_keys_suppressed_the_pooled_figure_cancels_and_the
     assert r.verdict == "inconclusive", r.reason
     assert items["addition_scrub_keeps[2var_heldout_pair]"].status == "inconclusive"
     assert "addition_scrub_keeps[2var_heldout_pair]" in r.reason
+
+
+@needs_reference
+def test_a_model_that_fails_one_pool_fails_the_claim_where_the_pooled_accuracy_only_straddles():
+    """The precondition per pool (re-registered 2026-12-07): with the slot keys half suppressed the model
+    answers 1-var held-out pairs 0.73 of the time and the five pools together 0.904, whose interval straddles
+    the bar; the pool's own item fails, and so does the claim."""
+    r = run_all(Context(_operand_slot_keys_suppressed(0.5), Task(), n=500), ["whole_algorithm"])[0]
+    items = {e.name: e for e in r.evidence}
+    pooled, pool = items["model_solves_the_task"], items["model_solves_the_task[1var_heldout_pair]"]
+    assert pooled.status == "inconclusive" and not pooled.required
+    assert pool.status == "fail" and pool.required and pool.measurement.value < 0.8
+    assert items["model_solves_the_task[2var_restricted_1]"].status == "pass"
+    assert r.verdict == "fail" and "model_solves_the_task[1var_heldout_pair]" in r.reason
