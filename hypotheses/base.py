@@ -54,13 +54,15 @@ class IntervalRule:
     fail          the optimistic end lies past the bar (``high < value`` for ``>=``; ``low > value`` for ``<=``,
                   or ``low >= value`` for a bracket open at ``low``: the true value lies above ``low``), or
                   where ``fails`` is ``"unreached"``, is not shown to reach it; or ``empty`` says so
-    inconclusive  the interval straddles the bar (or is unbounded on the side that could still reach it)
+    inconclusive  the interval straddles the bar (or is unbounded on the side that could still reach it); or
+                  ``empty`` says so
     no data       an end is missing and ``missing`` says so (or neither end is there and ``empty`` says so)
 
     missing   what a missing end (None) is: ``"no data"`` (one checkpoint: the item was not measured), or
               ``"unbounded"`` (a series or a sweep: the interval is open to -inf / +inf on that side)
-    empty     the state of an interval with neither end: ``"no data"``, or ``"fail"`` (nothing measured places
-              it anywhere: a phase with no onset has no place in time)
+    empty     the state of an interval with neither end: ``"no data"``, ``"fail"`` (nothing measured places
+              it anywhere: a phase with no onset has no place in time), or ``"inconclusive"`` (open both ways:
+              a phase the series ends before has its onset after the series' end)
     fails     which optimistic end fails: ``"past"`` (one shown past the bar; a NaN end rules nothing out), or
               ``"unreached"`` (one not shown to reach it; a NaN end, or a NaN bar, counts against the claim)
     tol       how far past the bar an end may lie and still read as on it (grid values written as decimals)
@@ -74,7 +76,11 @@ class IntervalRule:
     brackets: bool = False
 
     def __post_init__(self):
-        options = {"missing": ("no data", "unbounded"), "empty": ("no data", "fail"), "fails": ("past", "unreached")}
+        options = {
+            "missing": ("no data", "unbounded"),
+            "empty": ("no data", "fail", "inconclusive"),
+            "fails": ("past", "unreached"),
+        }
         for name, allowed in options.items():
             if getattr(self, name) not in allowed:
                 raise ValueError(f"IntervalRule.{name} must be one of {allowed}, got {getattr(self, name)!r}")

@@ -10,6 +10,9 @@ A claim about a *series* of checkpoints, not one model: it lives in ``SERIES_REG
 The phase rule (version 4) works in training steps, never in checkpoint counts: onsets, window rises and
 gaps are intervals of what the checkpoints allow, so an item passes, fails or is ``inconclusive`` under
 ``SERIES_RULE`` (``base.IntervalRule``: a missing end is unbounded, an interval with neither end fails).
+A series shorter than the paper's run that ends before a phase is learned cannot show that phase: the items
+that wait on it read under ``ENDS_EARLY_RULE`` (open both ways: ``inconclusive``), and the claim says where
+the series ends.
 The claim is decided by ``base.decide`` under ``SERIES_POLICY``: with no causal item, it asks for controls
 on the time axis (steps permuted, reversed) instead. The rule in full, what it can and cannot see, and
 every earlier version with why it was replaced: docs/dynamics.md, "The phase rule (version 4)".
@@ -117,6 +120,14 @@ PHASES = (
 # than having "no data".
 SERIES_RULE = IntervalRule(missing="unbounded", empty="fail", fails="unreached")
 
+# A series that stops before the paper's run does (SPEC §3: 40,000 steps; seeds learn the restricted slots as
+# late as 36,000) may stop before a phase comes. A phase whose smoothed curve is below LEARNED at every
+# checkpoint of such a series is not learned *yet*: its onset lies after the series' end, so an item that
+# waits on it is open both ways and reads ``inconclusive``, never ``fail``. A curve learned and then lost, a
+# curve with a missing value, and any series that reaches PAPER_RUN_STEPS read under ``SERIES_RULE``.
+PAPER_RUN_STEPS = 40_000
+ENDS_EARLY_RULE = IntervalRule(missing="unbounded", empty="inconclusive", fails="unreached")
+
 # The causal requirement of ``decide`` is replaced by a control requirement: every required item has at
 # least one time-axis control, on which it must fail; an item the checkpoints cannot place on either side of
 # its bar makes the claim ``inconclusive`` (unless another one fails), with where to measure more.
@@ -185,6 +196,30 @@ def monotone_fit_r2(values, onset: int | None) -> float | None:
     if total <= 1e-12:
         return None
     return 1.0 - float(((v - monotone_fit(v)) ** 2).sum()) / total
+
+
+def ends_before(steps, curve) -> bool:
+    """Whether the series ends before the phase of ``curve`` is learned: it stops short of the paper's run
+    (``PAPER_RUN_STEPS``) and the phase's smoothed curve is below LEARNED at every checkpoint."""
+    v = np.asarray(curve, dtype=float)
+    if len(v) == 0 or steps[-1] >= PAPER_RUN_STEPS or np.isnan(v).any():
+        return False
+    return bool((smoothed(v) < LEARNED).all())
+
+
+def open_at_end(phases: list[dict], *ids: str) -> bool:
+    """Whether an item over the phases ``ids`` (in order; one id for a phase's own item) waits on a phase the
+    series ends before (``series_ends_before`` in its record, ``detect_phases``): the last of them is not
+    learned by the series' end, and each one before it is a learning curve or not learned by the end either.
+    Such an item reads under ``ENDS_EARLY_RULE``."""
+    by_id = {p["id"]: p for p in phases}
+    *before, last = ids
+    early = lambda i: "series_ends_before" in by_id[i]  # noqa: E731
+    return early(last) and all(by_id[i]["coherent"] or early(i) for i in before)
+
+
+def _rule(phases: list[dict], *ids: str) -> IntervalRule:
+    return ENDS_EARLY_RULE if open_at_end(phases, *ids) else SERIES_RULE
 
 
 def phase_curve(records: list[dict], phase: Phase) -> np.ndarray:
@@ -381,6 +416,8 @@ def _phase_records(records: list[dict], steps: list[int]) -> tuple[list[dict], d
                 "supporting_onsets": supporting,
             }
         )
+        if ends_before(steps, c):  # only then: the record of a series that shows the phase is unchanged
+            phases[-1]["series_ends_before"] = {"last_step": steps[-1], "highest": round(float(c.max()), 6)}
     return phases, curves, fits, onsets
 
 
@@ -482,13 +519,14 @@ def detect_phases(records: list[dict]) -> dict:
     gaps = _separations(curves, onsets, coherent, by_id)
     restricted_gap = gaps[1]
     restricted_gap["min_gap_steps"] = RESTRICTED.value
-    restricted_gap["state"] = SERIES_RULE.state(">=", RESTRICTED.value, *restricted_gap["gap_interval"])
+    later = _rule(phases, "assignment", "restricted_slots")
+    restricted_gap["state"] = later.state(">=", RESTRICTED.value, *restricted_gap["gap_interval"])
     restricted_gap["clear"] = restricted_gap["state"] == "pass"
     # addition -> assignment is decided by the jump (it must come after addition is learned), not by a gap
-    gaps[0]["state"] = SERIES_RULE.state(">=", JUMP.value, *jump["fraction_interval"])
+    gaps[0]["state"] = _rule(phases, "addition", "assignment").state(">=", JUMP.value, *jump["fraction_interval"])
     gaps[0]["clear"] = gaps[0]["state"] == "pass"
     jump["state"] = gaps[0]["state"]
-    refinement["state"] = SERIES_RULE.state(">=", REFINEMENT.value, *refinement["fraction_interval"])
+    refinement["state"] = later.state(">=", REFINEMENT.value, *refinement["fraction_interval"])
     in_order = all(g["gap_steps"] is not None and g["gap_steps"] > 0 for g in gaps)
     return {
         "rule": {
@@ -541,6 +579,36 @@ def _steps_text(a, b) -> str:
     return "n/a" if a is None or b is None else f"{a:,}-{b:,}"
 
 
+def _and(words: list[str]) -> str:
+    return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} and {words[-1]}"
+
+
+def ends_early_text(phases: list[dict], ids=None, heights: bool = True) -> str:
+    """Where the series ends, and the phases (of ``ids``; None: all) it ends before, with how high their
+    curves came (``heights``): "the series ends at step 2,000, before variable assignment appears (its
+    curve reaches at most 0.62, below the 0.9 that counts as learned)"; "" when it ends before none."""
+    early = [p for p in phases if "series_ends_before" in p and (ids is None or p["id"] in ids)]
+    if not early:
+        return ""
+    text = f"the series ends at step {early[0]['series_ends_before']['last_step']:,}, before "
+    text += _and([p["title"] for p in early])
+    if heights:
+        highest = _and([f"{p['series_ends_before']['highest']:.3f}".rstrip("0").rstrip(".") for p in early])
+        curves = "its curve reaches" if len(early) == 1 else "their curves reach"
+        text += f" ({curves} at most {highest}, below the {LEARNED} that counts as learned)"
+    return text
+
+
+def ends_early_reason(phases: list[dict]) -> str:
+    """The claim's reason when the series ends before phases it would need to see."""
+    they = "they come" if sum("series_ends_before" in p for p in phases) > 1 else "it comes"
+    return (
+        f"{ends_early_text(phases)}: a series shorter than the paper's {PAPER_RUN_STEPS:,}-step run cannot show "
+        f"whether {they} later; train longer (assignadd-train on the same folder with a larger --steps "
+        "continues the run) and report again"
+    )
+
+
 class LearningPhases(Hypothesis):
     id = "learning_phases"
     spec = "§4.5"
@@ -561,21 +629,28 @@ class LearningPhases(Hypothesis):
         found = {k: detect_phases(v) for k, v in arms.items()}
         n = len(records)
 
-        def evidence(name, definition, threshold, measure):
+        def evidence(name, definition, threshold, measure, ids):
             on_controls = {c: measure(found[c]) for c in self.controls}
             on_series = measure(found["series"])
-            return Evidence(name, definition, "observational", threshold, on_series, on_controls, rule=SERIES_RULE)
+            rule = _rule(found["series"]["phases"], *ids)
+            return Evidence(name, definition, "observational", threshold, on_series, on_controls, rule=rule)
+
+        def early_note(d, extra, ids):  # an item waiting on a phase the series ends before says so
+            if open_at_end(d["phases"], *ids):
+                extra["unresolved"] = ends_early_text(d["phases"], ids)
+                return True
+            return False
 
         def coherence(i):
             def m(d):
                 p = d["phases"][i]
-                return Measurement.exact(
-                    p["coherence_r2"], n, onset_step=p["onset_step"], onset_interval=p["onset_interval"]
-                )
+                extra = {"onset_step": p["onset_step"], "onset_interval": p["onset_interval"]}
+                early_note(d, extra, (p["id"],))
+                return Measurement.exact(p["coherence_r2"], n, **extra)
 
             return m
 
-        def fraction(key, what):
+        def fraction(key, what, ids):
             def m(d):
                 x = d[key]
                 lo, hi = x["fraction_interval"]
@@ -583,7 +658,7 @@ class LearningPhases(Hypothesis):
                 if key == "assignment_jump":
                     for k in ("window_contrast", "possible_contrast"):
                         extra[k] = x[k]
-                if x["state"] == "inconclusive":
+                if not early_note(d, extra, ids) and x["state"] == "inconclusive":
                     a, b = x["possible_span"] or (None, None)
                     extra["unresolved"] = (
                         f"{what} {lo:.2f}-{hi:.2f} of the rise within {x['width_steps']:,} steps: "
@@ -601,7 +676,7 @@ class LearningPhases(Hypothesis):
                 "restricted_onset_interval": d["phases"][2]["onset_interval"],
                 "separating_checkpoints": g["separating_checkpoints"],
             }
-            if g["state"] == "inconclusive":
+            if not early_note(d, extra, ("assignment", "restricted_slots")) and g["state"] == "inconclusive":
                 extra["unresolved"] = (
                     f"{lo:,}-{hi:,} steps between the onsets (assignment in "
                     f"{_steps_text(*d['phases'][1]['onset_interval'])}, restricted slots in "
@@ -620,6 +695,7 @@ class LearningPhases(Hypothesis):
                     "before it",
                     COHERENCE,
                     coherence(i),
+                    (p.id,),
                 )
                 for i, p in enumerate(PHASES)
             ),
@@ -630,7 +706,8 @@ class LearningPhases(Hypothesis):
                 f"of [rise of fit({names['assignment']}) in the window] / [its rise over the series]; "
                 "interval: what the checkpoints' spacing allows",
                 JUMP,
-                fraction("assignment_jump", "spike"),
+                fraction("assignment_jump", "spike", ("addition", "assignment")),
+                ("addition", "assignment"),
             ),
             evidence(
                 "assignment_before_restricted_slots",
@@ -638,6 +715,7 @@ class LearningPhases(Hypothesis):
                 "onsets anywhere between their checkpoint and the one before",
                 RESTRICTED,
                 gap,
+                ("assignment", "restricted_slots"),
             ),
             evidence(
                 "restricted_slots_refine_on_their_own",
@@ -645,7 +723,8 @@ class LearningPhases(Hypothesis):
                 f"fit({names['restricted_slots']}) in the window] / [its rise from the assignment onset to "
                 "the end]",
                 REFINEMENT,
-                fraction("restricted_refinement", "refinement"),
+                fraction("restricted_refinement", "refinement", ("assignment", "restricted_slots")),
+                ("assignment", "restricted_slots"),
             ),
         ]
 
@@ -653,8 +732,17 @@ class LearningPhases(Hypothesis):
         """Decide the claim on an ``assignadd.series/1`` document (or a list of ``{"step", "values"}``)."""
 
         def compute():
-            items = self.series_evidence(_sorted_records(series))
-            return (items, *decide(items, SERIES_POLICY))
+            records = _sorted_records(series)
+            items = self.series_evidence(records)
+            verdict, reason = decide(items, SERIES_POLICY)
+            early = [e for e in items if e.rule is ENDS_EARLY_RULE]
+            if verdict == "inconclusive" and early:  # the series ends before a phase: say so, and what to do
+                rest = [e for e in items if e.rule is not ENDS_EARLY_RULE]
+                more = decide(rest, SERIES_POLICY) if rest else ("pass", "")
+                reason = ends_early_reason(detect_phases(records)["phases"])
+                if more[0] != "pass":
+                    reason += f"; also {more[1]}"
+            return items, verdict, reason
 
         return self.decided(compute)
 

@@ -311,6 +311,23 @@ def components_lines(report: dict) -> list[str]:
     return out
 
 
+def components_line(found: dict) -> str:
+    """Where the claims found their components, on one line (the terminal's): each role's site with its
+    score and runner-up, ``found`` as report.json's ``components`` (``Located.to_dict()``)."""
+    parts = []
+    for role, r in found.items():
+        name = f"{ROLE_NAMES.get(role, role)} {r['found']}"
+        if r["how"] == "given":
+            parts.append(f"{name} (given with --components)")
+            continue
+        more = f"; runner-up {r['runner_up']} at {fmt(r['runner_up_score'])}" if r["runner_up"] is not None else ""
+        if r.get("silent_heads"):
+            more += f"; {r['silent_heads']} silent head{'s' if r['silent_heads'] != 1 else ''} left out"
+        parts.append(f"{name} (score {fmt(r['score'])}{more})")
+    single = all(r["how"] == "searched" and r["candidates"] == 1 for r in found.values())
+    return "components (layer.head from 0): " + ", ".join(parts) + ("; one candidate each" if single else "")
+
+
 COMPONENTS_NOTE = (
     "The claims read the components found by the pre-registered search of SPEC §2.1 (layer.head, from 0), "
     "or given with --components."
@@ -323,8 +340,10 @@ def _step(ck: dict) -> str:
     return f", step {ck['step']}" + (" (from the file name)" if ck.get("step_source") == "file name" else "")
 
 
-def terminal_table(report: dict) -> str:
-    """A plain-text table, the reasons for anything that did not pass, notes, then the summary line."""
+def terminal_table(report: dict, located: dict | None = None) -> str:
+    """A plain-text table, where the claims found their components, the reasons for anything that did not
+    pass, notes, then the summary line. The components are report.json's ``components``, else ``located``
+    (``Located.to_dict()``: report.json leaves out the paper's layout found as such); none when neither."""
     rows = summary_rows(report)
     cols = list(zip(HEADER, *rows)) if rows else [(h,) for h in HEADER]
     widths = [max(len(s) for s in col) for col in cols]
@@ -337,7 +356,9 @@ def terminal_table(report: dict) -> str:
         for i in report.get("interfaces") or []
         if i["verdict"] != "intact"
     ]
-    for block in (bad, odd, notes(report)):  # each after a blank line, when it has anything to say
+    found = report.get("components") or located
+    where = [components_line(found)] if found else []
+    for block in (where, bad, odd, notes(report)):  # each after a blank line, when it has anything to say
         if block:
             lines += ["", *block]
     return "\n".join(lines + ["", summary_line(report)]) + "\n"

@@ -109,8 +109,7 @@ def main(argv: list[str] | None = None) -> int:
 
     if is_sweep_folder(args.path):  # a folder made by assignadd-sweep (or holding an f and an r sweep)
         return main_for_sweep(args.path, out, quiet=args.quiet)
-    from .render import fmt_span
-    from .series import SeriesError, compute_series, timeline_text, to_csv, to_json
+    from .series import SeriesError, compute_series, summary_lines, to_csv, to_json
     from .series_html import render_html
 
     t0 = time.perf_counter()
@@ -126,34 +125,8 @@ def main(argv: list[str] | None = None) -> int:
     files = {"series.json": to_json(doc), "series.csv": to_csv(doc), "series.html": render_html(doc)}
     atomic_write_files(out, files)
     if not args.quiet:
-        ph = doc["phases"]
         print(f"{len(doc['checkpoints'])} checkpoints in {time.perf_counter() - t0:.1f} s -> {out / 'series.html'}")
-        for p in ph["phases"]:
-            before, at = p["onset_interval"]
-            where = "none" if at is None else (f"step {at}" if before is None else f"between steps {before} and {at}")
-            print(f"  {p['id']:<17} onset {where}  (monotone-fit R^2 {p['coherence_r2']}, step R^2 {p.get('step_r2')})")
-        jump = ph["assignment_jump"]
-        print(
-            f"  assignment spike: {fmt_span(jump['fraction_interval'], '-')} of its rise within "
-            f"{jump['width_steps']} steps after addition is learned, rising at least "
-            f"{ph['rule'].get('jump_contrast')}x as fast as the {ph['rule'].get('jump_flank_steps')} steps on "
-            f"either side ({jump['state']})"
-        )
-        for s in ph["separations"]:
-            if s["gap_steps"] is not None:
-                print(
-                    f"  {s['earlier']} -> {s['later']}: {s['gap_steps']} steps between onsets "
-                    f"({fmt_span(s['gap_interval'], '-')} as the checkpoints place them)"
-                )
-        ref = ph["restricted_refinement"]
-        print(
-            f"  restricted-slot refinement: {fmt_span(ref['fraction_interval'], '-')} of what remains within "
-            f"{ref['width_steps']} steps ({ref['state']})"
-        )
-        for cid, r in doc["series_claims"].items():
-            print(f"  {cid}: {r['verdict']} ({r['reason']})")
-        for cid, t in doc["verdict_timeline"].items():
-            print(f"  {cid}: {timeline_text(t)}")
+        print("\n".join(summary_lines(doc)))
     return 0 if all(r["verdict"] == "pass" for r in doc["series_claims"].values()) else 1
 
 

@@ -22,9 +22,10 @@ import torch
 
 from ..data import Task, TaskConfig
 from ..fileio import sha256_file
-from ..hypotheses.learning_phases import SERIES_REGISTRY, detect_phases
+from ..hypotheses.learning_phases import SERIES_REGISTRY, detect_phases, ends_early_text, open_at_end
 from ..hypotheses.measures.progress import DEFAULT_N, POOL_SEED, ROUTING_POOL, SeriesMeasurer, measure_definitions
 from ..model.checkpoint import CheckpointError, load_checkpoint_full, read_checkpoint_file
+from .render import fmt, fmt_span
 
 SCHEMA = "assignadd.series/1"
 DEFAULT_CLAIMS = 8  # checkpoints on which every registered claim runs (see compute_series)
@@ -435,6 +436,76 @@ def first_hold_text(h: dict) -> str:
         f"began to hold between steps {before} and {first}: not at {before}, and at every evaluated checkpoint "
         f"from {first} on ({n} evaluated; more with --claims){note}"
     )
+
+
+def phase_text(p: dict, learned: float) -> str:
+    """A phase record of ``detect_phases`` in words: its onset and its fit's R^2, or why it has none."""
+    before, at = p["onset_interval"]
+    if at is None:
+        if "series_ends_before" in p:
+            end = p["series_ends_before"]
+            return (
+                f"onset none: not learned by step {end['last_step']}, where the series ends (its curve reaches "
+                f"at most {fmt(end['highest'])}; learned at {learned})"
+            )
+        return f"onset none: its curve does not stay at or above {learned} to the last checkpoint"
+    where = f"step {at}" if before is None else f"between steps {before} and {at}"
+    if p["coherence_r2"] is None:
+        why = "no checkpoint before the onset" if before is None else "a flat curve"
+        return f"onset {where}  (no rise to fit: {why})"
+    step_r2 = "n/a" if p.get("step_r2") is None else p["step_r2"]
+    return f"onset {where}  (monotone-fit R^2 {p['coherence_r2']}, step R^2 {step_r2})"
+
+
+def not_measured_why(ph: dict, key: str) -> str:
+    """Why the assignment spike (``key`` ``"assignment_jump"``) or the restricted-slot refinement
+    (``"restricted_refinement"``) of a ``detect_phases`` record has no value: the series ends before a
+    phase it compares, one of the two is not a learning curve, or the curve it measures does not rise."""
+    earlier, later = ("addition", "assignment") if key == "assignment_jump" else ("assignment", "restricted_slots")
+    if open_at_end(ph["phases"], earlier, later):
+        return ends_early_text(ph["phases"], (earlier, later), heights=False)
+    by_id = {p["id"]: p for p in ph["phases"]}
+    if not (by_id[earlier]["coherent"] and by_id[later]["coherent"]):
+        return f"{earlier} and {later} are not both learning curves"
+    if key == "assignment_jump":
+        return "the assignment curve does not rise"
+    return "the restricted-slot curve has nothing left to gain at the assignment onset"
+
+
+def summary_lines(doc: dict) -> list[str]:
+    """What ``assignadd-report`` prints under its first line for a series: each phase's onset, the
+    assignment spike, the gaps between onsets, the restricted-slot refinement, the series claims' verdicts
+    and each per-checkpoint claim's timeline. An item the series could not measure says why."""
+    ph, rule = doc["phases"], doc["phases"]["rule"]
+    lines = [f"  {p['id']:<17} {phase_text(p, rule['learned'])}" for p in ph["phases"]]
+    jump = ph["assignment_jump"]
+    if jump["fraction_interval"][0] is None:
+        spike = f"not measured: {not_measured_why(ph, 'assignment_jump')} ({jump['state']})"
+    else:
+        spike = (
+            f"{fmt_span(jump['fraction_interval'], '-')} of its rise within {jump['width_steps']} steps after "
+            f"addition is learned, rising at least {rule.get('jump_contrast')}x as fast as the "
+            f"{rule.get('jump_flank_steps')} steps on either side ({jump['state']})"
+        )
+    lines.append(f"  assignment spike: {spike}")
+    for s in ph["separations"]:
+        if s["gap_steps"] is not None:
+            lines.append(
+                f"  {s['earlier']} -> {s['later']}: {s['gap_steps']} steps between onsets "
+                f"({fmt_span(s['gap_interval'], '-')} as the checkpoints place them)"
+            )
+    ref = ph["restricted_refinement"]
+    if ref["fraction_interval"][0] is None:
+        refinement = f"not measured: {not_measured_why(ph, 'restricted_refinement')} ({ref['state']})"
+    else:
+        refinement = (
+            f"{fmt_span(ref['fraction_interval'], '-')} of what remains within {ref['width_steps']} steps "
+            f"({ref['state']})"
+        )
+    lines.append(f"  restricted-slot refinement: {refinement}")
+    lines += [f"  {cid}: {r['verdict']} ({r['reason']})" for cid, r in doc["series_claims"].items()]
+    lines += [f"  {cid}: {timeline_text(t)}" for cid, t in doc["verdict_timeline"].items()]
+    return lines
 
 
 def to_json(doc: dict) -> str:

@@ -114,7 +114,16 @@ def _fraction_range(x) -> str:
 
 def _onset(p: dict) -> str:
     before, at = p.get("onset_interval") or [None, p["onset_step"]]
+    if at is None and "series_ends_before" in p:
+        return f"after {p['series_ends_before']['last_step']} (the series ends first)"
     return "none" if at is None else (f"{at}" if before is None else f"({before}, {at}]")
+
+
+def _not_measured(ph: dict, what: str, key: str) -> str:
+    """The spike or the refinement (``key``) when it has no value, and why (``series.not_measured_why``)."""
+    from .series import not_measured_why
+
+    return f"{what}: not measured: {not_measured_why(ph, key)} ({ph[key]['state']})"
 
 
 # ----- the evidence table, shared with the sweep page ---------------------------------------------
@@ -332,7 +341,9 @@ def _phase_section(doc) -> list:
     )  # wrap between words
     items = []
     jump, ref = ph.get("assignment_jump"), ph.get("restricted_refinement")
-    if jump:
+    if jump and jump["fraction_interval"][0] is None:
+        items.append(_not_measured(ph, "assignment jump", "assignment_jump"))
+    elif jump:
         items.append(
             f"assignment jump: {_fraction_range(jump['fraction_interval'])} of the assignment curve's rise "
             f"within {jump['width_steps']} steps after addition is learned; best window "
@@ -345,15 +356,31 @@ def _phase_section(doc) -> list:
                 f"({fmt_span(s['gap_interval'])} as the checkpoints place them; {s['separating_checkpoints']} "
                 "checkpoints between them, reported only)"
             )
-    if ref:
+    if ref and ref["fraction_interval"][0] is None:
+        items.append(_not_measured(ph, "restricted-slot refinement", "restricted_refinement"))
+    elif ref:
         items.append(
             f"restricted-slot refinement: {_fraction_range(ref['fraction_interval'])} of what remains at the "
             f"assignment onset gained within {ref['width_steps']} steps; best window "
             f"{fmt_span(ref['window'], '→', collapse=False)} ({ref['state']})"
         )
+    from ..hypotheses.learning_phases import PAPER_RUN_STEPS, ends_early_text
+
+    early = ends_early_text(ph["phases"])
+    ends = (
+        H.tag(
+            "p",
+            H.tag("b", early[0].upper() + early[1:], class_="inconclusive"),
+            f". A series shorter than the paper's {PAPER_RUN_STEPS:,}-step run cannot show whether a phase it ends "
+            "before comes later: the items that wait on it are inconclusive. Train longer and report again.",
+        )
+        if early
+        else ""
+    )
     return [
         H.tag("h2", "Learning phases (SPEC §4.5)", id="phases"),
         explained,
+        ends,
         table,
         H.tag("ul", [H.tag("li", x) for x in items]),
     ]

@@ -247,11 +247,11 @@ def test_three_curves_rising_together_fail():
 
 
 @pytest.mark.parametrize("cut", [3000, 5000, 5300])
-def test_a_series_cut_before_binding_fails(cut):
-    """Checkpoints up to before the spike: assignment has no onset, so it is not a learning curve, and
-    nothing that compares phases can be measured."""
+def test_a_series_cut_before_binding_is_inconclusive_and_says_where_it_ends(cut):
+    """Checkpoints up to before the spike: assignment is not learned yet, and the series, shorter than the
+    paper's run, cannot show whether it comes; nothing that compares phases can be measured. Not a fail."""
     r = verdict([x for x in paper_like() if x["step"] <= cut])
-    assert r.verdict == "fail" and "assignment_phase_is_a_learning_curve" in r.reason, r.reason
+    assert r.verdict == "inconclusive" and f"the series ends at step {cut:,}, before variable assignment" in r.reason
 
 
 def test_the_assignment_jump_before_addition_is_learned_fails():
@@ -400,6 +400,6 @@ def test_shipped_training_log_every_1000_or_2000_steps_is_inconclusive_not_a_fai
     assert r.verdict == "inconclusive" and "assignment_jumps_after_addition" in r.reason, r.reason
 
 
-def test_shipped_training_log_cut_before_binding_fails(shipped_log):
+def test_shipped_training_log_cut_before_binding_is_inconclusive(shipped_log):
     r = verdict([x for x in shipped_log if x["step"] <= 2000])
-    assert r.verdict == "fail" and "assignment_phase_is_a_learning_curve" in r.reason, r.reason
+    assert r.verdict == "inconclusive" and "the series ends at step 2,000, before variable assignment" in r.reason
