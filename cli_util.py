@@ -129,3 +129,14 @@ def read_json(path, flag: str):
         exit_bad_input(f"{flag} {path}: no such file")
     except (OSError, UnicodeDecodeError, ValueError) as e:
         exit_bad_input(f"{flag} {path}: not a JSON document ({type(e).__name__}: {e})")
+
+
+def write_folder_or_exit(out, files: dict, flag: str = "--out") -> None:
+    """``fileio.atomic_write_files``: every file into the folder ``out`` whole, or none of them; a folder that
+    cannot be written there is bad input (one line, exit 2)."""
+    from .fileio import atomic_write_files
+
+    try:
+        atomic_write_files(out, files)
+    except OSError as e:
+        exit_bad_input(f"{flag} {out}: cannot write there ({e.strerror or e})")

@@ -101,18 +101,21 @@ def stage_folder(out) -> Path:
 def commit_folder(staging, out) -> Path:
     """Move the files of ``staging`` (``stage_folder``) into ``out``, each one flushed to disk first.
     ``out`` absent: ``staging`` is renamed to it, so it appears with every file. ``out`` a folder: each
-    file replaces its namesake atomically; other files in ``out`` stay; ``staging`` is removed. Returns
-    ``out``."""
+    file replaces its namesake atomically (a subfolder's files theirs, in the subfolder); other files in
+    ``out`` stay; ``staging`` is removed. Returns ``out``."""
     staging, out = Path(staging), Path(out)
-    names = sorted(os.listdir(staging))
-    for name in names:
-        with open(staging / name, "rb") as fh:
-            os.fsync(fh.fileno())
+    for path in sorted(staging.rglob("*")):
+        if path.is_file():
+            with open(path, "rb") as fh:
+                os.fsync(fh.fileno())
     if not out.exists():
         os.rename(staging, out)
         return out
-    for name in names:
-        os.replace(staging / name, out / name)
+    for name in sorted(os.listdir(staging)):  # a folder among them is committed the same way, into its namesake
+        if (staging / name).is_dir() and (out / name).is_dir():
+            commit_folder(staging / name, out / name)
+        else:
+            os.replace(staging / name, out / name)
     staging.rmdir()
     return out
 
@@ -126,7 +129,8 @@ def atomic_write_files(out, files: Mapping[str, str | bytes]) -> Path:
         raise NotADirectoryError(f"{out}: exists and is not a folder")
     staging = stage_folder(out)
     try:
-        for name, content in files.items():
+        for name, content in files.items():  # a name may hold folders: "seed0/report.json"
+            (staging / name).parent.mkdir(parents=True, exist_ok=True)
             (staging / name).write_bytes(_encode(content))
         return commit_folder(staging, out)
     finally:

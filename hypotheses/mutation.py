@@ -105,15 +105,18 @@ def mutation_matrix(
     ``mutants``: names from ``MUTANTS`` (default all); ``claims``: claim ids (default all registered
     per-checkpoint claims; run in registry order); ``progress``: optional callable(message) for long runs;
     ``components``: where the components sit (default: searched on the unbroken model, SPEC §2.1);
-    ``jobs``: worker processes per model (``reports.verify.verify``'s: None, one per core).
+    ``jobs``: worker processes per model (None: one per core).
 
-    Each model, the unbroken one first, is run through ``reports.verify.verify``, the function behind
-    ``assignadd-verify``: its claims side by side, and its interface checks beside them where they are
-    asked for.
+    Each model, the unbroken one first, runs as ``assignadd-verify`` runs a checkpoint
+    (``session.run_claims``): its claims side by side, its interface checks beside them where asked for.
     """
-    from ..reports.verify import verify
+    from .session import run_claims
 
     names = list(MUTANTS) if mutants is None else list(mutants)
+    unknown = [c for c in claims or [] if c not in REGISTRY]
+    if unknown:
+        raise KeyError(f"unknown claim id(s): {', '.join(unknown)}; known: {', '.join(REGISTRY)}")
+    ids = [c for c in REGISTRY if claims is None or c in claims]
     unknown = [m for m in names if m not in MUTANTS]
     if unknown:
         raise KeyError(f"unknown mutant(s): {', '.join(unknown)}; known: {', '.join(MUTANTS)}")
@@ -130,10 +133,10 @@ def mutation_matrix(
     except ValueError:  # no candidate for a role: the claims say so as errors; mutants act on the paper's sites
         located = None
     where = located.components if located is not None else PAPER
-    v = verify(unbroken_ctx, only=claims, jobs=jobs)
-    unbroken = {r.claim: r.verdict for r in v.results}
-    cells, changed, claim_ids, results_of = [], {}, None, {"(unbroken)": v.results}
-    interfaces_of = {"(unbroken)": v.checks}
+    unbroken_results, unbroken_checks = run_claims(unbroken_ctx, ids, jobs=jobs)
+    unbroken = {r.claim: r.verdict for r in unbroken_results}
+    cells, changed, results_of = [], {}, {"(unbroken)": unbroken_results}
+    interfaces_of = {"(unbroken)": unbroken_checks}
     for name in names:
         if progress:
             progress(name)
@@ -147,12 +150,12 @@ def mutation_matrix(
         # where the answers hold), beside the claims, and where a break is not seen by the claim it
         # belongs to (there an interface break is what can still show it), after them. A break its own
         # claim fails needs no fit.
-        v = verify(mutant_ctx, only=claims, jobs=jobs, interfaces=mutant.kind != "break")
-        results = results_of[name] = v.results
-        claim_ids = [r.claim for r in results]
+        results, checks = run_claims(mutant_ctx, ids, jobs=jobs, interfaces=mutant.kind != "break")
+        results_of[name] = results
         expect = {r.claim: expected(r.claim, mutant, unbroken.get(r.claim, "error")) for r in results}
         unseen = any(expect[r.claim] == "fail" and r.verdict != "fail" for r in results)
-        checks = v.checks if mutant.kind != "break" else check_all(mutant_ctx, claims=claim_ids) if unseen else None
+        if mutant.kind == "break":
+            checks = check_all(mutant_ctx, claims=ids) if unseen else None
         if checks is not None:
             interfaces_of[name] = checks
         cells += [
@@ -160,7 +163,7 @@ def mutation_matrix(
         ]
     return {
         "mutants": names,
-        "claims": claim_ids or list(claims or []),
+        "claims": ids,
         "cells": cells,
         "changed": changed,
         "unbroken": unbroken,

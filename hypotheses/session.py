@@ -195,3 +195,38 @@ class ClaimRunner:
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
             self._pool = None
+
+
+def run_claims(ctx, ids: list[str], *, jobs: int | None = None, interfaces: bool = True, on_start=None, on_result=None,
+               timings: dict | None = None) -> tuple[list, list | None]:  # fmt: skip
+    """The claims ``ids`` on ``ctx`` side by side (a ``ClaimRunner`` with ``resolve_jobs(jobs)`` workers),
+    and the interface checks naming them (``interfaces.check_all``) in this process meanwhile: they read the
+    model and the pools only, like a claim. Returns (the ClaimResults in the order of ``ids``, the checks
+    or None when ``interfaces`` is False). The one way claims are run on a model: ``reports.verify.verify``
+    (a checkpoint's report) and ``mutation.mutation_matrix`` (each mutant's cells) call it.
+
+    on_start   called once the workers are forked (a thread may start from then on: e.g. figures)
+    on_result  ``on_result(i, claim, ClaimResult, seconds)`` as each claim finishes (any order)
+    timings    a dictionary to record in: ``jobs``, ``interfaces_seconds``, ``claims`` ({claim: seconds})
+    """
+    from . import interfaces as interface_checks
+
+    timings = {} if timings is None else timings
+    # forked first, before this process starts a thread
+    runner = ClaimRunner(ctx, ids, jobs=resolve_jobs(jobs, ctx, len(ids))).start()
+    timings["jobs"] = runner.jobs
+    try:
+        if on_start is not None:
+            on_start()
+        t0 = time.perf_counter()
+        checks = interface_checks.check_all(ctx, claims=ids) if interfaces else None
+        timings["interfaces_seconds"] = time.perf_counter() - t0
+        by_id, seconds_of = {}, {}
+        for i, (cid, result, seconds) in enumerate(runner, 1):
+            by_id[cid], seconds_of[cid] = result, seconds
+            if on_result is not None:
+                on_result(i, cid, result, seconds)
+    finally:
+        runner.close()
+    timings["claims"] = {c: seconds_of[c] for c in ids}
+    return [by_id[c] for c in ids], checks

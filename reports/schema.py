@@ -5,6 +5,8 @@ so that a report can be checked without installing ``jsonschema``:
     series.schema.json   series.json of assignadd-report, a series (``assignadd.series/1``)
     sweep.schema.json    sweep.json of assignadd-report, a sweep   (``assignadd.sweep/1``)
     claim.schema.json    a claim as data, assignadd-verify --explain (``assignadd.claim-doc/1``)
+    population.schema.json  population.json of assignadd-verify over several models
+                         (``assignadd.verify.population/1``)
 
 The checker reads the keywords the shipped schemas use: ``type`` (one or a list), ``const``, ``enum``,
 ``properties``, ``required``, ``additionalProperties``, ``items``, ``minItems``, ``maxItems``,
@@ -37,6 +39,7 @@ BY_ID = {
     "assignadd.series/1": "series",
     "assignadd.sweep/1": "sweep",
     "assignadd.claim-doc/1": "claim",
+    "assignadd.verify.population/1": "population",
 }
 _TYPES = {
     "object": lambda x: isinstance(x, dict),

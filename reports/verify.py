@@ -11,7 +11,8 @@ The checkpoint is loaded and its components located once; the claims then run si
 workers (``hypotheses.session.ClaimRunner``) while this process checks the interfaces
 (``hypotheses.interfaces``). ``report`` is report.json's document (byte-identical for the same
 checkpoint, seed and options); ``timings`` what took how long (timings.json), which no verdict reads.
-``assignadd-mutants`` calls it too, on a ``Context`` holding a mutant in memory instead of a file.
+The claims and the interface checks run through ``hypotheses.session.run_claims``, as every mutant's do
+in ``assignadd-mutants``; ``verify`` also takes a ``Context`` holding a model in memory instead of a file.
 """
 
 from __future__ import annotations
@@ -139,12 +140,10 @@ def verify(
     interfaces       check the interfaces between the claims' components (``hypotheses.interfaces``)
     on_result        ``on_result(i, claim, result, seconds)`` as each claim finishes (any order)
     """
-    from ..hypotheses import interfaces as interface_checks
-    from ..hypotheses.locate import LocateError
-    from ..hypotheses.session import ClaimRunner, load_context, resolve_jobs
-    from . import render
-
     from ..hypotheses.base import Context
+    from ..hypotheses.locate import LocateError
+    from ..hypotheses.session import load_context, run_claims
+    from . import render
 
     ids = claim_ids(only)
     if device == "cuda":
@@ -166,41 +165,34 @@ def verify(
         located = None
     timings["locate_seconds"] = time.perf_counter() - t_locate
 
-    # Claims run side by side in forked workers: forked first, before this process starts a thread.
-    t_claims = time.perf_counter()
-    runner = ClaimRunner(ctx, ids, jobs=resolve_jobs(jobs, ctx, len(ids))).start()
-    timings["jobs"] = runner.jobs
-    painter = None
-    try:
+    t_claims, painter = time.perf_counter(), None
+
+    def start_figures():  # after the workers are forked: the painter is a thread
+        nonlocal painter
         if figures:
             from .figures import Painter
 
             painter = Painter()
             painter.start(ctx, located)
-        # The interface checks (those naming a claim this run asks about) run here while the workers run
-        # the claims: they read the model and the pools only, like a claim.
-        t_interfaces = time.perf_counter()
-        checks = interface_checks.check_all(ctx, claims=ids) if interfaces else None
-        timings["interfaces_seconds"] = time.perf_counter() - t_interfaces
-        by_id = {}
-        for i, (cid, result, seconds) in enumerate(runner, 1):
-            by_id[cid], timings["claims"][cid] = result, seconds
-            if painter is not None or on_result is not None:
-                as_dict = result.to_dict()
-                if painter is not None:
-                    painter.claim(as_dict)
-                if on_result is not None:
-                    on_result(i, cid, as_dict, seconds)
+
+    def each(i, cid, result, seconds):
+        if painter is not None or on_result is not None:
+            as_dict = result.to_dict()
+            if painter is not None:
+                painter.claim(as_dict)
+            if on_result is not None:
+                on_result(i, cid, as_dict, seconds)
+
+    try:
+        results, checks = run_claims(
+            ctx, ids, jobs=jobs, interfaces=interfaces, on_start=start_figures, on_result=each, timings=timings
+        )
     except BaseException:
         if painter is not None:
             painter.close()
         raise
-    finally:
-        runner.close()
     timings["claims_wall_seconds"] = time.perf_counter() - t_claims
-    timings["claims"] = {c: timings["claims"][c] for c in ids}
 
-    results = [by_id[c] for c in ids]  # registry order, whichever finished first
     shown = shown_path or ("(in memory)" if path is None else str(checkpoint))
     report = _report(path, shown, meta, task_source, ctx, located, results, checks, only, documents)
     return Verification(report, timings, ctx, located, results, checks, painter)

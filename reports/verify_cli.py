@@ -12,8 +12,10 @@ import time
 from pathlib import Path
 
 from .. import reference_checkpoint
-from ..cli_util import Parser, check_at_least, check_writable, checkpoint_arg_problem, exit_bad_input, read_json
+from ..cli_util import Parser, Progress, check_at_least, check_writable, checkpoint_arg_problem, exit_bad_input
+from ..cli_util import read_json, write_folder_or_exit
 from ..model.components import Components
+from .population import checkpoints_given, verify_many
 from .verify import DEFAULT_N
 
 
@@ -25,7 +27,7 @@ def _parser() -> Parser:
         "or usage. A bare TransformerLens state dict holds no task: the claims run on the paper's (f 0.7, r 1, "
         "split seed 42) unless --f, --r or --split-seed say otherwise. Every option: docs/reports.md.",
     )
-    p.add_argument("checkpoint", nargs="?", help="checkpoint file, either format of SPEC §2.4 (default: the reference)")
+    p.add_argument("checkpoint", nargs="*", help="checkpoint file(s), or a folder of runs (default: the reference)")
     p.add_argument("--only", metavar="ID,...", help="comma-separated claim ids to run (default: all registered)")
     p.add_argument("--out", metavar="DIR", help="write report.json, report.md, report.html, junit.xml, timings.json")
     p.add_argument("--json", metavar="PATH", help="write report.json to PATH")
@@ -46,7 +48,8 @@ def _parser() -> Parser:
 
 def _checked(args) -> tuple[list[str] | None, dict | None, Components | None]:
     """(``--only`` as a list, the ``--claim-doc`` JSON, ``--components``), after every check that needs no
-    torch: flags, the checkpoint's path and first bytes, the outputs' folders. Exit 2 on the first problem."""
+    torch: flags, the checkpoints' paths and first bytes (``args.checkpoint`` becomes the list of files to
+    verify, a folder of runs their final checkpoints), the outputs' folders. Exit 2 on the first problem."""
     check_at_least(
         ("--n", args.n, 1, "a positive pool size"),
         ("--seed", args.seed, 0, "non-negative"),
@@ -60,19 +63,20 @@ def _checked(args) -> tuple[list[str] | None, dict | None, Components | None]:
     except ValueError as e:
         exit_bad_input(str(e))
     if args.explain is not None:
-        if args.checkpoint is not None or args.claim_doc is not None:
+        if args.checkpoint or args.claim_doc is not None:
             exit_bad_input("--explain prints a claim and reads no checkpoint or document; give it alone")
         return only, None, components
-    if args.checkpoint is None and not reference_checkpoint().exists():
+    if not args.checkpoint and not reference_checkpoint().exists():
         exit_bad_input(
             f"the bundled reference checkpoint is missing ({reference_checkpoint()}); pass a checkpoint path"
         )
-    problem = checkpoint_arg_problem(args.checkpoint) if args.checkpoint is not None else None
-    if problem is not None:
+    args.checkpoint = checkpoints_given(args.checkpoint)  # a folder of runs: their final checkpoints
+    for problem in filter(None, map(checkpoint_arg_problem, args.checkpoint)):
         exit_bad_input(problem)
-    for given, flag in ((args.json, "--json"), (args.junit, "--junit"), (args.out, "--out")):
-        if given:
-            check_writable(Path(given), flag, want_dir=flag == "--out")
+    if len(args.checkpoint) > 1 and (args.junit or args.claim_doc):
+        exit_bad_input(f"--junit and --claim-doc take one checkpoint; {len(args.checkpoint)} were given")
+    for flag in filter(lambda flag: getattr(args, flag[2:]), ("--json", "--junit", "--out")):
+        check_writable(Path(getattr(args, flag[2:])), flag, want_dir=flag == "--out")
     return only, read_json(args.claim_doc, "--claim-doc") if args.claim_doc is not None else None, components
 
 
@@ -83,7 +87,6 @@ def run(args) -> int:
     from ..hypotheses import REGISTRY
     from . import render
     from .claim_document import claim_document, running
-    from ..cli_util import Progress
     from .verify import claim_ids, verify
 
     if args.explain is not None:
@@ -91,14 +94,16 @@ def run(args) -> int:
             exit_bad_input(f"--explain: unknown claim id {args.explain!r}; known: {', '.join(REGISTRY)}")
         sys.stdout.write(render.dumps(claim_document(args.explain, n=args.n or DEFAULT_N)))
         return 0
-    path = Path(args.checkpoint) if args.checkpoint else reference_checkpoint()
+    if len(args.checkpoint) > 1:
+        return verify_many(args, [Path(p) for p in args.checkpoint], only, components)
+    path = Path(args.checkpoint[0]) if args.checkpoint else reference_checkpoint()
     task, progress = {"f": args.f, "r": args.r, "seed": args.split_seed}, None
     try:
         with running(doc, args.claim_doc, only, args.n) as (only, n, documents):
             progress = Progress(len(claim_ids(only)), "claim", args.quiet)
             v = verify(
                 path, only=only, seed=args.seed, n=n or DEFAULT_N, device=args.device, task=task, jobs=args.jobs,
-                components=components, shown_path=str(args.checkpoint or path), documents=documents,
+                components=components, shown_path=str(path), documents=documents,
                 figures=bool(args.out), on_result=lambda i, cid, r, s: progress.done(i, cid, r["verdict"], s),
             )  # fmt: skip
     except ValueError as e:  # a checkpoint, task or document that does not fit (CheckpointError, DocumentError)
@@ -111,11 +116,10 @@ def run(args) -> int:
 
 def _write(args, v, t_start) -> int:
     """The table on stdout, then the files asked for, each whole or not at all; the exit status."""
-    from ..fileio import atomic_write, atomic_write_files
+    from ..fileio import atomic_write
     from . import render
 
-    sys.stdout.write(render.terminal_table(v.report))
-    sys.stdout.flush()
+    print(render.terminal_table(v.report, v.located.to_dict() if v.located is not None else None), end="", flush=True)
     if args.json:
         atomic_write(args.json, render.dumps(v.report))
     figures = v.figures()
@@ -123,10 +127,7 @@ def _write(args, v, t_start) -> int:
     if args.junit:
         atomic_write(args.junit, render.junit_xml(v.report, v.timings))
     if args.out:
-        try:  # written into a temporary folder, moved in only when complete
-            atomic_write_files(args.out, render.report_files(v.report, figures, v.timings))
-        except OSError as e:
-            exit_bad_input(f"--out {args.out}: cannot write there ({e.strerror or e})")
+        write_folder_or_exit(args.out, render.report_files(v.report, figures, v.timings))  # whole or not at all
         if not args.quiet:
             where = Path(args.out) / "report.html"
             print(f"report written to {where} (and report.json, report.md, junit.xml, timings.json)", file=sys.stderr)
@@ -135,9 +136,8 @@ def _write(args, v, t_start) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """The command (``argv`` None: ``sys.argv``, run as ``assignadd-verify``)."""
-    args_list = sys.argv[1:] if argv is None else list(argv)
     try:
-        return run(_parser().parse_args(args_list))
+        return run(_parser().parse_args(sys.argv[1:] if argv is None else list(argv)))
     except SystemExit as e:  # argparse usage errors and exit_bad_input: 2; --help: 0
         return e.code if isinstance(e.code, int) else (0 if e.code is None else 2)
     except KeyboardInterrupt:

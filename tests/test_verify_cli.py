@@ -190,7 +190,7 @@ def test_bad_input_exits_2_with_one_error_line(capsys, tmp_path, ours, argv, mes
     assert sorted(os.listdir(tmp_path)) == before  # nothing left behind
 
 
-@pytest.mark.parametrize("argv", [["--no-such-flag"], ["--seed", "x"], ["--device", "tpu"], ["a.pt", "b.pt"]])
+@pytest.mark.parametrize("argv", [["--no-such-flag"], ["--seed", "x"], ["--device", "tpu"], ["--n"]])
 def test_usage_errors_exit_2(capsys, argv):
     code, out, err = run(capsys, *argv)
     assert code == 2 and out == ""

@@ -1,0 +1,293 @@
+"""One verdict over many models: the claims of several checkpoints side by side.
+
+A claim about one checkpoint says what that model computes; whether the paper's mechanism is what
+*training* finds is a statement about a population of runs (seeds, or the checkpoints of a sweep). From
+the ``assignadd-verify`` reports of several models (``reports.verify.verify``, one each, the same seed,
+pool size and claims), per claim:
+
+    holds      the models where it passes
+    share      holds / models, with its exact Clopper-Pearson 95% interval: how often a model trained
+               so has the mechanism, read as a rate over independent runs (the interval is only as good
+               as that independence: checkpoints of one run are not independent draws)
+    not held   each other model with its verdict and the items that decided it (required items that
+               did not pass, with value, interval and bar; the claim's reason where no item did)
+
+The document (``assignadd.verify.population/1``, reports/schemas/population.schema.json) holds each
+model's own summary too; ``assignadd-verify CKPT CKPT ... --out DIR`` writes it beside each model's
+full report. The same checkpoints, seed and options give a byte-identical document.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from . import html as H
+from .render import _md_table, dumps, fmt, fmt_interval
+
+SCHEMA = "assignadd.verify.population/1"
+
+
+def model_labels(paths: list[str]) -> list[str]:
+    """Short distinct names for the models: each path less the folders all of them share (a run's
+    ``final.pt`` named by its run folder)."""
+    parts = [Path(p).parts for p in paths]
+    common = 0
+    while all(len(q) > common + 1 for q in parts) and len({q[common] for q in parts}) == 1:
+        common += 1
+    labels = ["/".join(q[common:]) for q in parts]
+    labels = [s[: -len("/final.pt")] if s.endswith("/final.pt") else s for s in labels]
+    return labels if len(set(labels)) == len(labels) else list(paths)
+
+
+def _not_passing(claim: dict) -> list[dict]:
+    """The required items of one claim's result that did not pass: name, status, value, interval, bar."""
+    out = []
+    for e in claim["evidence"]:
+        if e["required"] and e["status"] != "pass":
+            m, t = e["measurement"], e["threshold"]
+            out.append(
+                {
+                    "item": e["name"],
+                    "status": e["status"],
+                    "value": m["value"],
+                    "ci": m["ci"],
+                    "threshold": f"{t['bound']} {t['direction']} {fmt(t['value'])}",
+                }
+            )
+    return out
+
+
+def summarize(reports: list[dict], labels: list[str] | None = None) -> dict:
+    """The population document for ``reports`` (report.json documents, one per model, in the order given).
+    Raises ValueError when they were not run alike (seed, pool size, claims) or there are none."""
+    from ..interventions.statistics import rate_ci
+
+    if not reports:
+        raise ValueError("no models to summarize")
+    labels = labels or model_labels([r["checkpoint"]["path"] for r in reports])
+    first = reports[0]
+    for r, label in zip(reports[1:], labels[1:]):
+        for key in ("seed", "n", "only"):
+            if r[key] != first[key]:
+                raise ValueError(f"{label}: run with {key} = {r[key]}, the first model with {first[key]}")
+    ids = [c["claim"] for c in first["claims"]]
+    for r, label in zip(reports, labels):
+        if [c["claim"] for c in r["claims"]] != ids:
+            raise ValueError(f"{label}: other claims than the first model's")
+    claims = []
+    for i, cid in enumerate(ids):
+        results = [r["claims"][i] for r in reports]
+        held = [c["verdict"] == "pass" for c in results]
+        share, low, high = rate_ci(held)
+        counts = {v: sum(c["verdict"] == v for c in results) for v in ("pass", "fail", "inconclusive", "error")}
+        claims.append(
+            {
+                "claim": cid,
+                "spec": results[0]["spec"],
+                "holds": sum(held),
+                "models": len(results),
+                "share": share,
+                "ci": [low, high],
+                "verdicts": counts,
+                "not_held": [
+                    {"model": label, "verdict": c["verdict"], "items": _not_passing(c), "reason": c["reason"]}
+                    for label, c in zip(labels, results)
+                    if c["verdict"] != "pass"
+                ],
+            }
+        )
+    models = [
+        {
+            "label": label,
+            "checkpoint": r["checkpoint"],
+            "verdicts": {c["claim"]: c["verdict"] for c in r["claims"]},
+            "passed": r["summary"]["passed"],
+            "total": r["summary"]["total"],
+        }
+        for label, r in zip(labels, reports)
+    ]
+    return {
+        "schema": SCHEMA,
+        "tool": first["tool"],
+        "seed": first["seed"],
+        "n": first["n"],
+        "only": first["only"],
+        "models": models,
+        "claims": claims,
+        "summary": {
+            "models": len(reports),
+            "claims_held_everywhere": [c["claim"] for c in claims if c["holds"] == c["models"]],
+            "all_passed": all(c["holds"] == c["models"] for c in claims),
+        },
+    }
+
+
+def _share(c: dict) -> str:
+    v, lo, hi = fmt_interval(c["share"], *c["ci"])
+    return f"{v} [{lo}, {hi}]"
+
+
+def _item_words(x: dict) -> str:
+    v, lo, hi = fmt_interval(x["value"], *x["ci"]) if x["value"] is not None else ("n/a", "n/a", "n/a")
+    return f"{x['item']} {v} [{lo}, {hi}] ({x['status']}, bar {x['threshold']})"
+
+
+def _why(entry: dict) -> str:
+    """What decided one model's verdict on a claim: its items that did not pass, else the reason."""
+    if entry["items"]:
+        return "; ".join(_item_words(x) for x in entry["items"])
+    return entry["reason"]
+
+
+HEADER = ["claim", "holds in", "share [95% CI]", "not held (model: verdict)"]
+
+
+def _rows(doc: dict) -> list[list[str]]:
+    return [
+        [
+            c["claim"],
+            f"{c['holds']} of {c['models']}",
+            _share(c),
+            ", ".join(f"{x['model']}: {x['verdict']}" for x in c["not_held"]) or "-",
+        ]
+        for c in doc["claims"]
+    ]
+
+
+def terminal_table(doc: dict) -> str:
+    """The claims across the models as plain text: the table, then what decided each model that did not hold."""
+    rows = _rows(doc)
+    widths = [max(len(s) for s in col) for col in zip(HEADER, *rows)]
+    lines = [f"{doc['summary']['models']} models, seed {doc['seed']}, pools of {doc['n']}", ""]
+    lines += ["  ".join(h.ljust(w) for h, w in zip(HEADER, widths)).rstrip(), "  ".join("-" * w for w in widths)]
+    lines += ["  ".join(s.ljust(w) for s, w in zip(r, widths)).rstrip() for r in rows]
+    details = [
+        f"  {c['claim']} on {x['model']} ({x['verdict']}): {_why(x)}" for c in doc["claims"] for x in c["not_held"]
+    ]
+    if details:
+        lines += ["", "Not held:", *details]
+    everywhere = len(doc["summary"]["claims_held_everywhere"])
+    lines += ["", f"{everywhere} of {len(doc['claims'])} claims hold in every model"]
+    return "\n".join(lines) + "\n"
+
+
+def markdown(doc: dict) -> str:
+    lines = [f"# The claims over {doc['summary']['models']} models", ""]
+    lines += [
+        f"Seed {doc['seed']}, pools of {doc['n']}; {SCHEMA}. A share's interval is exact (Clopper-Pearson, 95%).",
+        "",
+    ]
+    lines += _md_table(HEADER, _rows(doc))
+    lines += ["", "## Models", ""]
+    ids = [c["claim"] for c in doc["claims"]]
+    lines += _md_table(
+        ["model", "passed", *ids],
+        [[m["label"], f"{m['passed']} of {m['total']}", *(m["verdicts"][c] for c in ids)] for m in doc["models"]],
+    )
+    details = [
+        f"- `{c['claim']}` on {x['model']} ({x['verdict']}): {_why(x)}" for c in doc["claims"] for x in c["not_held"]
+    ]
+    if details:
+        lines += ["", "## Not held", "", *details]
+    return "\n".join(lines) + "\n"
+
+
+def html_page(doc: dict) -> str:
+    ids = [c["claim"] for c in doc["claims"]]
+    claims_table = H.table(HEADER, _rows(doc))
+    models_table = H.table(
+        ["model", "passed", *ids],
+        [
+            [m["label"], f"{m['passed']} of {m['total']}", *(H.verdict(m["verdicts"][c]) for c in ids)]
+            for m in doc["models"]
+        ],
+        wide=True,
+    )
+    details = [
+        H.tag("li", H.tag("code", c["claim"]), f" on {x['model']} ({x['verdict']}): {_why(x)}")
+        for c in doc["claims"]
+        for x in c["not_held"]
+    ]
+    return H.page(
+        f"assignadd: the claims over {doc['summary']['models']} models",
+        H.tag("h1", f"The claims over {doc['summary']['models']} models"),
+        H.tag(
+            "p",
+            f"Seed {doc['seed']}, pools of {doc['n']}. A share's interval is exact (Clopper-Pearson, 95%).",
+            class_="meta",
+        ),
+        claims_table,
+        H.tag("h2", "Models"),
+        models_table,
+        *((H.tag("h2", "Not held"), H.tag("ul", details)) if details else ()),
+    )
+
+
+def population_files(doc: dict) -> dict[str, str]:
+    """{file name: text} for ``--out``: population.json, population.md, population.html."""
+    return {"population.json": dumps(doc), "population.md": markdown(doc), "population.html": html_page(doc)}
+
+
+# ----- the command: assignadd-verify CKPT CKPT ... or a folder of runs --------------------------------
+def run_folders(path) -> list[Path]:
+    """The final checkpoints of the training runs directly inside the folder ``path``, sorted by name; []
+    when it holds none (or is a run folder itself: then it is one checkpoint, not several)."""
+    from ..cli_util import FINAL_NAMES
+
+    path = Path(path)
+    if not path.is_dir() or any((path / name).is_file() for name in FINAL_NAMES):
+        return []
+    finals = (next((d / n for n in FINAL_NAMES if (d / n).is_file()), None) for d in sorted(path.iterdir()))
+    return [f for f in finals if f is not None]
+
+
+def checkpoints_given(paths: list[str]) -> list[str]:
+    """The checkpoints the command line names: as given, or for one folder of training runs (``run_folders``)
+    their final checkpoints, when it holds more than one."""
+    runs = run_folders(paths[0]) if len(paths) == 1 else []
+    return [str(p) for p in runs] if len(runs) > 1 else list(paths)
+
+
+def verify_many(args, paths: list[Path], only: list[str] | None, components) -> int:
+    """``assignadd-verify`` over several checkpoints: each verified in turn (``reports.verify.verify``, the
+    same flags), then the claims across them on stdout, and with ``--json``/``--out`` as files. Exit 0 when
+    every claim holds in every model, 1 otherwise, 2 on bad input (one line naming the file)."""
+    import sys
+
+    from ..cli_util import Progress, exit_bad_input, write_folder_or_exit
+    from ..fileio import atomic_write
+    from . import render
+    from .verify import DEFAULT_N, claim_ids, verify
+
+    labels = model_labels([str(p) for p in paths])
+    task = {"f": args.f, "r": args.r, "seed": args.split_seed}
+    reports, files = [], {}
+    for k, (path, label) in enumerate(zip(paths, labels), 1):
+        if not args.quiet:
+            print(f"model {k}/{len(paths)}: {path}", file=sys.stderr, flush=True)
+        progress = Progress(len(claim_ids(only)), "claim", args.quiet)
+        try:
+            v = verify(
+                path, only=only, seed=args.seed, n=args.n or DEFAULT_N, device=args.device, task=task,
+                jobs=args.jobs, components=components, figures=bool(args.out),
+                on_result=lambda i, cid, r, s: progress.done(i, cid, r["verdict"], s),
+            )  # fmt: skip
+        except ValueError as e:
+            exit_bad_input(str(e))
+        finally:
+            progress.close()
+        reports.append(v.report)
+        if args.out:
+            report_files = render.report_files(v.report, v.figures(), v.timings)
+            files.update({f"{label.replace('/', '-')}/{name}": text for name, text in report_files.items()})
+    doc = summarize(reports, labels)
+    sys.stdout.write(terminal_table(doc))
+    if args.json:
+        atomic_write(args.json, dumps(doc))
+    if args.out:
+        write_folder_or_exit(args.out, {**population_files(doc), **files})
+        if not args.quiet:
+            print(
+                f"written to {Path(args.out).resolve() / 'population.html'} (and each model's report)", file=sys.stderr
+            )
+    return 0 if doc["summary"]["all_passed"] else 1
