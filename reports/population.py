@@ -60,8 +60,6 @@ def _not_passing(claim: dict) -> list[dict]:
 def summarize(reports: list[dict], labels: list[str] | None = None) -> dict:
     """The population document for ``reports`` (report.json documents, one per model, in the order given).
     Raises ValueError when they were not run alike (seed, pool size, claims) or there are none."""
-    from ..interventions.statistics import rate_ci
-
     if not reports:
         raise ValueError("no models to summarize")
     labels = labels or model_labels([r["checkpoint"]["path"] for r in reports])
@@ -70,6 +68,48 @@ def summarize(reports: list[dict], labels: list[str] | None = None) -> dict:
         for key in ("seed", "n", "only"):
             if r[key] != first[key]:
                 raise ValueError(f"{label}: run with {key} = {r[key]}, the first model with {first[key]}")
+    return across(reports, labels, first["tool"], {"seed": first["seed"], "n": first["n"], "only": first["only"]})
+
+
+def series_summary(docs: list[dict], labels: list[str]) -> dict:
+    """The population document over training runs: each run's ``series.json`` (``assignadd-report``), its
+    series claims (``learning_phases``) as the claims, its last checkpoint as the model. Raises ValueError
+    when the runs were not measured alike (pool size)."""
+    from .. import __version__
+
+    for d, label in zip(docs[1:], labels[1:]):
+        if d["settings"]["n"] != docs[0]["settings"]["n"]:
+            raise ValueError(
+                f"{label}: measured with --n {d['settings']['n']}, the first run with {docs[0]['settings']['n']}"
+            )
+    reports = [
+        {
+            "checkpoint": {
+                "path": d["source"],
+                "sha256": d["checkpoints"][-1]["sha256"],
+                "step": d["checkpoints"][-1]["step"],
+            },
+            "claims": list(d["series_claims"].values()),
+            "summary": {
+                "passed": sum(c["verdict"] == "pass" for c in d["series_claims"].values()),
+                "total": len(d["series_claims"]),
+            },
+        }
+        for d in docs
+    ]
+    tool = {"name": "assignadd-report", "version": __version__}
+    return across(
+        reports, labels, tool, {"seed": docs[0]["settings"]["pool_seed"], "n": docs[0]["settings"]["n"], "only": None}
+    )
+
+
+def across(reports: list[dict], labels: list[str], tool: dict, settings: dict) -> dict:
+    """The population document: per claim of ``reports`` (each ``{"checkpoint", "claims", "summary"}``, the
+    claims as ``ClaimResult.to_dict()``, the same claims in each) how many hold, with the interval, and
+    what decided the others."""
+    from ..interventions.statistics import rate_ci
+
+    first = reports[0]
     ids = [c["claim"] for c in first["claims"]]
     for r, label in zip(reports, labels):
         if [c["claim"] for c in r["claims"]] != ids:
@@ -108,10 +148,8 @@ def summarize(reports: list[dict], labels: list[str] | None = None) -> dict:
     ]
     return {
         "schema": SCHEMA,
-        "tool": first["tool"],
-        "seed": first["seed"],
-        "n": first["n"],
-        "only": first["only"],
+        "tool": tool,
+        **settings,
         "models": models,
         "claims": claims,
         "summary": {

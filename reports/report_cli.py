@@ -1,8 +1,9 @@
 """``assignadd-report PATH``: a checkpoint series into curves, learning phases and per-step verdicts.
 
 Writes ``series.json``, ``series.csv`` and ``series.html`` into ``--out``; a sweep folder is reported
-instead as the ``data_requirements`` claim (``reports/sweep_report.py``). Options and exit status: the
-epilog below and docs/dynamics.md.
+instead as the ``data_requirements`` claim (``reports/sweep_report.py``). Several run folders give each
+its series (in a folder of its own) and the series claims across the runs (``reports/population.py``).
+Options and exit status: the epilog below and docs/dynamics.md.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from ..fileio import atomic_write_files, checkpoint_file_problem
 EPILOG = """examples:
   assignadd-report runs/seed42 --out out/seed42 --jobs 2
   assignadd-report path/to/authors_checkpoints --every 4 --n 500
+  assignadd-report runs/seed0 runs/seed1 runs/seed2 --out out/seeds   # learning_phases across the runs
 exit status:
   0  every claim of the report passes (learning_phases on a series; data_requirements on a sweep)
   1  a claim fails, is inconclusive (the checkpoints or the grid cannot decide it) or is an error;
@@ -34,8 +36,10 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("path", help="a run folder of assignadd-train, or a folder of checkpoints (either format)")
-    p.add_argument("--out", default=None, help="output folder (default: out/report-<folder name>)")
+    p.add_argument(
+        "path", nargs="+", help="a run folder of assignadd-train, or a folder of checkpoints (either format); several"
+    )
+    p.add_argument("--out", default=None, help="output folder (default: out/report-<folder name>, or out/report-runs)")
     p.add_argument("--every", type=int, default=1, help="measure every K-th checkpoint (the last always)")
     p.add_argument("--jobs", type=int, default=1, help="processes (1 torch thread each)")
     p.add_argument("--n", type=int, default=1000, help="sequences per pool (default 1000)")
@@ -81,12 +85,20 @@ def _path_problem(path: Path) -> str | None:
 
 def _check_input(args) -> Path:
     """Exit 2 on a path that cannot be reported, an output that cannot be written or a series option out
-    of range, before torch is imported; returns the output folder (absolute)."""
-    path = Path(args.path)
-    problem = _path_problem(path)
-    if problem is not None:
-        exit_bad_input(problem)
-    out = Path(args.out) if args.out else Path("out") / f"report-{path.resolve().name}"
+    of range, before torch is imported; returns the output folder (absolute). Several paths must each be a
+    series (a sweep is reported alone)."""
+    for path in map(Path, args.path):
+        problem = _path_problem(path)
+        if problem is not None:
+            exit_bad_input(problem)
+        if len(args.path) > 1 and _holds_sweep(path):
+            exit_bad_input(f"{path}: a sweep is reported on its own; several paths must each be a run's series")
+    path = Path(args.path[0])
+    out = (
+        Path(args.out)
+        if args.out
+        else Path("out") / (f"report-{path.resolve().name}" if len(args.path) == 1 else "report-runs")
+    )
     problem = folder_arg_problem(out)
     if problem is not None:
         exit_bad_input(problem)
@@ -107,26 +119,47 @@ def main(argv: list[str] | None = None) -> int:
     out = _check_input(args)
     from .sweep_report import is_sweep_folder, main_for_sweep
 
-    if is_sweep_folder(args.path):  # a folder made by assignadd-sweep (or holding an f and an r sweep)
-        return main_for_sweep(args.path, out, quiet=args.quiet)
+    if len(args.path) == 1 and is_sweep_folder(args.path[0]):  # made by assignadd-sweep (or an f and an r sweep)
+        return main_for_sweep(args.path[0], out, quiet=args.quiet)
+    from . import population
     from .series import SeriesError, compute_series, summary_lines, to_csv, to_json
     from .series_html import render_html
 
-    t0 = time.perf_counter()
-    try:
-        doc = compute_series(
-            args.path, every=args.every, jobs=args.jobs, n=args.n, claims=args.claims, progress=not args.quiet
-        )
-    except SeriesError as e:
-        exit_bad_input(str(e))
-    except KeyboardInterrupt:
-        print("interrupted: nothing written", file=sys.stderr)
-        return 130
-    files = {"series.json": to_json(doc), "series.csv": to_csv(doc), "series.html": render_html(doc)}
+    t0, docs, files = time.perf_counter(), [], {}
+    labels = population.model_labels(args.path) if len(args.path) > 1 else [""]
+    for path, label in zip(args.path, labels):
+        if label and not args.quiet:
+            print(f"run {len(docs) + 1}/{len(args.path)}: {path}", file=sys.stderr, flush=True)
+        try:
+            doc = compute_series(
+                path, every=args.every, jobs=args.jobs, n=args.n, claims=args.claims, progress=not args.quiet
+            )
+        except SeriesError as e:
+            exit_bad_input(str(e))
+        except KeyboardInterrupt:
+            print("interrupted: nothing written", file=sys.stderr)
+            return 130
+        docs.append(doc)
+        where = f"{label.replace('/', '-')}/" if label else ""
+        files |= {
+            where + "series.json": to_json(doc),
+            where + "series.csv": to_csv(doc),
+            where + "series.html": render_html(doc),
+        }
+    if len(docs) > 1:
+        summary = population.series_summary(docs, labels)
+        files |= population.population_files(summary)
     atomic_write_files(out, files)
-    if not args.quiet:
+    if not args.quiet and len(docs) == 1:
         print(f"{len(doc['checkpoints'])} checkpoints in {time.perf_counter() - t0:.1f} s -> {out / 'series.html'}")
         print("\n".join(summary_lines(doc)))
+    if len(docs) > 1:
+        if not args.quiet:
+            print(
+                f"{len(docs)} runs in {time.perf_counter() - t0:.1f} s -> {out / 'population.html'} (and each run's series)"
+            )
+        sys.stdout.write(population.terminal_table(summary))
+        return 0 if summary["summary"]["all_passed"] else 1
     return 0 if all(r["verdict"] == "pass" for r in doc["series_claims"].values()) else 1
 
 

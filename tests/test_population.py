@@ -131,3 +131,27 @@ def test_several_checkpoints_refuse_the_one_checkpoint_flags_in_one_line(tmp_pat
     assert verify_cli.main([ref, ref, "--junit", str(tmp_path / "j.xml")]) == 2
     err = capsys.readouterr().err.strip()
     assert err == "error: --junit and --claim-doc take one checkpoint; 2 were given"
+
+
+@needs_series
+def test_report_over_several_runs_gives_each_series_and_the_series_claims_across_them(tmp_path, capsys):
+    from assignadd.reports import report_cli
+
+    series = reference_checkpoint().parent / "series"
+    for name, steps in (("short", (0, 500, 1000)), ("long", (0, 4000, 12000, 40000))):
+        (tmp_path / "runs" / name).mkdir(parents=True)
+        for step in steps:
+            shutil.copy(series / f"step_{step:06d}.pt", tmp_path / "runs" / name / f"step_{step:06d}.pt")
+    runs = [str(tmp_path / "runs" / "short"), str(tmp_path / "runs" / "long")]
+    code = report_cli.main([*runs, "--n", "40", "--claims", "0", "--quiet", "--out", str(tmp_path / "out")])
+    doc = json.loads((tmp_path / "out" / "population.json").read_text())
+    assert errors(doc) == [] and doc["tool"]["name"] == "assignadd-report"
+    assert [m["label"] for m in doc["models"]] == ["short", "long"] and doc["n"] == 40
+    (claim,) = doc["claims"]
+    short = json.loads((tmp_path / "out" / "short" / "series.json").read_text())
+    assert claim["claim"] == "learning_phases" and claim["models"] == 2
+    assert doc["models"][0]["verdicts"]["learning_phases"] == short["series_claims"]["learning_phases"]["verdict"]
+    assert short["series_claims"]["learning_phases"]["verdict"] == "inconclusive"  # it ends before the phases
+    assert code == (0 if claim["holds"] == 2 else 1)
+    assert "learning_phases" in capsys.readouterr().out
+    assert (tmp_path / "out" / "long" / "series.html").is_file()
