@@ -209,12 +209,16 @@ def run_claims(ctx, ids: list[str], *, jobs: int | None = None, interfaces: bool
     on_result  ``on_result(i, claim, ClaimResult, seconds)`` as each claim finishes (any order)
     timings    a dictionary to record in: ``jobs``, ``interfaces_seconds``, ``claims`` ({claim: seconds})
     """
+    import torch
+
     from . import interfaces as interface_checks
 
     timings = {} if timings is None else timings
     # forked first, before this process starts a thread
     runner = ClaimRunner(ctx, ids, jobs=resolve_jobs(jobs, ctx, len(ids))).start()
-    timings["jobs"] = runner.jobs
+    timings["jobs"], threads = runner.jobs, torch.get_num_threads()
+    if runner.jobs > 1:  # the workers have the cores: this process's checks take one thread, not a pool that spins
+        torch.set_num_threads(1)
     try:
         if on_start is not None:
             on_start()
@@ -228,5 +232,6 @@ def run_claims(ctx, ids: list[str], *, jobs: int | None = None, interfaces: bool
                 on_result(i, cid, result, seconds)
     finally:
         runner.close()
+        torch.set_num_threads(threads)
     timings["claims"] = {c: seconds_of[c] for c in ids}
     return [by_id[c] for c in ids], checks
