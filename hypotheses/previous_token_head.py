@@ -67,7 +67,7 @@ TRANSMITS = Threshold(
     "Layer 1's OV must pass on the variables more strongly than >= 99% of random placements of the "
     "same embeddings in the space it reads (a one-sided test at 1%: the variables' place is special to "
     "OV_1); nulls: re-initialised 0.00-0.67, two heads 0.33-0.99 (docs/nulls.md: a null that depends on the "
-    "shape, near the bar on two heads of 64), input space rotated 0.02-0.21. Re-registered 2026-12-04: "
+    "shape, near the bar on two heads of 64), input space rotated 0.02-0.21 (docs/nulls.md). Re-registered 2026-12-04: "
     "was the gain ratio itself >= 2, which a working Layer 1 crossed 2,000 steps after its attention "
     "and causal items passed (docs/reregistrations/ov1_against_placements_2026-12-04.md)",
 )

@@ -36,8 +36,8 @@ TRANSMITS = Threshold(
     2.0,
     ">=",
     "Layer 2's OV must pass on the numbers at least twice as strongly as an average input "
-    "direction; nulls: re-initialised OV_2 0.89-0.96 (docs/nulls.md), input space rotated 1.05 "
-    "(2026-12-04). Re-registered 2026-12 with previous_token_head's OV_1 item (first: 0.40 of the "
+    "direction; nulls: re-initialised OV_2 0.89-0.96 (docs/nulls.md), input space rotated 1.00-1.09 "
+    "(docs/nulls.md). Re-registered 2026-12 with previous_token_head's OV_1 item (first: 0.40 of the "
     "largest gain); and 2026-12-04 (bar unchanged) to average over the directions Layer 2 can receive "
     "other than the numbers' own",
 )
@@ -46,7 +46,7 @@ ROUTE = Threshold(
     ">=",
     "the constant route's value vector must leave the MLP input within 30% of where it "
     "was, measured against another number's move; nulls: re-initialised 0.24-0.32 (docs/nulls.md), "
-    "OV_2 input rotated 0.25 (2026-12); the value from another constant must fail it",
+    "OV_2 input rotated 0.22-0.30 (docs/nulls.md); the value from another constant must fail it",
 )
 READOUT = Threshold(
     0.60,

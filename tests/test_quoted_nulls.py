@@ -186,3 +186,36 @@ def test_the_measured_null_is_the_claims_own_reinitialised_control_on_the_refere
         with torch.no_grad():
             v = item.measure(ctx, Arm(ctx.reinitialised_model())).value
         assert v == pytest.approx(measured("paper", cid, item.name)["values"][0], abs=TOL), f"{cid}.{item.name}"
+
+
+def test_every_quoted_mutant_null_is_measured_and_the_reason_quotes_its_range(tool):
+    """A bar that quotes what a break of its component gives ("input space rotated 0.02-0.21") quotes the
+    range tools/measure_nulls.py measured on that mutant of the reference (``MUTANT_NULLS``), within TOL."""
+    items = {(cid, item.name): item.threshold.reason for cid, cls in REGISTRY.items() for item in cls.items}
+    assert set(tool.MUTANT_NULLS) <= set(items)
+    for (cid, name), (mutant, words) in tool.MUTANT_NULLS.items():
+        s = NULLS["mutants"]["claims"][cid][name]
+        assert s["mutant"] == mutant and len(s["values"]) == len(tool.MUTANT_SEEDS), f"{cid}.{name}: {FIX}"
+        m = re.search(re.escape(words) + r"\s+" + _NUMBER, items[(cid, name)])
+        assert m, f"{cid}.{name}: its reason does not quote {words!r} with a number"
+        lo, hi = float(m["lo"]), float(m["hi"] or m["lo"])
+        inside = s["min"] - TOL <= lo <= hi <= s["max"] + TOL
+        covers = lo <= s["min"] + TOL and hi >= s["max"] - TOL
+        assert inside and covers, f"{cid}.{name} quotes {m.group(0)!r}; measured {s['min']}-{s['max']}; {FIX}"
+
+
+def test_a_reason_quoting_a_rotation_of_its_input_quotes_a_measured_mutant(tool):
+    """Every 'input rotated X' in a bar's reason is one ``MUTANT_NULLS`` measures: none quoted unmeasured."""
+    measured_items = set(tool.MUTANT_NULLS)
+    for cid, name, reason in reasons():
+        if re.search(r"input (space )?rotated\s+\d", reason):
+            assert (cid, name) in measured_items, f"{cid}.{name} quotes a rotated-input number nobody measured"
+
+
+@pytest.mark.parametrize(
+    "claim, item", [("previous_token_head", "ov1_transmits_variables"), ("shared_residual", "ov2_transmits_numbers")]
+)
+def test_the_weights_only_mutant_nulls_measure_the_same_today(tool, claim, item):
+    mutant, _ = tool.MUTANT_NULLS[(claim, item)]
+    s = NULLS["mutants"]["claims"][claim][item]
+    assert abs(tool.measure_mutant(claim, item, mutant, seed=0) - s["values"][0]) <= TOL

@@ -16,8 +16,12 @@ three layers, the MLP in the last (``--n-layers 3``).
 steps permuted, or reversed) are measured on the reference run's training log (checkpoints/metrics.jsonl,
 every pool's accuracy every 100 steps at n = 500), cut at 3,000, 10,000, 20,000 steps and whole.
 
+Some bars also quote what a break of the component gives (a "mutant null": the item on the bundled
+reference with one component broken, ``interventions.mutants``): those in ``MUTANT_NULLS`` are measured
+here too, for the mutant's seeds 0-2 (each seed another random rotation), at n = 500 and pool seed 0.
+
 A reason that quotes a null quotes it from here (tests/test_quoted_nulls.py checks every quoted
-re-initialised number against docs/nulls.json).
+re-initialised number, and every quoted mutant null, against docs/nulls.json).
 
 The file's date and commit say when its numbers were measured: a re-measurement that finds every number
 as it was keeps them (``keep_stamp``), so the same code writes the same bytes
@@ -44,6 +48,13 @@ METRICS = ROOT / "checkpoints" / "metrics.jsonl"
 SEEDS = (0, 1, 2, 3, 4)
 N = 500
 SERIES_CUTS = (3_000, 10_000, 20_000, None)  # None: the whole log
+# (claim, item) -> (the mutant a reason quotes, the words it is quoted after)
+MUTANT_NULLS = {
+    ("previous_token_head", "ov1_transmits_variables"): ("layer1_values_rotated", "input space rotated"),
+    ("shared_residual", "ov2_transmits_numbers"): ("layer2_values_rotated", "input space rotated"),
+    ("shared_residual", "value_route_shared"): ("layer2_values_rotated", "OV_2 input rotated"),
+}
+MUTANT_SEEDS = (0, 1, 2)
 SHAPE_TITLES = {"paper": "paper", "two_heads": "two heads", "three_layers": "three layers"}
 # A shape's null depends on the shape (marked † in docs/nulls.md) where its range lies more than GAP outside the
 # paper shape's, or its median more than MEDIAN from the paper shape's median.
@@ -142,6 +153,28 @@ def measure_series() -> dict:
     return out
 
 
+def measure_mutant(cid: str, item: str, mutant: str, seed: int, n: int = N) -> float | None:
+    """``cid``'s item ``item`` on the bundled reference with ``mutant`` built at ``seed`` (pool seed 0)."""
+    import assignadd
+    from assignadd import load_checkpoint
+    from assignadd.data import Task
+    from assignadd.hypotheses import REGISTRY, Context
+    from assignadd.hypotheses.base import CLAIMED, Arm
+    from assignadd.hypotheses.mutation import build_mutant
+
+    model = build_mutant(mutant, load_checkpoint(assignadd.reference_checkpoint()), seed)
+    declared = {i.name: i for i in REGISTRY[cid].items}[item]
+    return _round(declared.measure(Context(model, Task(), n=n), Arm(model, CLAIMED)).value)
+
+
+def measure_mutants() -> dict:
+    out: dict = {}
+    for (cid, item), (mutant, words) in MUTANT_NULLS.items():
+        values = [measure_mutant(cid, item, mutant, seed) for seed in MUTANT_SEEDS]
+        out.setdefault(cid, {})[item] = {"mutant": mutant, "quoted_as": words, **summary(values)}
+    return out
+
+
 def commit() -> str:
     try:
         return subprocess.run(
@@ -174,6 +207,11 @@ def measure() -> dict:
             "claims": {cid: {item: summary(v) for item, v in items.items()} for cid, items in raw.items()},
         }
         print(f"{name}: {time.perf_counter() - t0:.0f} s", file=sys.stderr)
+    doc["mutants"] = {
+        "model": "the bundled reference with one component broken (interventions.mutants), pool seed 0",
+        "seeds": list(MUTANT_SEEDS),
+        "claims": measure_mutants(),
+    }
     doc["series"] = {
         "learning_phases": {
             "log": "checkpoints/metrics.jsonl (the reference run: every pool's accuracy every 100 steps, n = 500)",
@@ -269,6 +307,21 @@ def render(doc: dict) -> str:
                 mark = " †" if name != "paper" and _differs(s, other) else ""
                 cells.append(_range(other) + mark)
             lines.append(f"| `{item}` | " + " | ".join(cells) + " |")
+    mutants = doc.get("mutants")
+    if mutants:
+        lines += [
+            "",
+            "## Mutant nulls",
+            "",
+            f"What a break of the component gives, where a bar quotes it: {mutants['model']}, the mutant built with "
+            f"seeds {', '.join(map(str, mutants['seeds']))} (each another random draw), n = {doc['n']}.",
+            "",
+            "| claim | item | mutant | quoted as | range |",
+            "|---|---|---|---|---|",
+        ]
+        for cid, items in mutants["claims"].items():
+            for item, m in items.items():
+                lines.append(f"| {cid} | `{item}` | `{m['mutant']}` | {m['quoted_as']} | {_range(m)} |")
     series = doc["series"]["learning_phases"]
     cuts = None
     lines += [
