@@ -25,8 +25,8 @@ SINGLE_FREQUENCY_FVE = 0.5  # a neuron is "single-frequency" when its best k exp
 NEURONS = Threshold(
     0.5,
     ">=",
-    "a majority of live neurons single-frequency (FVE >= 0.5); null models: re-initialised 0.00 "
-    "(docs/nulls.md), and with steps 100-200 of seeds 0, 42, 0 of 3,584 neurons reach FVE 0.5",
+    "a majority of live neurons single-frequency (FVE >= 0.5); null models: re-initialised 0.00, "
+    "step 0 of the shipped run 0.00 (docs/nulls.md)",
 )
 KEPT = Threshold(
     0.90,

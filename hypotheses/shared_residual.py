@@ -27,8 +27,8 @@ MATCHED = Threshold(
     0.90,
     ">=",
     "paper: cosine ≈ 1 between the variable and constant runs' MLP-2 input; nulls "
-    "(prefix-centred): re-init 0.32-0.34 (docs/nulls.md), steps 100-2000 of seeds 0/42 at most "
-    "0.77 on the whole vector. Re-registered 2026-12: the same bar, compared in the span of OV_2's number "
+    "(prefix-centred): re-init 0.32-0.34, steps 500-2000 of the shipped run 0.65-0.75 (docs/nulls.md). "
+    "Re-registered 2026-12: the same bar, compared in the span of OV_2's number "
     "images (what the claim is about), since a hand-built solver whose MLP input is "
     "identical there scored 0.775 on the whole vector",
 )
@@ -59,9 +59,8 @@ READOUT = Threshold(
 ADDITIVE = Threshold(
     0.70,
     ">=",
-    "supporting: above every null before learning: re-init 0.22-0.27, two heads 0.16-0.17 (docs/nulls.md), "
-    "step 100 <= 0.40, step 200 "
-    "<= 0.64 (seeds 0, 42); supporting only: it holds before routing forms too",
+    "supporting: above every null before learning: re-init 0.22-0.27, two heads 0.16-0.17, steps 500-2000 of "
+    "the shipped run 0.67-0.70 (docs/nulls.md); supporting only: it holds before routing forms too",
 )
 OV2_MLP2 = Threshold(
     0.90,
@@ -73,7 +72,8 @@ INTERCHANGE = Threshold(
     0.90,
     ">=",
     "supporting (read at the answer): nearly every variable run must move to the constant run's new sum; nulls: "
-    "re-init 0.008-0.036 (docs/nulls.md), steps 1000-2000 (before routing) at most 0.62; chance 1/59",
+    "re-init 0.008-0.036, steps 1000-2000 of the shipped run 0.45-0.48 (before routing; docs/nulls.md); "
+    "chance 1/59",
 )
 
 

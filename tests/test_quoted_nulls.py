@@ -219,3 +219,21 @@ def test_the_weights_only_mutant_nulls_measure_the_same_today(tool, claim, item)
     mutant, _ = tool.MUTANT_NULLS[(claim, item)]
     s = NULLS["mutants"]["claims"][claim][item]
     assert abs(tool.measure_mutant(claim, item, mutant, seed=0) - s["values"][0]) <= TOL
+
+
+def test_every_quoted_early_checkpoint_null_is_measured_and_quoted_as_measured(tool):
+    """A bar that quotes the shipped run before its mechanism forms ("steps 500-2000 of the shipped run
+    0.65-0.75") quotes the range tools/measure_nulls.py measured there (``STEP_NULLS``), within TOL; and no
+    reason quotes another run's steps any more."""
+    items = {(cid, item.name): item.threshold.reason for cid, cls in REGISTRY.items() for item in cls.items}
+    for (cid, name), (steps, words) in tool.STEP_NULLS.items():
+        s = NULLS["steps"]["claims"][cid][name]
+        assert s["steps"] == list(steps), f"{cid}.{name}: {FIX}"
+        m = re.search(re.escape(words) + r"\s+" + _NUMBER, items[(cid, name)])
+        assert m, f"{cid}.{name}: its reason does not quote {words!r} with a number"
+        lo, hi = float(m["lo"]), float(m["hi"] or m["lo"])
+        inside = s["min"] - TOL <= lo <= hi <= s["max"] + TOL
+        covers = lo <= s["min"] + TOL and hi >= s["max"] - TOL
+        assert inside and covers, f"{cid}.{name} quotes {m.group(0)!r}; measured {s['min']}-{s['max']}; {FIX}"
+    for (cid, name), reason in items.items():
+        assert not re.search(r"\bsteps? \d[\d,]*(-\d[\d,]*)? of seeds?\b", reason), f"{cid}.{name}: unmeasured steps"

@@ -55,6 +55,20 @@ MUTANT_NULLS = {
     ("shared_residual", "value_route_shared"): ("layer2_values_rotated", "OV_2 input rotated"),
 }
 MUTANT_SEEDS = (0, 1, 2)
+# (claim, item) -> (the shipped run's steps a reason quotes, the words it is quoted after): the item on the
+# checkpoints of checkpoints/series/ before the mechanism forms, the components pinned to the paper's
+STEP_NULLS = {
+    ("shared_residual", "resid_mid_matches_constant_run"): (
+        (500, 1000, 1500, 2000),
+        "steps 500-2000 of the shipped run",
+    ),
+    ("shared_residual", "ov2_additivity"): ((500, 1000, 1500, 2000), "steps 500-2000 of the shipped run"),
+    ("shared_residual", "constant_difference_moves_variable_run"): (
+        (1000, 1500, 2000),
+        "steps 1000-2000 of the shipped run",
+    ),
+    ("fourier_neurons", "single_frequency_neurons"): ((0,), "step 0 of the shipped run"),
+}
 SHAPE_TITLES = {"paper": "paper", "two_heads": "two heads", "three_layers": "three layers"}
 # A shape's null depends on the shape (marked † in docs/nulls.md) where its range lies more than GAP outside the
 # paper shape's, or its median more than MEDIAN from the paper shape's median.
@@ -167,6 +181,28 @@ def measure_mutant(cid: str, item: str, mutant: str, seed: int, n: int = N) -> f
     return _round(declared.measure(Context(model, Task(), n=n), Arm(model, CLAIMED)).value)
 
 
+def measure_step(cid: str, item: str, step: int, n: int = N) -> float | None:
+    """``cid``'s item ``item`` on the shipped run's checkpoint at ``step`` (pool seed 0, paper components)."""
+    import assignadd
+    from assignadd import load_checkpoint
+    from assignadd.data import Task
+    from assignadd.hypotheses import REGISTRY, Context
+    from assignadd.hypotheses.base import CLAIMED, Arm
+    from assignadd.model.components import PAPER
+
+    model = load_checkpoint(assignadd.reference_checkpoint().parent / "series" / f"step_{step:06d}.pt")
+    declared = {i.name: i for i in REGISTRY[cid].items}[item]
+    return _round(declared.measure(Context(model, Task(), n=n, components=PAPER), Arm(model, CLAIMED)).value)
+
+
+def measure_steps() -> dict:
+    out: dict = {}
+    for (cid, item), (steps, words) in STEP_NULLS.items():
+        values = [measure_step(cid, item, step) for step in steps]
+        out.setdefault(cid, {})[item] = {"steps": list(steps), "quoted_as": words, **summary(values)}
+    return out
+
+
 def measure_mutants() -> dict:
     out: dict = {}
     for (cid, item), (mutant, words) in MUTANT_NULLS.items():
@@ -211,6 +247,10 @@ def measure() -> dict:
         "model": "the bundled reference with one component broken (interventions.mutants), pool seed 0",
         "seeds": list(MUTANT_SEEDS),
         "claims": measure_mutants(),
+    }
+    doc["steps"] = {
+        "model": "the checkpoints of the shipped run (checkpoints/series/, seed 42) before its mechanism forms",
+        "claims": measure_steps(),
     }
     doc["series"] = {
         "learning_phases": {
@@ -322,6 +362,21 @@ def render(doc: dict) -> str:
         for cid, items in mutants["claims"].items():
             for item, m in items.items():
                 lines.append(f"| {cid} | `{item}` | `{m['mutant']}` | {m['quoted_as']} | {_range(m)} |")
+    early = doc.get("steps")
+    if early:
+        lines += [
+            "",
+            "## Before the mechanism forms",
+            "",
+            f"Where a bar quotes an early checkpoint: {early['model']}, n = {doc['n']}, the paper's components.",
+            "",
+            "| claim | item | steps | quoted as | range |",
+            "|---|---|---|---|---|",
+        ]
+        for cid, items in early["claims"].items():
+            for item, m in items.items():
+                steps = ", ".join(f"{s:,}" for s in m["steps"])
+                lines.append(f"| {cid} | `{item}` | {steps} | {m['quoted_as']} | {_range(m)} |")
     series = doc["series"]["learning_phases"]
     cuts = None
     lines += [
