@@ -154,7 +154,6 @@ if tuple(p.name for p in PARTS) != scrubbing.PARTS:
     raise ValueError(f"whole_algorithm.PARTS {[p.name for p in PARTS]} differ from scrubbing.PARTS {scrubbing.PARTS}")
 PART = {p.name: p for p in PARTS}
 # The tables the items read, derived from the parts
-PART_STATEMENT = {p.name: p.statement for p in PARTS}
 VARIABLE_PARTS = tuple(p.name for p in PARTS if p.variable_only)  # parts only a sequence with a variable operand uses
 # Knocked out together by completeness: the two identities the routing matches, and the two value reads
 PAIRS_OF_PARTS = (VARIABLE_PARTS, ("lhs_value_read", "rhs_value_read"))

@@ -14,7 +14,8 @@ pool size and claims), per claim:
 
 The document (``assignadd.verify.population/1``, reports/schemas/population.schema.json) holds each
 model's own summary too; ``assignadd-verify CKPT CKPT ... --out DIR`` writes it beside each model's
-full report. The same checkpoints, seed and options give a byte-identical document.
+full report, and ``assignadd-report RUN RUN ...`` the same over the runs' series claims
+(``series_summary``). The same checkpoints, seed and options give a byte-identical document.
 """
 
 from __future__ import annotations
