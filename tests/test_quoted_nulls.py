@@ -188,6 +188,13 @@ def test_the_measured_null_is_the_claims_own_reinitialised_control_on_the_refere
         assert v == pytest.approx(measured("paper", cid, item.name)["values"][0], abs=TOL), f"{cid}.{item.name}"
 
 
+def quotes_range(m: re.Match, s: dict) -> bool:
+    """Whether the quoted number or range ``m`` (``_NUMBER``'s groups) lies in the measured range ``s`` and
+    covers it, within TOL."""
+    lo, hi = float(m["lo"]), float(m["hi"] or m["lo"])
+    return s["min"] - TOL <= lo <= hi <= s["max"] + TOL and lo <= s["min"] + TOL and hi >= s["max"] - TOL
+
+
 def test_every_quoted_mutant_null_is_measured_and_the_reason_quotes_its_range(tool):
     """A bar that quotes what a break of its component gives ("input space rotated 0.02-0.21") quotes the
     range tools/measure_nulls.py measured on that mutant of the reference (``MUTANT_NULLS``), within TOL."""
@@ -198,10 +205,7 @@ def test_every_quoted_mutant_null_is_measured_and_the_reason_quotes_its_range(to
         assert s["mutant"] == mutant and len(s["values"]) == len(tool.MUTANT_SEEDS), f"{cid}.{name}: {FIX}"
         m = re.search(re.escape(words) + r"\s+" + _NUMBER, items[(cid, name)])
         assert m, f"{cid}.{name}: its reason does not quote {words!r} with a number"
-        lo, hi = float(m["lo"]), float(m["hi"] or m["lo"])
-        inside = s["min"] - TOL <= lo <= hi <= s["max"] + TOL
-        covers = lo <= s["min"] + TOL and hi >= s["max"] - TOL
-        assert inside and covers, f"{cid}.{name} quotes {m.group(0)!r}; measured {s['min']}-{s['max']}; {FIX}"
+        assert quotes_range(m, s), f"{cid}.{name} quotes {m.group(0)!r}; measured {s['min']}-{s['max']}; {FIX}"
 
 
 def test_a_reason_quoting_a_rotation_of_its_input_quotes_a_measured_mutant(tool):
@@ -231,9 +235,6 @@ def test_every_quoted_early_checkpoint_null_is_measured_and_quoted_as_measured(t
         assert s["steps"] == list(steps), f"{cid}.{name}: {FIX}"
         m = re.search(re.escape(words) + r"\s+" + _NUMBER, items[(cid, name)])
         assert m, f"{cid}.{name}: its reason does not quote {words!r} with a number"
-        lo, hi = float(m["lo"]), float(m["hi"] or m["lo"])
-        inside = s["min"] - TOL <= lo <= hi <= s["max"] + TOL
-        covers = lo <= s["min"] + TOL and hi >= s["max"] - TOL
-        assert inside and covers, f"{cid}.{name} quotes {m.group(0)!r}; measured {s['min']}-{s['max']}; {FIX}"
+        assert quotes_range(m, s), f"{cid}.{name} quotes {m.group(0)!r}; measured {s['min']}-{s['max']}; {FIX}"
     for (cid, name), reason in items.items():
         assert not re.search(r"\bsteps? \d[\d,]*(-\d[\d,]*)? of seeds?\b", reason), f"{cid}.{name}: unmeasured steps"

@@ -171,28 +171,29 @@ def measure_mutant(cid: str, item: str, mutant: str, seed: int, n: int = N) -> f
     """``cid``'s item ``item`` on the bundled reference with ``mutant`` built at ``seed`` (pool seed 0)."""
     import assignadd
     from assignadd import load_checkpoint
+    from assignadd.hypotheses.mutation import build_mutant
+
+    return _item_on(build_mutant(mutant, load_checkpoint(assignadd.reference_checkpoint()), seed), cid, item, n)
+
+
+def _item_on(model, cid: str, item: str, n: int, components=None) -> float | None:
+    """``cid``'s item ``item`` as the claim measures it on ``model`` (pool seed 0), the claimed arm only."""
     from assignadd.data import Task
     from assignadd.hypotheses import REGISTRY, Context
     from assignadd.hypotheses.base import CLAIMED, Arm
-    from assignadd.hypotheses.mutation import build_mutant
 
-    model = build_mutant(mutant, load_checkpoint(assignadd.reference_checkpoint()), seed)
     declared = {i.name: i for i in REGISTRY[cid].items}[item]
-    return _round(declared.measure(Context(model, Task(), n=n), Arm(model, CLAIMED)).value)
+    return _round(declared.measure(Context(model, Task(), n=n, components=components), Arm(model, CLAIMED)).value)
 
 
 def measure_step(cid: str, item: str, step: int, n: int = N) -> float | None:
     """``cid``'s item ``item`` on the shipped run's checkpoint at ``step`` (pool seed 0, paper components)."""
     import assignadd
     from assignadd import load_checkpoint
-    from assignadd.data import Task
-    from assignadd.hypotheses import REGISTRY, Context
-    from assignadd.hypotheses.base import CLAIMED, Arm
     from assignadd.model.components import PAPER
 
     model = load_checkpoint(assignadd.reference_checkpoint().parent / "series" / f"step_{step:06d}.pt")
-    declared = {i.name: i for i in REGISTRY[cid].items}[item]
-    return _round(declared.measure(Context(model, Task(), n=n, components=PAPER), Arm(model, CLAIMED)).value)
+    return _item_on(model, cid, item, n, PAPER)
 
 
 def measure_steps() -> dict:
