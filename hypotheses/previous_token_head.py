@@ -145,8 +145,8 @@ def identity(ctx: Context, arm: Arm) -> Measurement:
 
 
 # The item's statistic is a share of random placements, so on a Layer 1 that does not single the variables
-# out it is uniform on [0, 1] by construction (20 re-initialised models of each shipped shape: spread over
-# 0.00-1.00), and one re-initialised model clears the 0.99 bar about one time in a hundred, on any shape.
+# out it is uniform on [0, 1] by construction (tools/ov1_null_draws.py: 20 re-initialised models of each
+# shipped shape spread over 0.00-1.00), and one such model clears the 0.99 bar about once in a hundred.
 # Its re-initialised control therefore pools the placements of REINIT_DRAWS re-initialised models
 # (docs/reregistrations/ov1_reinitialised_draws_2026-12-07.md).
 REINIT_DRAWS = 5
