@@ -239,3 +239,20 @@ def test_every_quoted_early_checkpoint_null_is_measured_and_quoted_as_measured(t
         assert quotes_range(m, s), f"{cid}.{name} quotes {m.group(0)!r}; measured {s['min']}-{s['max']}; {FIX}"
     for (cid, name), reason in items.items():
         assert not re.search(r"\bsteps? \d[\d,]*(-\d[\d,]*)? of seeds?\b", reason), f"{cid}.{name}: unmeasured steps"
+
+
+def test_the_ov1_items_re_initialised_control_fails_on_every_shipped_shape(tool):
+    """The control pools five re-initialised draws (previous_token_head.REINIT_DRAWS): on every shipped shape
+    it fails the 0.99 bar with room to spare, where one draw of the two-head shape sat at 0.993."""
+    from assignadd import Task
+    from assignadd.hypotheses.base import Arm, Context, Evidence
+    from assignadd.hypotheses.previous_token_head import REINIT_DRAWS, TRANSMITS, transmits
+    from assignadd.model import AssignAddTransformer
+
+    for shape, (cfg, components) in tool.shapes().items():
+        model = AssignAddTransformer(cfg, seed=3)  # the model under test: only its shape matters here
+        ctx = Context(model, Task(), n=100, components=components)
+        m = transmits(ctx, Arm(ctx.reinitialised_model()))
+        assert len(m.extra["per_model"]) == REINIT_DRAWS and m.n == 1000 * REINIT_DRAWS, shape
+        e = Evidence("ov1_transmits_variables", "", "observational", TRANSMITS, m)
+        assert e.status == "fail" and m.high < 0.9, (shape, m.value, m.extra["per_model"])
