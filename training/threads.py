@@ -1,21 +1,16 @@
-"""How many torch threads a training run uses, chosen by timing it on the machine at hand.
+"""How many torch threads a training run uses, chosen by timing it on the machine at hand, as the
+precision is (``training/precision.py``).
 
-Why measure: on an idle 2-core machine a second thread makes the bf16 step 1.8 times faster and the fp32
-step 1.1 times (``bench/RESULTS.md``); on the same machine kept busy by other jobs (load 6-8), a step on
-two threads ran ten times slower than on one, because each step waits for the thread the scheduler has
-put aside. torch's default (every core) is right on the first machine and ruinous on the second, and the
-machine's name says neither, so ``assignadd-train`` times both, like the precision
-(``training/precision.py``).
-
-How (``choose_threads``), in about ``BUDGET_S``, once per run (a resumed run keeps its choice; ``--threads
-N`` skips it): after the precision is chosen, the trainer's real step (its ``StepProbe``, at the run's own
-batch, in the chosen precision) runs on 1 thread and on every usable core, one step each in turn, so both
-see the same load. A candidate's first step is a warm-up, and its timing when it alone takes more than
-``COLD_LIMIT_S`` (a loaded machine's two-thread step: one such step is the measurement). Decided by
-``decide``: more threads only at ``SPEEDUP_MARGIN`` times one thread's steps/s or better. A machine with one
-usable core, and a run on a GPU, are not measured. The precision is timed before, on one thread
-(``training.train.open_run``). The choice changes speed only: 1 and 2 threads train the same bits
-(``tests/test_train.py``), so a run resumed on other threads ends as it would have.
+On an idle 2-core machine a second thread makes the bf16 step 1.8 times faster and the fp32 step 1.1
+times (``bench/RESULTS.md``); on the same machine kept busy by other jobs (load 6-8), a step on two
+threads ran ten times slower than on one, because each step waits for the thread the scheduler has put
+aside. torch's default (every core) is right on the first machine and ruinous on the second, and the
+machine's name says neither. So ``choose_threads``, once per run (a resumed run keeps its choice;
+``--threads N``, one usable core and a GPU skip it), times the trainer's real step (its ``StepProbe``, at
+the run's batch, in the precision chosen before, itself timed on one thread: ``training.train.open_run``)
+on 1 thread and on every usable core (``measure``), and ``decide`` picks. The choice changes speed only:
+1 and 2 threads train the same bits (``tests/test_train.py``), so a run resumed on other threads ends as
+it would have.
 """
 
 from __future__ import annotations
@@ -23,23 +18,18 @@ from __future__ import annotations
 import os
 import time
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Callable
 
 import torch
 
-from .precision import StepProbe
+from .precision import SPEEDUP_MARGIN, Choice, StepProbe, timed
 
-# Half a second or so: at the paper's batch a step takes 40-110 ms on an idle 2-core machine, so each thread
-# count gets 2-6 steps; enough to tell the 1.8x of native bf16 or the 10x loss of a loaded machine from the
-# margin, not a 1.1x from a 1.2x (a wrong call there costs under 15%). A loaded machine's slow step may end
-# past the budget: every candidate gets at least one timed step.
+# At the paper's batch a step takes 40-110 ms on an idle 2-core machine, so each thread count gets 2-6
+# steps: enough to tell the 1.8x of native bf16 or the 10x loss of a loaded machine from the margin, not a
+# 1.1x from a 1.2x (a wrong call there costs under 15%).
 BUDGET_S = 0.6
 COLD_LIMIT_S = 0.15  # a warm-up step this slow is its candidate's timing: no second step
-# 1.15, as precision's margin: a short measurement on a busy machine moves by about 10%. Within it, one
-# thread is kept: it leaves the other cores to the machine's other work, and it is the count a machine that
-# becomes busy later cannot make ten times slower; torch's default of every core must earn its place.
-SPEEDUP_MARGIN = 1.15
 
 
 def usable_cores() -> int:
@@ -59,7 +49,7 @@ def load_average() -> list[float] | None:
 
 
 @dataclass
-class ThreadChoice:
+class ThreadChoice(Choice):
     """How many torch threads a run trains on, and why: written to ``run.json`` and logged."""
 
     chosen: int
@@ -73,13 +63,6 @@ class ThreadChoice:
     load_average: list | None = None  # 1, 5, 15-minute load averages just before the measurement
     measured_on: str | None = None  # UTC time of the measurement
     measure_s: float | None = None  # its wall time (building the models excluded)
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict) -> "ThreadChoice":
-        return cls(**{k: v for k, v in d.items() if k in cls.__dataclass_fields__})
 
     @classmethod
     def given(cls, threads: int) -> "ThreadChoice":
@@ -104,7 +87,9 @@ def recorded_threads(record) -> int | None:
 # ----- the decision ------------------------------------------------------------------------------------
 def decide(rates: dict[int, float]) -> tuple[int, str]:
     """``(threads, reason)`` from steps/s per thread count (1 among them): the fastest count whose rate is
-    at least ``SPEEDUP_MARGIN`` times one thread's, else 1."""
+    at least ``SPEEDUP_MARGIN`` times one thread's, else 1. One thread wins within the margin: it leaves
+    the other cores to the machine's other work, and a machine that becomes busy later cannot make it ten
+    times slower; torch's default of every core must earn its place."""
     one = rates[1]
     if len(rates) == 1:
         return 1, f"measured {_rate(one)} steps/s on the one thread timed"
@@ -132,17 +117,15 @@ def measure(
     set_threads: Callable[[int], None] = torch.set_num_threads,
 ) -> dict[int, float]:
     """Steps/s of each ``steps[threads]`` (a training step, run after ``set_threads(threads)``), one step
-    of each in turn until ``budget_s`` has passed; each candidate's first step is a warm-up, or its
-    timing where it took over ``COLD_LIMIT_S``. Every candidate gets at least one timed step."""
-    count = {n: 0 for n in steps}
-    spent = {n: 0.0 for n in steps}
+    of each in turn, so all see the same load, until ``budget_s`` has passed. A candidate's first step is
+    a warm-up, or its timing where it took over ``COLD_LIMIT_S`` (a loaded machine's two-thread step).
+    Every candidate gets at least one timed step, so a loaded machine's slow step may end past the budget."""
+    count, spent = dict.fromkeys(steps, 0), dict.fromkeys(steps, 0.0)
     live = []
     start = clock()
     for n, step in steps.items():
         set_threads(n)
-        t0 = clock()
-        step()
-        cold = clock() - t0
+        _, cold = timed(step, clock)
         if cold > COLD_LIMIT_S:
             count[n], spent[n] = 1, cold
         else:
@@ -150,34 +133,36 @@ def measure(
     while live:
         for n in live:
             set_threads(n)
-            t0 = clock()
-            steps[n]()
-            spent[n] += clock() - t0
+            spent[n] += timed(steps[n], clock)[1]
             count[n] += 1
         if clock() - start >= budget_s:
             break
     return {n: count[n] / max(spent[n], 1e-9) for n in steps}
 
 
+@contextmanager
+def torch_threads(n: int):
+    """torch on ``n`` threads inside the block, on the count it had before after it."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
 def choose_threads(
-    probe: StepProbe,
-    precision: str,
-    *,
-    cores: int | None = None,
-    clock: Callable[[], float] = time.perf_counter,
+    probe: StepProbe, precision: str, *, cores: int | None = None, clock: Callable[[], float] = time.perf_counter
 ) -> ThreadChoice:
     """Time the probe's full-size step in ``precision`` on 1 thread and on ``cores`` (default: the usable
     cores) and decide (``decide``). torch's thread count is left as it was: the caller applies the choice."""
     cores = cores or usable_cores()
-    before = torch.get_num_threads()
     load = load_average()
-    try:
+    with torch_threads(torch.get_num_threads()):  # measure sets its own counts
         steps = {n: probe.make(precision, "workload") for n in dict.fromkeys((1, cores))}
         t0 = clock()
         rates = measure(steps, clock=clock)
         took = clock() - t0
-    finally:
-        torch.set_num_threads(before)
     chosen, reason = decide(rates)
     return ThreadChoice(
         chosen,
@@ -190,14 +175,3 @@ def choose_threads(
         measured_on=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         measure_s=round(took, 3),
     )
-
-
-@contextmanager
-def torch_threads(n: int):
-    """torch on ``n`` threads inside the block, on the count it had before after it."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(n)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
