@@ -134,34 +134,26 @@ def fmt_interval(value, low, high) -> tuple[str, str, str]:
     better than the real one, and with as many decimals (3 to 6) as it takes for different numbers to
     look different: ``1.0`` with ``[0.999742, 1.0]`` shows ``1 [0.999, 1]``, never ``1 [1, 1]``.
     """
-    nums = [x for x in (value, low, high) if x is not None]
-    if not nums or any(isinstance(x, float) and not math.isfinite(x) for x in nums):
+    numbers = (value, low, high)
+    given = [x for x in numbers if x is not None]
+    if not given or any(isinstance(x, float) and not math.isfinite(x) for x in given):
         return fmt(value), fmt(low), fmt(high)
-    if any(x != 0 and not 1e-3 <= abs(x) < 1e4 for x in nums):  # very small or large: significant digits
-        for digits in range(3, 8):
-            shown = [None if x is None else f"{x:.{digits}g}" for x in (value, low, high)]
-            if _distinct(shown, (value, low, high)):
-                break
-        return tuple("n/a" if s is None else s for s in shown)
-    for places in range(3, 7):
-        shown = [
-            None if value is None else _decimals(value, places, ROUND_HALF_EVEN),
-            None if low is None else _decimals(low, places, ROUND_FLOOR),
-            None if high is None else _decimals(high, places, ROUND_CEILING),
-        ]
-        if _distinct(shown, (value, low, high)):
+    significant = any(x != 0 and not 1e-3 <= abs(x) < 1e4 for x in given)  # very small or large
+    for digits in range(3, 8) if significant else range(3, 7):  # significant digits, else decimal places
+        if significant:
+            shown = [None if x is None else f"{x:.{digits}g}" for x in numbers]
+        else:
+            roundings = (ROUND_HALF_EVEN, ROUND_FLOOR, ROUND_CEILING)
+            shown = [None if x is None else _decimals(x, digits, r) for x, r in zip(numbers, roundings)]
+        if _distinct(shown, numbers):
             break
     return tuple("n/a" if s is None else s for s in shown)
 
 
 def _distinct(shown, numbers) -> bool:
     """Numbers that differ are shown differently."""
-    pairs = [(i, j) for i in range(3) for j in range(i + 1, 3)]
-    return all(
-        shown[i] != shown[j]
-        for i, j in pairs
-        if numbers[i] is not None and numbers[j] is not None and numbers[i] != numbers[j]
-    )
+    pairs = [(i, j) for i, j in ((0, 1), (0, 2), (1, 2)) if None not in (numbers[i], numbers[j])]
+    return all(shown[i] != shown[j] for i, j in pairs if numbers[i] != numbers[j])
 
 
 def fmt_measurement(m: dict) -> str:
@@ -301,31 +293,33 @@ def components_lines(report: dict) -> list[str]:
         if r["how"] == "given":
             out.append(f"{name}: {site} (given with --components)")
             continue
-        line = f"{name}: {site}, score {fmt(r['score'])}"
-        if r["runner_up"] is not None:
-            line += f"; runner-up {r['runner_up']} at {fmt(r['runner_up_score'])}"
-        line += f" ({r['candidates']} candidate{'s' if r['candidates'] != 1 else ''}"
-        if r.get("silent_heads"):
-            line += f", {r['silent_heads']} silent head{'s' if r['silent_heads'] != 1 else ''} left out"
-        out.append(line + ")")
+        silent = f", {_counted(r['silent_heads'], 'silent head')} left out" if r.get("silent_heads") else ""
+        found_in = f"({_counted(r['candidates'], 'candidate')}{silent})"
+        out.append(f"{name}: {site}, score {fmt(r['score'])}{_runner_up(r)} {found_in}")
     return out
 
 
 def components_line(found: dict) -> str:
-    """Where the claims found their components, on one line (the terminal's): each role's site with its
-    score and runner-up, ``found`` as report.json's ``components`` (``Located.to_dict()``)."""
+    """``components_lines`` on one line (the terminal's), from ``found``: report.json's ``components``
+    (``Located.to_dict()``)."""
     parts = []
     for role, r in found.items():
         name = f"{ROLE_NAMES.get(role, role)} {r['found']}"
         if r["how"] == "given":
             parts.append(f"{name} (given with --components)")
             continue
-        more = f"; runner-up {r['runner_up']} at {fmt(r['runner_up_score'])}" if r["runner_up"] is not None else ""
-        if r.get("silent_heads"):
-            more += f"; {r['silent_heads']} silent head{'s' if r['silent_heads'] != 1 else ''} left out"
-        parts.append(f"{name} (score {fmt(r['score'])}{more})")
+        silent = f"; {_counted(r['silent_heads'], 'silent head')} left out" if r.get("silent_heads") else ""
+        parts.append(f"{name} (score {fmt(r['score'])}{_runner_up(r)}{silent})")
     single = all(r["how"] == "searched" and r["candidates"] == 1 for r in found.values())
     return "components (layer.head from 0): " + ", ".join(parts) + ("; one candidate each" if single else "")
+
+
+def _runner_up(r: dict) -> str:
+    return "" if r["runner_up"] is None else f"; runner-up {r['runner_up']} at {fmt(r['runner_up_score'])}"
+
+
+def _counted(n: int, word: str) -> str:
+    return f"{n} {word}{'s' if n != 1 else ''}"
 
 
 COMPONENTS_NOTE = (
@@ -345,11 +339,9 @@ def terminal_table(report: dict, located: dict | None = None) -> str:
     pass, notes, then the summary line. The components are report.json's ``components``, else ``located``
     (``Located.to_dict()``: report.json leaves out the paper's layout found as such); none when neither."""
     rows = summary_rows(report)
-    cols = list(zip(HEADER, *rows)) if rows else [(h,) for h in HEADER]
-    widths = [max(len(s) for s in col) for col in cols]
+    widths = [max(len(s) for s in col) for col in zip(HEADER, *rows)]
     lines = ["  ".join(h.ljust(w) for h, w in zip(HEADER, widths)).rstrip(), "  ".join("-" * w for w in widths)]
-    for r in rows:
-        lines.append("  ".join(s.ljust(w) for s, w in zip(r, widths)).rstrip())
+    lines += ["  ".join(s.ljust(w) for s, w in zip(r, widths)).rstrip() for r in rows]
     bad = [f"{c['claim']}: {c['verdict']}: {c['reason']}" for c in report["claims"] if c["verdict"] != "pass"]
     odd = [
         f"interface {interface_words(i)}: {i['verdict']}: {i['reason']}"
@@ -412,15 +404,7 @@ def markdown(report: dict) -> str:
     if components_lines(report):
         lines += ["", "## Components", "", COMPONENTS_NOTE, ""] + [f"- {x}" for x in components_lines(report)]
     for c in report["claims"]:
-        lines += [
-            "",
-            f"## {c['claim']} — {c['verdict'].upper()} ({c['spec']})",
-            "",
-            f"> {c['statement']}",
-            "",
-            f"Verdict: **{c['verdict']}**: {c['reason']}",
-            "",
-        ]
+        lines += _md_claim_heading(c, c["verdict"].upper()) + [f"Verdict: **{c['verdict']}**: {c['reason']}", ""]
         if c.get("components"):
             lines += [_read_components(c), ""]
         for e in c.get("evidence") or []:
@@ -430,15 +414,13 @@ def markdown(report: dict) -> str:
     if report.get("interfaces"):
         lines += ["", "## Interfaces", "", INTERFACE_NOTE, ""] + _md_table(INTERFACE_HEADER, interface_rows(report))
     for c in report.get("not_run") or []:
-        lines += [
-            "",
-            f"## {c['claim']} — NOT RUN HERE ({c['spec']})",
-            "",
-            f"> {c['statement']}",
-            "",
-            f"Needs {c['needs']}: run `{c['command']}`.",
-        ]
+        lines += _md_claim_heading(c, "NOT RUN HERE") + [f"Needs {c['needs']}: run `{c['command']}`."]
     return "\n".join(lines) + "\n"
+
+
+def _md_claim_heading(claim: dict, verdict: str) -> list[str]:
+    """A claim's heading in report.md, its statement quoted under it."""
+    return ["", f"## {claim['claim']} — {verdict} ({claim['spec']})", "", f"> {claim['statement']}", ""]
 
 
 def _read_components(claim: dict) -> str:
@@ -466,31 +448,24 @@ def junit_xml(report: dict, timings: dict | None = None) -> str:
             "time": f"{sum(claim_time.values()):.3f}",
         },
     )
-    props = ET.SubElement(suite, "properties")
-    for k, v in (
-        ("checkpoint", report["checkpoint"]["path"]),
-        ("sha256", report["checkpoint"]["sha256"]),
-        ("seed", report["seed"]),
-        ("n", report["n"]),
-    ):
+    props, ck = ET.SubElement(suite, "properties"), report["checkpoint"]
+    for k, v in (("checkpoint", ck["path"]), ("sha256", ck["sha256"]), ("seed", report["seed"]), ("n", report["n"])):
         ET.SubElement(props, "property", {"name": k, "value": str(v)})
+
+    def testcase(name: str, seconds: float) -> ET.Element:
+        attrs = {"classname": "assignadd.claims", "name": name, "time": f"{seconds:.3f}"}
+        return ET.SubElement(suite, "testcase", attrs)
+
     for c in report["claims"]:
-        case = ET.SubElement(
-            suite,
-            "testcase",
-            {"classname": "assignadd.claims", "name": c["claim"], "time": f"{claim_time.get(c['claim'], 0.0):.3f}"},
-        )
+        case = testcase(c["claim"], claim_time.get(c["claim"], 0.0))
         if c["verdict"] != "pass":
             tag = "failure" if c["verdict"] in ("fail", "inconclusive") else "error"
-            el = ET.SubElement(
-                case,
-                tag,
-                {"message": c["reason"].splitlines()[0] if c["reason"] else c["verdict"], "type": c["verdict"]},
-            )
+            message = c["reason"].splitlines()[0] if c["reason"] else c["verdict"]
+            el = ET.SubElement(case, tag, {"message": message, "type": c["verdict"]})
             el.text = "\n".join(sum((evidence_lines(e) for e in c.get("evidence") or []), [c["reason"]]))
     for c in not_run:
-        case = ET.SubElement(suite, "testcase", {"classname": "assignadd.claims", "name": c["claim"], "time": "0.000"})
-        ET.SubElement(case, "skipped", {"message": f"not run here: needs {c['needs']}; run: {c['command']}"})
+        skipped = f"not run here: needs {c['needs']}; run: {c['command']}"
+        ET.SubElement(testcase(c["claim"], 0.0), "skipped", {"message": skipped})
     root = ET.Element("testsuites")
     root.append(suite)
     ET.indent(root)
@@ -498,6 +473,39 @@ def junit_xml(report: dict, timings: dict | None = None) -> str:
 
 
 # ----- HTML --------------------------------------------------------------------------------------
+# The pieces of the verify report's page that the series and sweep pages share.
+def num(*children) -> H.Markup:
+    """Numbers, in the tables' monospace."""
+    return H.tag("span", *children, class_="num")
+
+
+def meta(*children) -> H.Markup:
+    """Words about a cell's content, in grey: a definition, a threshold's reason."""
+    return H.tag("span", *children, class_="meta")
+
+
+def meta_p(*children, **attrs) -> H.Markup:
+    """A paragraph in grey: what a section shows, where the numbers come from."""
+    return H.tag("p", *children, class_="meta", **attrs)
+
+
+def bullets(items) -> H.Markup:
+    """A list, one ``li`` per item."""
+    return H.tag("ul", [H.tag("li", x) for x in items])
+
+
+def claim_link(claim: str, section: str = "claim") -> H.Markup:
+    """A claim's id, linking to its part of the page: ``#claim-<id>`` (or ``#<section>-<id>``)."""
+    return H.tag("a", H.breakable(claim), href=f"#{section}-{claim}")
+
+
+def page_head(title: str, lines: list, schema: str) -> list[H.Markup]:
+    """A page's title and, under it, what it was made from: ``lines``, the last one followed by the schema of
+    the page's document."""
+    about = H.tag("div", H.join(lines, H.tag("br")), "schema ", H.tag("code", schema), class_="meta")
+    return [H.tag("h1", title), about]
+
+
 def _figure(fig) -> H.Markup:
     return H.figure(fig.key, fig.title, fig.caption, fig.png)
 
@@ -513,25 +521,20 @@ def evidence_table(
     value column's header, ``note(m)`` a line under the result (or None)."""
     rows = []
     for e in evidence:
-        m = e["measurement"]
+        m, threshold = e["measurement"], e["threshold"]
         controls = [
-            H.join([H.breakable(k), f": {value(c)} ", f"({control_word(e, c)})"])
+            H.join([H.breakable(k), f": {value(c)} ({control_word(e, c)})"])
             for k, c in sorted((e.get("controls") or {}).items())
         ]
         line = note(m) if note else None
-        result = H.verdict(status(e, m))
         rows.append(
             [
-                [H.tag("b", H.breakable(e["name"])), H.tag("br"), H.tag("span", e["definition"], class_="meta")],
+                [H.tag("b", H.breakable(e["name"])), H.tag("br"), meta(e["definition"])],
                 [e["kind"], None if e["required"] else [H.tag("br"), "(optional)"]],
-                H.tag("span", value(m), class_="num"),
-                H.tag("span", fmt(m.get("n")), class_="num"),
-                [
-                    H.tag("span", fmt_threshold(e["threshold"]), class_="num"),
-                    H.tag("br"),
-                    H.tag("span", e["threshold"]["reason"], class_="meta"),
-                ],
-                [result, [H.tag("br"), H.tag("span", line, class_="meta")] if line else None] if note else result,
+                num(value(m)),
+                num(fmt(m.get("n"))),
+                [num(fmt_threshold(threshold)), H.tag("br"), meta(threshold["reason"])],
+                [H.verdict(status(e, m)), [H.tag("br"), meta(line)] if line else None],
                 H.join(controls, H.tag("br")) if controls else "-",
             ]
         )
@@ -545,7 +548,7 @@ def evidence_table(
 
 def claim_heading(claim: str, verdict: str, spec: str) -> H.Markup:
     """A claim's ``h2``: its id, its verdict, its SPEC section; the anchor ``#claim-<id>``."""
-    return H.tag("h2", claim, " ", H.verdict(verdict), " ", H.tag("span", spec, class_="meta"), id=f"claim-{claim}")
+    return H.tag("h2", claim, " ", H.verdict(verdict), " ", meta(spec), id=f"claim-{claim}")
 
 
 def claim_section(claim: dict, table) -> list:
@@ -557,14 +560,12 @@ def claim_section(claim: dict, table) -> list:
         H.tag("p", "Verdict ", H.tag("b", claim["verdict"]), f": {claim['reason']}"),
     ]
     if claim.get("components"):
-        out.append(H.tag("p", _read_components(claim), class_="meta"))
+        out.append(meta_p(_read_components(claim)))
     if claim.get("evidence"):
         out.append(table(claim["evidence"]))
     if claim.get("controls"):
-        controls = sorted(claim["controls"].items())
-        out.append(
-            H.tag("p", "Controls: ", H.join([[H.tag("i", k), f": {v}"] for k, v in controls], "; "), class_="meta")
-        )
+        controls = [[H.tag("i", k), f": {v}"] for k, v in sorted(claim["controls"].items())]
+        out.append(meta_p("Controls: ", H.join(controls, "; ")))
     return out
 
 
@@ -578,90 +579,50 @@ def _evidence_table(e_list: list[dict]) -> H.Markup:
     )
 
 
+def _section(key: str, title: str, note: str, *content) -> list:
+    """A section of the verify report's page after the summary: its heading, what it shows, its content."""
+    return [H.tag("h2", title, id=key), meta_p(note), *content]
+
+
 def html_page(report: dict, figures: list | None = None) -> str:
     """One self-contained page (``reports/html.py``: inline styles, figures as base64 PNG, no script,
     no network), every string from the report escaped where it enters."""
     figures = list(figures or [])
     ck = report["checkpoint"]
-    by_claim: dict[str, list] = {}
-    for f in figures:
-        by_claim.setdefault(f.claim, []).append(f)
-    claim_ids = {c["claim"] for c in report["claims"]}
-    body = [
-        H.tag("h1", "assignadd-verify report"),
-        H.tag(
-            "div",
-            "checkpoint ",
-            H.tag("code", ck["path"]),
-            f" ({ck['format']}{_step(ck)})",
-            H.tag("br"),
-            "SHA-256 ",
-            H.tag("code", ck["sha256"]),
-            H.tag("br"),
-            f"task ({report['task_source']}): ",
-            ", ".join(f"{k} = {v}" for k, v in report["task"].items()),
-            H.tag("br"),
-            f"seed {report['seed']}, pool size {report['n']}, device {report['device']}, schema ",
-            H.tag("code", report["schema"]),
-            class_="meta",
-        ),
-        H.tag("p", H.tag("b", summary_line(report)), class_="summary"),
-        [H.tag("p", n, class_="meta") for n in notes(report)],
+    about = [
+        ["checkpoint ", H.tag("code", ck["path"]), f" ({ck['format']}{_step(ck)})"],
+        ["SHA-256 ", H.tag("code", ck["sha256"])],
+        f"task ({report['task_source']}): " + ", ".join(f"{k} = {v}" for k, v in report["task"].items()),
+        f"seed {report['seed']}, pool size {report['n']}, device {report['device']}, ",
     ]
-    rows = []
-    for c, r in zip(report["claims"], summary_rows(report)):
-        rows.append(
-            [
-                H.tag("a", H.breakable(r[0]), href=f"#claim-{c['claim']}"),
-                H.verdict(c["verdict"]),
-                r[2],
-                H.tag("span", r[3], class_="num"),
-                r[4],
-            ]
-        )
+    body = page_head("assignadd-verify report", about, report["schema"])
+    body += [H.tag("p", H.tag("b", summary_line(report)), class_="summary"), [meta_p(n) for n in notes(report)]]
+    rows = [
+        [claim_link(c["claim"]), H.verdict(c["verdict"]), r[2], num(r[3]), r[4]]
+        for c, r in zip(report["claims"], summary_rows(report))
+    ]
     for c in report.get("not_run") or []:
-        rows.append(
-            [
-                H.tag("a", H.breakable(c["claim"]), href=f"#claim-{c['claim']}"),
-                H.verdict("not-run"),
-                f"needs {c['needs']}",
-                "-",
-                ["run: ", H.tag("code", c["command"])],
-            ]
-        )
+        run = ["run: ", H.tag("code", c["command"])]
+        rows.append([claim_link(c["claim"]), H.verdict("not-run"), f"needs {c['needs']}", "-", run])
     body.append(H.table(HEADER, rows, cell_classes=["text", "nowrap", "text", "nowrap", "text"]))
     if components_lines(report):
-        body += [
-            H.tag("h2", "Components", id="components"),
-            H.tag("p", COMPONENTS_NOTE, class_="meta"),
-            H.tag("ul", [H.tag("li", x) for x in components_lines(report)]),
-        ]
-
+        body += _section("components", "Components", COMPONENTS_NOTE, bullets(components_lines(report)))
     if report.get("interfaces"):
-        body += [
-            H.tag("h2", "Interfaces", id="interfaces"),
-            H.tag("p", INTERFACE_NOTE, class_="meta"),
-            H.table(INTERFACE_HEADER, interface_rows(report), cell_classes=["text", "nowrap", "nowrap", "nowrap"]),
-        ]
+        table = H.table(INTERFACE_HEADER, interface_rows(report), cell_classes=["text", "nowrap", "nowrap", "nowrap"])
+        body += _section("interfaces", "Interfaces", INTERFACE_NOTE, table)
     for c in report["claims"]:
-        body += claim_section(c, _evidence_table) + [_figure(f) for f in by_claim.get(c["claim"], [])]
+        body += claim_section(c, _evidence_table) + [_figure(f) for f in figures if f.claim == c["claim"]]
     for c in report.get("not_run") or []:
         body += [
             claim_heading(c["claim"], "not-run", c["spec"]),
             H.tag("blockquote", c["statement"]),
             H.tag("p", f"Not run on one checkpoint: it needs {c['needs']}. Run ", H.tag("code", c["command"]), "."),
         ]
-    rest = [f for f in figures if f.claim not in claim_ids]
+    claim_ids = {c["claim"] for c in report["claims"]}
+    rest = [_figure(f) for f in figures if f.claim not in claim_ids]
     if rest:
-        body += [
-            H.tag("h2", "Model figures", id="model-figures"),
-            H.tag(
-                "p",
-                "Computed from the checkpoint's weights and activations, for claims not in this run.",
-                class_="meta",
-            ),
-        ]
-        body += [_figure(f) for f in rest]
+        note = "Computed from the checkpoint's weights and activations, for claims not in this run."
+        body += _section("model-figures", "Model figures", note, *rest)
     return H.page(f"assignadd-verify: {ck['path']}", *body)
 
 

@@ -1,10 +1,9 @@
 """``series.html``: one self-contained page for a checkpoint series: accuracy by number of variables, the
 progress measures, and the claims' verdicts over training, with the detected phase onsets marked.
 
-Built on ``reports/html.py`` like the verify and sweep pages: one stylesheet, figures as base64 PNG, no
-script, no network, and every string from the document escaped where it enters the page. The evidence
-table here (``evidence_table``) is also the sweep page's: both show claims decided over many checkpoints
-or runs, whose intervals are what the checkpoints or the grid allow rather than a 95% CI.
+Built on ``reports/html.py`` like the verify and sweep pages. The evidence table here (``evidence_table``)
+is also the sweep page's: both show claims decided over many checkpoints or runs, whose intervals are what
+the checkpoints or the grid allow rather than a 95% CI.
 """
 
 from __future__ import annotations
@@ -13,9 +12,9 @@ import fnmatch
 
 from . import html as H
 from .png import PAGE_DPI, png_bytes, pyplot
+from .render import bullets, claim_link, fmt, fmt_interval, fmt_measurement, fmt_span, meta, meta_p, num, page_head
 from .render import claim_section as render_claim_section
 from .render import evidence_table as render_evidence_table
-from .render import fmt, fmt_interval, fmt_measurement, fmt_span
 
 ACCURACY_PANELS = (
     ("0 variables", ("acc_0var_train", "acc_0var_heldout_pair")),
@@ -119,13 +118,6 @@ def _onset(p: dict) -> str:
     return "none" if at is None else (f"{at}" if before is None else f"({before}, {at}]")
 
 
-def _not_measured(ph: dict, what: str, key: str) -> str:
-    """The spike or the refinement (``key``) when it has no value, and why (``series.not_measured_why``)."""
-    from .series import not_measured_why
-
-    return f"{what}: not measured: {not_measured_why(ph, key)} ({ph[key]['state']})"
-
-
 # ----- the evidence table, shared with the sweep page ---------------------------------------------
 def fmt_item_value(m: dict) -> str:
     """An item's value with its interval: ``fmt_measurement`` (rounded outwards, an exact value alone), or
@@ -140,12 +132,9 @@ def fmt_item_value(m: dict) -> str:
 
 
 def evidence_table(evidence: list[dict], recompute) -> H.Markup:
-    """A claim's evidence items as the verify report shows them (``render.evidence_table``), for a claim
-    decided over many checkpoints or runs: the interval is what the checkpoints or the grid allow, and an
-    item they cannot resolve says why under its result.
-
-    A result is the status written with item ``e``'s measurement ``m`` (``e["measurement"]`` or one of its
-    controls), else ``recompute(e, m)``: ``pass``, ``fail``, ``inconclusive`` or ``no data``."""
+    """``render.evidence_table`` for a claim decided over many checkpoints or runs: an item they cannot
+    resolve says why under its result. A result is the status written with item ``e``'s measurement ``m``
+    (``e["measurement"]`` or one of its controls), else ``recompute(e, m)``."""
     words = {"pass": "passes", "fail": "fails"}
 
     def status(e: dict, m: dict) -> str:
@@ -163,7 +152,7 @@ def evidence_table(evidence: list[dict], recompute) -> H.Markup:
 
 
 def claim_section(claim: dict, recompute) -> list:
-    """A claim as the verify report shows one (``render.claim_section``), with this page's evidence table."""
+    """``render.claim_section`` with this page's evidence table."""
     return render_claim_section(claim, lambda evidence: evidence_table(evidence, recompute))
 
 
@@ -201,19 +190,9 @@ def _flip_cell(t: dict) -> list:
     for f in t["flips"]:
         skipped = f" (undecided at {', '.join(map(str, f['undecided_between']))})" if f["undecided_between"] else ""
         items = f.get("changed_items")
-        moved = (
-            [H.tag("br"), H.tag("span", "; ".join(_item_change_text(x) for x in items), class_="meta")] if items else []
-        )
-        out.append(
-            H.tag(
-                "div",
-                H.verdict(f["from"]),
-                " → ",
-                H.verdict(f["to"]),
-                f" between {f['from_step']} and {f['to_step']}{skipped}",
-                moved,
-            )
-        )
+        moved = [H.tag("br"), meta("; ".join(_item_change_text(x) for x in items))] if items else []
+        between = f" between {f['from_step']} and {f['to_step']}{skipped}"
+        out.append(H.tag("div", H.verdict(f["from"]), " → ", H.verdict(f["to"]), between, moved))
     return out
 
 
@@ -227,16 +206,14 @@ def timeline_section(doc: dict) -> list:
         return head + [H.tag("p", "No per-checkpoint claim was run (--claims 0).")]
     steps = timelines[0][1]["steps"]
     flagged = [(cid, t) for cid, t in timelines if t["flagged"]]
-    head.append(
+    head += [
         H.tag(
             "p",
             "A flip is a change between consecutive decided verdicts (pass, fail) at the checkpoints where claims "
             "ran; an inconclusive or error verdict in between neither makes nor hides one. A claim settles at the "
             "first step from which its verdict stays at its last one. Flagged: more than one flip (the mechanism "
             "came and went), or an error.",
-        )
-    )
-    head.append(
+        ),
         H.tag(
             "p",
             H.tag("b", "FLAGGED: ", class_="fail"),
@@ -245,43 +222,30 @@ def timeline_section(doc: dict) -> list:
             id="timeline-flagged",
         )
         if flagged
-        else H.tag("p", "No claim flips more than once, and none gave an error.", class_="summary")
-    )
+        else H.tag("p", "No claim flips more than once, and none gave an error.", class_="summary"),
+    ]
     rows = []
     for cid, t in timelines:
         settles = "not settled" if t["settles_at"] is None else str(t["settles_at"])
         if t["settles_at"] is not None and t["settled_after"] is not None:
             settles = f"({t['settled_after']}, {t['settles_at']}]"
-        name = [H.tag("a", H.breakable(cid), href=f"#timeline-{cid}")]
+        label = [claim_link(cid, "timeline")]
         if t["flagged"]:
-            name += [H.tag("br"), H.tag("span", "⚑ " + "; ".join(t["flag_reasons"]), class_="fail")]
+            label += [H.tag("br"), H.tag("span", "⚑ " + "; ".join(t["flag_reasons"]), class_="fail")]
         strip = [
             H.tag("span", LETTER.get(v, "–"), class_=v if v in LETTER else "not-run", title=f"step {s}: {v}")
             for s, v in zip(t["steps"], t["verdicts"])
         ]
-        rows.append(
-            [
-                H.tag("span", name, id=f"timeline-{cid}"),
-                H.verdict(t["final"] or "not-run"),
-                H.tag("span", settles, class_="num"),
-                H.tag("span", strip, class_="num"),
-                _flip_cell(t),
-            ]
-        )
+        anchored = H.tag("span", label, id=f"timeline-{cid}")
+        rows.append([anchored, H.verdict(t["final"] or "not-run"), num(settles), num(strip), _flip_cell(t)])
     table = H.table(
         ["claim", "last verdict", "settles at (interval)", f"verdict at steps {steps[0]}…{steps[-1]}", "flips"],
         rows,
         wide=True,
         cell_classes=[None, "nowrap", "nowrap", "nowrap", "text"],
     )
-    return head + [
-        table,
-        H.tag(
-            "p",
-            f"Evaluated steps: {', '.join(map(str, steps))}. P pass, F fail, I inconclusive, E error, – not run.",
-            class_="meta",
-        ),
-    ]
+    legend = f"Evaluated steps: {', '.join(map(str, steps))}. P pass, F fail, I inconclusive, E error, – not run."
+    return head + [table, meta_p(legend)]
 
 
 # ----- the page --------------------------------------------------------------------------------------
@@ -306,23 +270,18 @@ def _phase_section(doc) -> list:
     rows = []
     for p in ph["phases"]:
         rise = p["largest_rise"]
+        onsets = [
+            [H.breakable(k), f": {'none' if v is None else v}"] for k, v in sorted(p["supporting_onsets"].items())
+        ]
         rows.append(
             [
                 p["title"],
                 H.tag("code", H.breakable(p["curve"])),
-                H.tag("span", _onset(p), class_="num"),
-                H.tag("span", fmt(p["coherence_r2"]), class_="num"),
-                H.tag("span", fmt(p.get("step_r2")), class_="num"),
-                ""
-                if rise is None
-                else H.tag("span", f"{rise['rise']:+.3f} ({rise['from_step']}→{rise['to_step']})", class_="num"),
-                H.join(
-                    [
-                        [H.breakable(k), f": {'none' if v is None else v}"]
-                        for k, v in sorted(p["supporting_onsets"].items())
-                    ],
-                    ", ",
-                ),
+                num(_onset(p)),
+                num(fmt(p["coherence_r2"])),
+                num(fmt(p.get("step_r2"))),
+                "" if rise is None else num(f"{rise['rise']:+.3f} ({rise['from_step']}→{rise['to_step']})"),
+                H.join(onsets, ", "),
             ]
         )
     table = H.table(
@@ -339,51 +298,41 @@ def _phase_section(doc) -> list:
         wide=True,
         cell_classes=[None, None, "nowrap", "nowrap", "nowrap", "nowrap", None],
     )  # wrap between words
-    items = []
-    jump, ref = ph.get("assignment_jump"), ph.get("restricted_refinement")
-    if jump and jump["fraction_interval"][0] is None:
-        items.append(_not_measured(ph, "assignment jump", "assignment_jump"))
-    elif jump:
-        items.append(
-            f"assignment jump: {_fraction_range(jump['fraction_interval'])} of the assignment curve's rise "
-            f"within {jump['width_steps']} steps after addition is learned; best window "
-            f"{fmt_span(jump['window'], '→', collapse=False)} ({jump['state']})"
-        )
-    for s in ph["separations"]:
-        if s.get("gap_steps") is not None:
-            items.append(
-                f"{s['earlier']} → {s['later']}: {s['gap_steps']} steps between onsets "
-                f"({fmt_span(s['gap_interval'])} as the checkpoints place them; {s['separating_checkpoints']} "
-                "checkpoints between them, reported only)"
-            )
-    if ref and ref["fraction_interval"][0] is None:
-        items.append(_not_measured(ph, "restricted-slot refinement", "restricted_refinement"))
-    elif ref:
-        items.append(
-            f"restricted-slot refinement: {_fraction_range(ref['fraction_interval'])} of what remains at the "
-            f"assignment onset gained within {ref['width_steps']} steps; best window "
-            f"{fmt_span(ref['window'], '→', collapse=False)} ({ref['state']})"
-        )
+    jump_share = "of the assignment curve's rise within {} steps after addition is learned"
+    items = [_window_item(ph, "assignment_jump", "assignment jump", jump_share)]
+    items += [
+        f"{s['earlier']} → {s['later']}: {s['gap_steps']} steps between onsets ({fmt_span(s['gap_interval'])} as the "
+        f"checkpoints place them; {s['separating_checkpoints']} checkpoints between them, reported only)"
+        for s in ph["separations"]
+        if s.get("gap_steps") is not None
+    ]
+    refinement_share = "of what remains at the assignment onset gained within {} steps"
+    items.append(_window_item(ph, "restricted_refinement", "restricted-slot refinement", refinement_share))
     from ..hypotheses.learning_phases import PAPER_RUN_STEPS, ends_early_text
 
     early = ends_early_text(ph["phases"])
-    ends = (
-        H.tag(
-            "p",
-            H.tag("b", early[0].upper() + early[1:], class_="inconclusive"),
-            f". A series shorter than the paper's {PAPER_RUN_STEPS:,}-step run cannot show whether a phase it ends "
-            "before comes later: the items that wait on it are inconclusive. Train longer and report again.",
-        )
-        if early
-        else ""
+    shorter = (
+        f". A series shorter than the paper's {PAPER_RUN_STEPS:,}-step run cannot show whether a phase it ends "
+        "before comes later: the items that wait on it are inconclusive. Train longer and report again."
     )
-    return [
-        H.tag("h2", "Learning phases (SPEC §4.5)", id="phases"),
-        explained,
-        ends,
-        table,
-        H.tag("ul", [H.tag("li", x) for x in items]),
-    ]
+    ends = H.tag("p", H.tag("b", early[0].upper() + early[1:], class_="inconclusive"), shorter) if early else ""
+    heading = H.tag("h2", "Learning phases (SPEC §4.5)", id="phases")
+    return [heading, explained, ends, table, bullets(x for x in items if x)]
+
+
+def _window_item(ph: dict, key: str, what: str, share: str) -> str | None:
+    """The assignment jump or the restricted-slot refinement (``key``): the ``share`` (words with ``{}`` for
+    the window's width) within its best window, or why it was not measured; None when the document has none."""
+    from .series import not_measured_why
+
+    x = ph.get(key)
+    if not x:
+        return None
+    if x["fraction_interval"][0] is None:
+        return f"{what}: not measured: {not_measured_why(ph, key)} ({x['state']})"
+    window = fmt_span(x["window"], "→", collapse=False)
+    fraction = _fraction_range(x["fraction_interval"])
+    return f"{what}: {fraction} {share.format(x['width_steps'])}; best window {window} ({x['state']})"
 
 
 def _flagged_summary(doc: dict):
@@ -394,7 +343,7 @@ def _flagged_summary(doc: dict):
     return H.tag(
         "p",
         H.tag("b", "Verdict timeline flags ", class_="fail"),
-        H.join([H.tag("a", H.breakable(cid), href=f"#timeline-{cid}") for cid in flagged], ", "),
+        H.join([claim_link(cid, "timeline") for cid in flagged], ", "),
         " (more than one flip, or an error, along the series).",
     )
 
@@ -404,57 +353,32 @@ def render_html(doc: dict) -> str:
     from .series import first_hold_text
 
     n, first, last = len(doc["checkpoints"]), doc["checkpoints"][0]["step"], doc["checkpoints"][-1]["step"]
+    pools = f"pools of {doc['settings']['n']} sequences (seed {doc['settings']['pool_seed']})"
+    about = [["source ", H.tag("code", doc["source"])], f"{n} checkpoints, steps {first}–{last}; {pools}; "]
     claims = sorted(doc["series_claims"].items())
-    body = [
-        H.tag("h1", "Checkpoint series"),
-        H.tag(
-            "div",
-            "source ",
-            H.tag("code", doc["source"]),
-            H.tag("br"),
-            f"{n} checkpoints, steps {first}–{last}; pools of {doc['settings']['n']} sequences "
-            f"(seed {doc['settings']['pool_seed']}); schema ",
-            H.tag("code", doc["schema"]),
-            class_="meta",
-        ),
-        H.tag(
-            "p",
-            H.join(
-                [
-                    [H.tag("a", H.breakable(cid), href=f"#claim-{cid}"), " ", H.verdict(r["verdict"])]
-                    for cid, r in claims
-                ],
-                "; ",
-            ),
-            class_="summary",
-        ),
+    verdicts = [[claim_link(cid), " ", H.verdict(r["verdict"])] for cid, r in claims]
+    first_hold = [[H.breakable(cid), f": {first_hold_text(h)}"] for cid, h in sorted(doc["claims_first_hold"].items())]
+    body = page_head("Checkpoint series", about, doc["schema"]) + [
+        H.tag("p", H.join(verdicts, "; "), class_="summary"),
         _flagged_summary(doc),
         _phase_section(doc),
         [claim_section(r, _interval_status) for _, r in claims],
         H.tag("h2", "Per-checkpoint claims: where each starts to hold", id="first-hold"),
-        H.tag(
-            "ul",
-            [
-                H.tag("li", H.breakable(cid), f": {first_hold_text(h)}")
-                for cid, h in sorted(doc["claims_first_hold"].items())
-            ]
-            or H.tag("li", "(no claims evaluated)"),
-        ),
+        bullets(first_hold or ["(no claims evaluated)"]),
     ]
 
-    def section(key: str, title: str, png: bytes, caption: str) -> list:
+    def figure(key: str, title: str, png: bytes, caption: str) -> list:
         return [H.tag("h2", title), H.figure(key, title, caption, png)]
 
     title = "Accuracy by number of variables"
     caption = "accuracy on each evaluation pool against the training step; "
-    body += section("accuracy", title, _panels(doc, ACCURACY_PANELS, title), caption + ONSETS_NOTE)
+    body += figure("accuracy", title, _panels(doc, ACCURACY_PANELS, title), caption + ONSETS_NOTE)
     body += timeline_section(doc)  # the verdicts over training beside the curves they are read against
+    title = "Progress measures"
     caption = "the authors' progress measures (defined under measures in series.json) against the training step; "
-    body += section(
-        "progress", "Progress measures", _panels(doc, PROGRESS_PANELS, "Progress measures"), caption + ONSETS_NOTE
-    )
+    body += figure("progress", title, _panels(doc, PROGRESS_PANELS, title), caption + ONSETS_NOTE)
     claims_png = _claims_figure(doc)
     if claims_png:
         caption = "each registered claim's verdict at the checkpoints it ran on (--claims)"
-        body += section("claims", "Per-checkpoint claims", claims_png, caption)
+        body += figure("claims", "Per-checkpoint claims", claims_png, caption)
     return H.page(f"assignadd series: {doc['source']}", *body)

@@ -25,7 +25,7 @@ from ..fileio import atomic_write_files, sha256_file
 from . import html as H
 from . import series_html
 from .png import PAGE_DPI, png_bytes, pyplot
-from .render import fmt, fmt_measurement
+from .render import fmt, fmt_measurement, meta_p, num, page_head
 
 SCHEMA = "assignadd.sweep/1"
 CSV_FIELDS = (
@@ -216,8 +216,7 @@ def _word(x) -> str:
 
 
 def _point_accuracy(q: dict) -> str:
-    """``accuracy [95% CI]`` as the verify report writes a measurement: rounded outwards, and the value
-    alone when the metric is exact (every held-out pair scored: a zero-width interval)."""
+    """``accuracy [95% CI]`` as the verify report writes a measurement (``render.fmt_measurement``)."""
     if q["accuracy"] is None:
         return "not finished"
     return fmt_measurement({"value": q["accuracy"], "ci": [q["low"], q["high"]]})
@@ -226,14 +225,10 @@ def _point_accuracy(q: dict) -> str:
 def _sweep_section(doc: dict, s: dict, png: bytes | None) -> list:
     p, grid = s["param"], s["grid"]
     fixed = ", ".join(f"{k} = {v}" for k, v in grid["fixed"].items())
+    early_stop = H.tag("code", json.dumps(grid["early_stop"]))
     out = [
         H.tag("h2", f"Sweep over {p} (", H.tag("code", s["folder"]), ")", id=f"sweep-{p}"),
-        H.tag(
-            "p",
-            f"{fixed}; seeds {grid['seeds']}; up to {grid['steps']} steps; early stop: ",
-            H.tag("code", json.dumps(grid["early_stop"])),
-            class_="meta",
-        ),
+        meta_p(f"{fixed}; seeds {grid['seeds']}; up to {grid['steps']} steps; early stop: ", early_stop),
     ]
     if "error" in s["threshold"]:
         out.append(H.tag("p", H.verdict("error"), " ", s["threshold"]["error"]))
@@ -246,34 +241,31 @@ def _sweep_section(doc: dict, s: dict, png: bytes | None) -> list:
     rows = [
         [
             H.breakable(q["name"]),
-            H.tag("span", _point_accuracy(q), class_="num"),
-            H.tag("span", _word(q["n"]), class_="num"),
+            num(_point_accuracy(q)),
+            num(_word(q["n"])),
             _word(q.get("status") or q["generalizes"]),
-            H.tag("span", _word(q["steps_trained"]), class_="num"),
+            num(_word(q["steps_trained"])),
             _word(q["stopped_early"]),
-            H.tag("span", _minutes(q.get("train_wall_s")), class_="num"),
+            num(_minutes(q.get("train_wall_s"))),
         ]
         for q in s["points"]
     ]
-    out.append(
-        H.table(
-            ["point", "accuracy [95% CI]", "n", "generalizes", "steps", "early stop", "training (wall)"],
-            rows,
-            cell_classes=["text", "nowrap", "nowrap", "nowrap", "nowrap", "nowrap", "nowrap"],
-        )
-    )
+    header = ["point", "accuracy [95% CI]", "n", "generalizes", "steps", "early stop", "training (wall)"]
+    out.append(H.table(header, rows, cell_classes=["text"] + ["nowrap"] * 6))
     walls = [q["train_wall_s"] for q in s["points"] if q.get("train_wall_s") is not None]
     if walls:
         out.append(
-            H.tag(
-                "p",
+            meta_p(
                 f"Cost: {sum(walls) / 3600:.1f} h of training wall time over {len(walls)} points (each point "
                 "one process of one torch thread; points ran side by side, so the sweep's own wall time is "
-                "shorter; a machine shared with other work makes these figures high).",
-                class_="meta",
+                "shorter; a machine shared with other work makes these figures high)."
             )
         )
     return out
+
+
+def _points(doc: dict) -> int:
+    return sum(len(s["points"]) for s in doc["sweeps"])
 
 
 def _minutes(seconds) -> str:
@@ -290,18 +282,10 @@ def render_html(doc: dict, figures: dict[str, bytes] | None = None) -> str:
         return SWEEP_RULE.state(t["direction"], t["value"], m["ci"][0], m["ci"][1], open_low)
 
     claim, rule = doc["claim"], doc["rule"]
-    body = [
-        H.tag("h1", "Data requirements (SPEC §4.5)"),
-        H.tag(
-            "div",
-            f"{sum(len(s['points']) for s in doc['sweeps'])} points in {len(doc['sweeps'])} sweep(s): ",
-            H.join([H.tag("code", s["folder"]) for s in doc["sweeps"]], ", "),
-            "; rule version ",
-            str(rule.get("version", 1)),
-            "; schema ",
-            H.tag("code", doc["schema"]),
-            class_="meta",
-        ),
+    folders = H.join([H.tag("code", s["folder"]) for s in doc["sweeps"]], ", ")
+    sweeps = f"{_points(doc)} points in {len(doc['sweeps'])} sweep(s): "
+    about = [[sweeps, folders, f"; rule version {rule.get('version', 1)}; "]]
+    body = page_head("Data requirements (SPEC §4.5)", about, doc["schema"]) + [
         H.tag("p", H.breakable(claim["claim"]), " ", H.verdict(claim["verdict"]), class_="summary"),
         H.tag(
             "p",
@@ -346,7 +330,7 @@ def main_for_sweep(path, out, *, quiet: bool = False) -> int:
     files.update({f"sweep_{param}.png": png for param, png in figures.items()})
     atomic_write_files(out, files)
     if not quiet:
-        print(f"{sum(len(s['points']) for s in doc['sweeps'])} points in {time.perf_counter() - t0:.1f} s -> {out}")
+        print(f"{_points(doc)} points in {time.perf_counter() - t0:.1f} s -> {out}")
         for s in doc["sweeps"]:
             th = s["threshold"]
             if "error" in th:
