@@ -26,7 +26,8 @@ from .measures.circuits import ov2_mlp2_accuracy
 MATCHED = Threshold(
     0.90,
     ">=",
-    "paper: cosine ≈ 1 between the variable and constant runs' MLP-2 input; nulls "
+    "supporting since 2026-12-07 (a cosine in the residual's own coordinates, which a change of its basis "
+    "moves: docs/reregistrations/shared_residual_basis_free_2026-12-07.md); paper: cosine ≈ 1 between the variable and constant runs' MLP-2 input; nulls "
     "(prefix-centred): re-init 0.32-0.34, steps 500-2000 of the shipped run 0.65-0.75 (docs/nulls.md). "
     "Re-registered 2026-12: the same bar, compared in the span of OV_2's number "
     "images (what the claim is about), since a hand-built solver whose MLP input is "
@@ -35,7 +36,8 @@ MATCHED = Threshold(
 TRANSMITS = Threshold(
     2.0,
     ">=",
-    "Layer 2's OV must pass on the numbers at least twice as strongly as an average input "
+    "supporting since 2026-12-07 (a gain in the residual's own coordinates, which a change of its basis "
+    "moves: docs/reregistrations/shared_residual_basis_free_2026-12-07.md); Layer 2's OV must pass on the numbers at least twice as strongly as an average input "
     "direction; nulls: re-initialised OV_2 0.89-0.96 (docs/nulls.md), input space rotated 1.00-1.09 "
     "(docs/nulls.md). Re-registered 2026-12 with previous_token_head's OV_1 item (first: 0.40 of the "
     "largest gain); and 2026-12-04 (bar unchanged) to average over the directions Layer 2 can receive "
@@ -184,6 +186,7 @@ class SharedResidual(Hypothesis):
             threshold=MATCHED,
             measure=matched,
             controls=("reinitialised",),
+            required=False,
         ),
         Item(
             "ov2_transmits_numbers",
@@ -195,6 +198,7 @@ class SharedResidual(Hypothesis):
             threshold=TRANSMITS,
             measure=transmits,
             controls=("reinitialised",),
+            required=False,
         ),
         Item(
             "attn_out_2_carries_operand_values",

@@ -269,8 +269,8 @@ def residual_change_of_basis(model, A: torch.Tensor):
     """A copy of ``model`` whose residual stream is written in the basis x A (A (d_model, d_model)
     invertible): W_E, W_pos and every writer (W_O, b_O, W_out, b_out) times A, every reader (W_Q, W_K,
     W_V, W_in, W_U) times A^-1 on its input side. Without LayerNorm the function is the same, up to float
-    rounding. Not in ``MUTANTS``: the weights-only items do not yet respect it
-    (docs/mutation_results/README.md, "Residual change of basis")."""
+    rounding. Not in ``MUTANTS``: ``previous_token_head``'s ``ov1_transmits_variables`` does not yet respect
+    it (docs/mutation_results/README.md, "Residual change of basis")."""
     if model.cfg.layernorm:
         raise ValueError("a change of basis of the residual stream is a symmetry only without LayerNorm")
     m = copy.deepcopy(model)
