@@ -149,3 +149,24 @@ def test_a_near_no_op_on_layer2_values_keeps_the_claim_where_the_euclidean_gain_
     items = by_name(result)
     assert items["ov2_transmits_numbers"].measurement.value < 2.0 and not items["ov2_transmits_numbers"].required
     assert result.verdict == "pass", result.reason
+
+
+@needs_reference
+def test_a_working_layer2_ov_from_an_earlier_checkpoint_keeps_the_claim(task):
+    """Layer 2's W_V, b_V, W_O, b_O from step 7,000 of the shipped run put into the final model: the answers
+    stay (>= 0.98 held out), and the claim passes on what the MLP receives, where the cosine (supporting
+    since docs/reregistrations/shared_residual_basis_free_2026-12-07.md) reads the geometry the adder does
+    not need and straddles its bar."""
+    model = load_checkpoint(assignadd.reference_checkpoint())
+    early = load_checkpoint(assignadd.reference_checkpoint().parent / "series" / "step_007000.pt")
+    mutated = copy.deepcopy(model)
+    with torch.no_grad():
+        for name in ("W_V", "b_V", "W_O", "b_O"):
+            getattr(mutated.blocks[1].attn, name).copy_(getattr(early.blocks[1].attn, name))
+    pools = [task.pool(p, 500, seed=3) for p in ("0var_heldout_pair", "1var_heldout_pair", "2var_heldout_pair")]
+    tokens, labels = torch.cat([p[0] for p in pools]), torch.cat([p[1] for p in pools])
+    with torch.no_grad():
+        assert (mutated(tokens)[:, -1].argmax(-1) == labels).double().mean() >= 0.98
+    result = SharedResidual().run(Context(mutated, task, seed=0, n=500))
+    assert by_name(result)["resid_mid_matches_constant_run"].status != "pass"
+    assert result.verdict == "pass", result.reason
