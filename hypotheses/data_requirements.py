@@ -5,11 +5,9 @@ A claim about a *sweep* of training runs (``assignadd-sweep``), not one model: i
 ``SWEEP_REGISTRY`` (not the per-checkpoint ``REGISTRY``) and runs through
 ``DataRequirements().run_sweep(folders)``; on one checkpoint it answers ``skipped``. Per point, its
 generalization accuracy with an interval (``generalization_accuracy``, cached by ``point_metric``); per
-seed the grid brackets the threshold in (b, θ] (``estimate_threshold``), and the brackets are compared
-with a band around the paper's value under ``SWEEP_RULE`` (``base.IntervalRule``: open at the low end, a
-missing end unbounded). The sweep *is* the intervention, so ``base.decide`` runs under ``SWEEP_POLICY``,
-which requires no causal item. The rule (version 2), every item and bar, and version 1 with why it was
-replaced: docs/claims/data_requirements.md (recipes: docs/sweeps.md).
+seed the grid brackets the threshold in (b, θ] (``estimate_threshold``), compared with a band around the
+paper's value under ``SWEEP_RULE`` and decided under ``SWEEP_POLICY``. The rule (version 2), every item and
+bar, and version 1 with why it was replaced: docs/claims/data_requirements.md (recipes: docs/sweeps.md).
 """
 
 from __future__ import annotations
@@ -54,6 +52,7 @@ METRICS = {"f": "exhaustive_0var_heldout", "r": "exhaustive_2var_union"}
 CACHE_NAME = "generalization.json"
 CACHE_SCHEMA = "assignadd.point-generalization/2"  # /2: the union's sample rows from a labelled stream
 
+PARAMS_ORDER = ("f", "r")
 SKIP_NOTE = (
     "needs a sweep: run `assignadd-sweep` and then `assignadd-report SWEEP_DIR` (a claim about how much "
     "training data is needed cannot be tested on one checkpoint)"
@@ -86,8 +85,8 @@ class PointResult:
 
     @property
     def status(self) -> str | None:
-        """``"yes"`` (lower bound >= GENERALIZES), ``"no"`` (upper bound below it), ``"uncertain"`` (the
-        interval straddles it), None (not finished)."""
+        """``"yes"`` (``generalizes``), ``"no"`` (upper bound below GENERALIZES), ``"uncertain"`` (the interval
+        straddles it), None (not finished)."""
         if self.low is None or self.high is None:
             return None
         if self.low >= GENERALIZES:
@@ -115,8 +114,9 @@ def generalization_accuracy(model, task: Task, param: str, union_sample: int | N
             tokens, labels = tokens[rows], labels[rows]
     correct = last_position_correct(model, tokens, labels)
     v, lo, hi = rate_ci(correct)
-    exact = param == "f" or sample is None
-    return Measurement(v, v if exact else lo, v if exact else hi, len(correct), {"sample": sample})
+    if sample is None:  # every sequence scored: exact
+        lo = hi = v
+    return Measurement(v, lo, hi, len(correct), {"sample": sample})
 
 
 def point_metric(point_dir, param: str, *, union_sample: int | None = UNION_SAMPLE, device: str = "cpu") -> dict | None:
@@ -124,34 +124,25 @@ def point_metric(point_dir, param: str, *, union_sample: int | None = UNION_SAMP
     final.pt, else computed from final.pt and cached. None when the point has neither (unfinished)."""
     point_dir = Path(point_dir)
     final, cache = point_dir / "final.pt", point_dir / CACHE_NAME
-    sample = union_sample if param == "r" else None
+    key = {"schema": CACHE_SCHEMA, "metric": METRICS[param], "requested_sample": union_sample if param == "r" else None}
     cached = None
     if cache.exists():
         try:
             cached = json.loads(cache.read_text())
         except (json.JSONDecodeError, UnicodeDecodeError) as e:
             raise SweepDataError(f"{cache}: not valid JSON ({e})") from None
-        if not (
-            isinstance(cached, dict)
-            and cached.get("schema") == CACHE_SCHEMA
-            and cached.get("metric") == METRICS[param]
-            and cached.get("requested_sample") == sample
-        ):
+        if not (isinstance(cached, dict) and all(cached.get(k) == v for k, v in key.items())):
             cached = None
     if not final.exists():
         return cached
     sha = sha256_file(final)
     if cached is not None and cached.get("final_sha256") == sha:
         return cached
-    run = json.loads((point_dir / "run.json").read_text())
-    t = run["task"]
+    t = json.loads((point_dir / "run.json").read_text())["task"]
     task = Task(t["f"], t["r"], t["seed"])
-    model = load_checkpoint(final, device)
-    m = generalization_accuracy(model, task, param, union_sample)
+    m = generalization_accuracy(load_checkpoint(final, device), task, param, union_sample)
     doc = {
-        "schema": CACHE_SCHEMA,
-        "metric": METRICS[param],
-        "requested_sample": sample,
+        **key,
         "final_sha256": sha,
         "accuracy": m.value,
         "ci": [m.low, m.high],
@@ -229,15 +220,11 @@ def estimate_threshold(results: list[PointResult]) -> dict:
 
 
 # The threshold items' intervals are brackets (b, θ], open at b (``extra["open_low"]``: the true threshold is
-# above a failing grid value) and unbounded above when θ is None (no grid value generalizes): ``>=`` passes
-# when b >= the bar, fails when θ < it; ``<=`` passes when θ <= the bar, fails when b >= it (b > it for a
-# closed interval); otherwise inconclusive (the bracket straddles the band's edge). Grid values are written as
-# decimals, so an end within 1e-9 of the bar reads as on it.
+# above a failing grid value) and unbounded above when θ is None (no grid value generalizes). Grid values are
+# written as decimals, so an end within 1e-9 of the bar reads as on it.
 SWEEP_RULE = IntervalRule(missing="unbounded", empty="fail", tol=1e-9, brackets=True)
 
-# ``decide`` for a claim about training data: the intervention is the sweep itself (see the module
-# docstring), so no causal item and no controls; an item that fails makes it fail, one the grid cannot
-# decide makes it inconclusive.
+# The sweep is itself the intervention (f or r set by design): no causal item and no controls.
 SWEEP_POLICY = Policy(
     requires="nothing",
     controls=False,
@@ -254,8 +241,7 @@ def _bracket_text(lo, hi) -> str:
 
 def sweep_evidence(param: str, results: list[PointResult]) -> list[Evidence]:
     """The three items for one swept parameter."""
-    est = estimate_threshold(results)
-    seeds = est["seeds"]
+    seeds = estimate_threshold(results)["seeds"]
     n_seeds = len(seeds)
     lo_band, hi_band = BAND[param]
     lows = [0.0 if v["largest_failing_below"] is None else v["largest_failing_below"] for v in seeds.values()]
@@ -267,39 +253,28 @@ def sweep_evidence(param: str, results: list[PointResult]) -> list[Evidence]:
         "brackets": {s: _bracket_text(*v["bracket"]) for s, v in seeds.items()},
         "open_low": True,
     }
-    # min over seeds of T_s lies in (min b_s, min θ_s]; max over seeds in (max b_s, max θ_s]
-    lowest = Measurement(
-        min(finite) if finite else None, min(lows), min(finite) if finite else None, n_seeds, dict(per_seed)
-    )
-    highest = Measurement(
-        max(finite) if finite else None, max(lows), None if None in highs else max(highs), n_seeds, dict(per_seed)
-    )
+    reason = BAND_REASON.format(p=param, v=PAPER[param], lo=lo_band, hi=hi_band, h=BAND_HALF_WIDTH)
 
-    def definition(which: str) -> str:
-        return (
+    def band_item(side: str, which: str, bar: Threshold, value, low, high) -> Evidence:
+        """The threshold of the ``which`` seed, in the bracket (``low``, ``high``], against one band edge."""
+        definition = (
             f"T_{param} per seed in (b, θ]: θ = min {{v in grid : acc(v') >= {GENERALIZES} for every grid "
             f"v' >= v}}, b = the largest grid value below θ with acc < {GENERALIZES}; acc = {METRICS[param]} "
             f"accuracy on final.pt (lower / upper 95% bound); interval: the {which} seed's bracket"
         )
+        m = Measurement(value, low, high, n_seeds, dict(per_seed))
+        e = Evidence(f"{param}_threshold_{side}_band", definition, "observational", bar, m, rule=SWEEP_RULE)
+        if e.status == "inconclusive":
+            m.extra["unresolved"] = f"bracket {_bracket_text(low, high)} straddles the band's edge {bar.value:g}"
+        return e
 
-    reason = BAND_REASON.format(p=param, v=PAPER[param], lo=lo_band, hi=hi_band, h=BAND_HALF_WIDTH)
-    items = [
-        Evidence(
-            f"{param}_threshold_not_below_band",
-            definition("lowest"),
-            "observational",
-            Threshold(lo_band, ">=", reason),
-            lowest,
-            rule=SWEEP_RULE,
-        ),
-        Evidence(
-            f"{param}_threshold_not_above_band",
-            definition("highest"),
-            "observational",
-            Threshold(hi_band, "<=", reason),
-            highest,
-            rule=SWEEP_RULE,
-        ),
+    # min over seeds of T_s lies in (min b_s, min θ_s]; max over seeds in (max b_s, max θ_s]
+    lowest, highest = (min(finite), max(finite)) if finite else (None, None)
+    top = None if None in highs else highest  # a seed above the grid leaves the highest bracket open above
+    inversions = {s: v["inversions"] for s, v in seeds.items()}
+    return [
+        band_item("not_below", "lowest", Threshold(lo_band, ">=", reason), lowest, min(lows), lowest),
+        band_item("not_above", "highest", Threshold(hi_band, "<=", reason), highest, max(lows), top),
         Evidence(
             f"{param}_generalization_is_monotone",
             "pairs of grid values v < v' (same seed) where v generalizes and v' does not, summed over seeds",
@@ -310,20 +285,10 @@ def sweep_evidence(param: str, results: list[PointResult]) -> list[Evidence]:
                 "a threshold means every value above it generalizes and none below: one "
                 "inversion and the sweep shows no threshold",
             ),
-            Measurement.exact(
-                float(sum(v["inversions"] for v in seeds.values())),
-                n_seeds,
-                per_seed={s: v["inversions"] for s, v in seeds.items()},
-            ),
+            Measurement.exact(float(sum(inversions.values())), n_seeds, per_seed=inversions),
             rule=SWEEP_RULE,
         ),
     ]
-    for e, edge in zip(items[:2], (lo_band, hi_band)):
-        if e.status == "inconclusive":
-            e.measurement.extra["unresolved"] = (
-                f"bracket {_bracket_text(e.measurement.low, e.measurement.high)} straddles the band's edge {edge:g}"
-            )
-    return items
 
 
 def sweep_command(param: str) -> str:
@@ -374,11 +339,9 @@ class DataRequirements(Hypothesis):
             if missing and verdict != "fail":
                 verdict, reason = (
                     "error",
-                    (
-                        f"half a claim is not a pass: no {missing[0]} sweep given (the "
-                        f"{', '.join(sorted(results_by_param))} half alone: {reason}); run "
-                        f"`{sweep_command(missing[0])}`, then `assignadd-report` on the folder holding both sweeps"
-                    ),
+                    f"half a claim is not a pass: no {missing[0]} sweep given (the "
+                    f"{', '.join(sorted(results_by_param))} half alone: {reason}); run "
+                    f"`{sweep_command(missing[0])}`, then `assignadd-report` on the folder holding both sweeps",
                 )
             return items, verdict, reason
 
@@ -401,5 +364,4 @@ class DataRequirements(Hypothesis):
         return self.run_results(by_param)
 
 
-PARAMS_ORDER = ("f", "r")
 SWEEP_REGISTRY: dict[str, type[Hypothesis]] = {DataRequirements.id: DataRequirements}

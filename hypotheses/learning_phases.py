@@ -8,14 +8,9 @@ A claim about a *series* of checkpoints, not one model: it lives in ``SERIES_REG
 ``checkpoints[*].values`` are read). On one checkpoint it answers ``skipped`` with a note.
 
 The phase rule (version 4) works in training steps, never in checkpoint counts: onsets, window rises and
-gaps are intervals of what the checkpoints allow, so an item passes, fails or is ``inconclusive`` under
-``SERIES_RULE`` (``base.IntervalRule``: a missing end is unbounded, an interval with neither end fails).
-A series shorter than the paper's run that ends before a phase is learned cannot show that phase: the items
-that wait on it read under ``ENDS_EARLY_RULE`` (open both ways: ``inconclusive``), and the claim says where
-the series ends.
-The claim is decided by ``base.decide`` under ``SERIES_POLICY``: with no causal item, it asks for controls
-on the time axis (steps permuted, reversed) instead. The rule in full, what it can and cannot see, and
-every earlier version with why it was replaced: docs/dynamics.md, "The phase rule (version 4)".
+gaps are intervals of what the checkpoints allow, read under ``SERIES_RULE`` (or ``ENDS_EARLY_RULE``), and
+the claim is decided by ``base.decide`` under ``SERIES_POLICY``. The rule in full, what it can and cannot
+see, and every earlier version with why it was replaced: docs/dynamics.md, "The phase rule (version 4)".
 """
 
 from __future__ import annotations
@@ -70,11 +65,6 @@ REFINEMENT = Threshold(
 )
 REFINEMENT_WIDTH = 3000  # steps: twice the paper's refinement (14,500-16,000: 1,500 steps), for seed variation
 
-SKIP_NOTE = (
-    "needs a checkpoint series: run `assignadd-report RUN_FOLDER` (a claim about the order of "
-    "training phases cannot be tested on one checkpoint)"
-)
-
 
 @dataclass(frozen=True)
 class Phase:
@@ -86,10 +76,7 @@ class Phase:
 
 PHASES = (
     Phase(
-        "addition",
-        "0-var addition generalizes",
-        ("acc_0var_heldout_pair",),
-        ("acc_0var_train", "ov2_mlp2_accuracy"),
+        "addition", "0-var addition generalizes", ("acc_0var_heldout_pair",), ("acc_0var_train", "ov2_mlp2_accuracy")
     ),
     Phase(
         "assignment",
@@ -114,23 +101,19 @@ PHASES = (
 
 
 # ----- the decision on intervals -----------------------------------------------------------------
-# An item on a series is an interval of what the checkpoints allow: a missing end is unbounded (``"pass"``
-# needs the conservative end to clear the bar, ``"fail"`` the optimistic end not to reach it), and an item
-# that could not be measured (no onset: a phase with no place in time, an incoherent phase) fails rather
-# than having "no data".
+# A missing end of an interval is unbounded; an item that could not be measured (no onset: a phase with no
+# place in time, an incoherent phase) fails rather than having "no data".
 SERIES_RULE = IntervalRule(missing="unbounded", empty="fail", fails="unreached")
 
-# A series that stops before the paper's run does (SPEC §3: 40,000 steps; seeds learn the restricted slots as
-# late as 36,000) may stop before a phase comes. A phase whose smoothed curve is below LEARNED at every
-# checkpoint of such a series is not learned *yet*: its onset lies after the series' end, so an item that
-# waits on it is open both ways and reads ``inconclusive``, never ``fail``. A curve learned and then lost, a
-# curve with a missing value, and any series that reaches PAPER_RUN_STEPS read under ``SERIES_RULE``.
+# A series that stops before the paper's run (SPEC §3: 40,000 steps; seeds learn the restricted slots as late
+# as 36,000) may stop before a phase comes (``ends_before``): an item that waits on that phase
+# (``open_at_end``) is open both ways and reads ``inconclusive``, never ``fail``, and the claim says where the
+# series ends.
 PAPER_RUN_STEPS = 40_000
 ENDS_EARLY_RULE = IntervalRule(missing="unbounded", empty="inconclusive", fails="unreached")
 
-# The causal requirement of ``decide`` is replaced by a control requirement: every required item has at
-# least one time-axis control, on which it must fail; an item the checkpoints cannot place on either side of
-# its bar makes the claim ``inconclusive`` (unless another one fails), with where to measure more.
+# No causal item: every required item needs a time-axis control (steps permuted, reversed), on which it must
+# fail.
 SERIES_POLICY = Policy(
     requires="controls",
     uncontrolled="required items without a time-axis control",
@@ -164,6 +147,12 @@ def onset_index(values, threshold: float = LEARNED) -> int | None:
     return start + int(raw_up[0]) if len(raw_up) else start
 
 
+def _r2(v: np.ndarray, residual: float) -> float | None:
+    """1 - ``residual`` / the curve's sum of squares about its mean; None for a constant curve."""
+    total = float(((v - v.mean()) ** 2).sum())
+    return None if total <= 1e-12 else 1.0 - residual / total
+
+
 def step_fit_r2(values, split: int | None) -> float | None:
     """R^2 of the two-level step (mean before ``split``, mean from it on); None when undefined (no
     checkpoint before the onset: the series starts after the phase; or a constant curve). Reported only
@@ -171,11 +160,8 @@ def step_fit_r2(values, split: int | None) -> float | None:
     v = np.asarray(values, dtype=float)
     if split is None or split <= 0 or split >= len(v):
         return None
-    total = float(((v - v.mean()) ** 2).sum())
-    if total <= 1e-12:
-        return None
-    within = float(((v[:split] - v[:split].mean()) ** 2).sum() + ((v[split:] - v[split:].mean()) ** 2).sum())
-    return 1.0 - within / total
+    before, after = v[:split], v[split:]
+    return _r2(v, float(((before - before.mean()) ** 2).sum() + ((after - after.mean()) ** 2).sum()))
 
 
 def monotone_fit(values) -> np.ndarray:
@@ -192,10 +178,7 @@ def monotone_fit_r2(values, onset: int | None) -> float | None:
     v = np.asarray(values, dtype=float)
     if onset is None or onset <= 0 or onset >= len(v) or np.isnan(v).any():
         return None
-    total = float(((v - v.mean()) ** 2).sum())
-    if total <= 1e-12:
-        return None
-    return 1.0 - float(((v - monotone_fit(v)) ** 2).sum()) / total
+    return _r2(v, float(((v - monotone_fit(v)) ** 2).sum()))
 
 
 def ends_before(steps, curve) -> bool:
@@ -213,9 +196,9 @@ def open_at_end(phases: list[dict], *ids: str) -> bool:
     learned by the series' end, and each one before it is a learning curve or not learned by the end either.
     Such an item reads under ``ENDS_EARLY_RULE``."""
     by_id = {p["id"]: p for p in phases}
+    early = {i for i in ids if "series_ends_before" in by_id[i]}
     *before, last = ids
-    early = lambda i: "series_ends_before" in by_id[i]  # noqa: E731
-    return early(last) and all(by_id[i]["coherent"] or early(i) for i in before)
+    return last in early and all(by_id[i]["coherent"] or i in early for i in before)
 
 
 def _rule(phases: list[dict], *ids: str) -> IntervalRule:
@@ -244,15 +227,14 @@ def separating_checkpoints(later: np.ndarray, onset_a: int | None, onset_b: int 
 
 # ----- steps, with the resolution the checkpoints allow --------------------------------------------
 def window_rise(steps, fit, width: int, first: int) -> dict:
-    """The largest rise of ``fit`` within any window of ``width`` steps that starts at or after
-    checkpoint ``first``, as the interval the checkpoints allow.
+    """The largest rise of ``fit`` (monotone) within any window of ``width`` steps that starts at or after
+    checkpoint ``first``, as the interval the checkpoints allow (docs/dynamics.md, "Resolution").
 
-    ``low`` (certain): for checkpoints i < j (i >= first), a monotone curve that rises by
-    fit[j] - fit[i] over s_j - s_i steps rises by at least that / ceil((s_j - s_i) / width) in one of the
-    windows that cover the span; exactly the rise when s_j - s_i <= width.
+    ``low`` (certain): over checkpoints i < j (i >= first), (fit[j] - fit[i]) / ceil((s_j - s_i) / width), the
+    least one of the windows covering the span must rise (exactly the rise when s_j - s_i <= width).
     ``high`` (possible): a window starting in [s_i, s_i+1) (i >= first - 1: the start may lie just after
-    the checkpoint before ``first``) ends before s_i+1 + width, so it rises at most fit[k] - fit[i], k the
-    first checkpoint at or after s_i+1 + width."""
+    the checkpoint before ``first``) rises at most fit[k] - fit[i], k the first checkpoint at or after
+    s_i+1 + width."""
     s = np.asarray(steps, dtype=float)
     n = len(s)
     low, low_at, high, high_at = 0.0, None, 0.0, None
@@ -263,36 +245,26 @@ def window_rise(steps, fit, width: int, first: int) -> dict:
         if rises[j] > low + 1e-12:
             low, low_at = float(rises[j]), (int(s[i]), int(s[i + 1 + j]))
     for i in range(max(first - 1, 0), n - 1):
-        k = int(np.searchsorted(s, s[i + 1] + width, side="left"))
-        k = min(k, n - 1)
+        k = min(int(np.searchsorted(s, s[i + 1] + width, side="left")), n - 1)
         if fit[k] - fit[i] > high + 1e-12:
             high, high_at = float(fit[k] - fit[i]), (int(s[i]), int(s[k]))
     return {"low": low, "high": max(high, low), "low_window": low_at, "high_span": high_at or low_at}
 
 
 def spike_window(steps, fit, *, width: int, flank: int, contrast: float, first: int) -> dict:
-    """The largest rise of ``fit`` within a window of ``width`` steps that is a *spike*: a window that
-    rises at least ``contrast`` times as fast as the curve does in the ``flank`` steps on either side of
-    it. As an interval: the least and the most the checkpoints allow.
+    """The largest rise of ``fit`` within a window [a, a + ``width``] (a at or after checkpoint ``first``)
+    that is a *spike*: with flanks F(a) = [a - flank, a] and [a + width, a + width + flank] (each cut to the
+    series), of total length L(a),
 
-    For a window [a, a + width] with flanks F(a) = [a - flank, a] and [a + width, a + width + flank] (each
-    cut to the series), of total length L(a):
+        contrast(a) = (rise in the window / width) / (rise in F(a) / L(a)) >= ``contrast``.
 
-        contrast(a) = (rise in the window / width) / (rise in F(a) / L(a))
-
-    and the item is max over spikes (contrast(a) >= ``contrast``, a at or after checkpoint ``first``) of
-    the window's rise. A curve that rises smoothly (a logistic over thousands of steps, a line) has no
-    window much steeper than its neighbours; a slow climb followed by a jump has one.
-
-    ``low`` (certain): checkpoints i < j with s_j - s_i <= width, i >= first: every window that holds
-    [s_i, s_j] rises by at least r = fit[j] - fit[i]; its flanks rise by at most fit[h] - fit[l] - r, l the
-    last checkpoint at or before the flanks' start and h the first at or after their end. Where that makes
-    the contrast at least ``contrast``, r counts.
-    ``high`` (possible): a window [a, a + width] (a >= s_first-1: the start may lie just after the
-    checkpoint before ``first``) rises by at most fit[first at or after a + width] - fit[last at or before
-    a]; its flanks by at least the rises between checkpoints that lie inside them (zero where none do: a
-    thin series cannot rule out a flat neighbourhood). Where that contrast reaches ``contrast``, the
-    window's possible rise counts."""
+    As the interval the checkpoints allow (docs/dynamics.md, "Resolution"). ``low`` (certain): r = fit[j] -
+    fit[i] for checkpoints i < j (i >= first, s_j - s_i <= width), where a window holding them, whose flanks
+    rise at most fit[h] - fit[l] - r (l the last checkpoint at or before the flanks' start, h the first at or
+    after their end), has that contrast. ``high`` (possible): for a window with a >= s_first-1 (the start may
+    lie just after the checkpoint before ``first``), fit[first at or after a + width] - fit[last at or before
+    a], where flanks rising only by the checkpoint intervals that lie inside them (zero where none do) give
+    that contrast."""
     s = np.asarray(steps, dtype=float)
     n = len(s)
     out = {"low": 0.0, "high": 0.0, "low_window": None, "high_span": None, "low_contrast": None, "high_contrast": None}
@@ -314,6 +286,11 @@ def spike_window(steps, fit, *, width: int, flank: int, contrast: float, first: 
             return math.inf
         return (window_rise / width) / (flank_rise / length)
 
+    def flanks_at_most(a: float, r: float) -> float:
+        """The most the flanks of a window at ``a`` that rises by ``r`` can rise."""
+        lo_k, hi_k = at_or_before(max(a - flank, s0)), at_or_after(min(a + width + flank, s_end))
+        return max(float(fit[hi_k] - fit[lo_k]) - r, 0.0)
+
     # low: a checkpoint pair inside one window, the window placed where its flanks can rise the least.
     start = max(first, 0)
     for i in range(start, n - 1):
@@ -328,23 +305,14 @@ def spike_window(steps, fit, *, width: int, flank: int, contrast: float, first: 
             # checkpoint after the flanks only moves later, so each piece's first point is its best
             inner = s + flank
             cands = np.concatenate([[a_lo, a_hi], inner[(inner > a_lo) & (inner < a_hi)]])
-            best = None
-            for a in cands:
-                length = flank_length(a)
-                if length <= 0:
-                    continue
-                lo_k, hi_k = at_or_before(max(a - flank, s0)), at_or_after(min(a + width + flank, s_end))
-                c = ratio(r, max(float(fit[hi_k] - fit[lo_k]) - r, 0.0), length)
-                if best is None or c > best[0]:
-                    best = (c, a)
-            if best is not None and best[0] >= contrast:
-                out.update(low=r, low_window=(int(s[i]), int(s[j])), low_contrast=best[0])
+            contrasts = [ratio(r, flanks_at_most(a, r), flank_length(a)) for a in cands if flank_length(a) > 0]
+            if contrasts and max(contrasts) >= contrast:
+                out.update(low=r, low_window=(int(s[i]), int(s[j])), low_contrast=max(contrasts))
 
     # high: every window start where one of the bounds can change (a checkpoint meets an edge of the
     # window or of a flank), and just after it.
-    a_min, a_max = s[max(first - 1, 0)], s_end - width
-    if a_max < a_min:
-        a_max = a_min
+    a_min = s[max(first - 1, 0)]
+    a_max = max(s_end - width, a_min)
     edges = np.concatenate([s, s - width, s + flank, s - width - flank, [a_min, a_max]])
     cands = np.unique(np.concatenate([edges, edges + 0.5]))
     for a in cands[(cands >= a_min) & (cands <= a_max)]:
@@ -368,17 +336,14 @@ def _finite(x: float | None) -> float | None:
     return None if x is None or math.isinf(x) else round(float(x), 6)
 
 
-def _shares(w: dict, total: float) -> list[float]:
+def _share(w: dict | None, total: float | None) -> dict:
     """A window's certain and possible rise (``window_rise``, ``spike_window``) as shares of ``total``, at most
-    1 (a monotone fit's window never rises more than its whole rise), rounded for JSON."""
-    return [round(min(w["low"] / total, 1.0), 6), round(min(w["high"] / total, 1.0), 6)]
-
-
-def _onset_interval(steps, i: int | None) -> tuple[int | None, int | None]:
-    """(the last checkpoint before the onset, the onset): the true onset lies in between."""
-    if i is None:
-        return None, None
-    return (steps[i - 1] if i > 0 else None), steps[i]
+    1 (a monotone fit's window never rises more than its whole rise), rounded for JSON; None where no window
+    was measured (``w`` None)."""
+    if w is None:
+        return {"fraction": None, "fraction_interval": [None, None], "window": None, "possible_span": None}
+    lo, hi = round(min(w["low"] / total, 1.0), 6), round(min(w["high"] / total, 1.0), 6)
+    return {"fraction": lo, "fraction_interval": [lo, hi], "window": w["low_window"], "possible_span": w["high_span"]}
 
 
 def _phase_records(records: list[dict], steps: list[int]) -> tuple[list[dict], dict, dict, dict]:
@@ -392,14 +357,15 @@ def _phase_records(records: list[dict], steps: list[int]) -> tuple[list[dict], d
         fits[p.id] = monotone_fit(c) if len(c) and not np.isnan(c).any() else None
         r2 = monotone_fit_r2(c, i)
         step_r2 = step_fit_r2(c, i)
-        rise = np.diff(c) if len(c) > 1 else np.zeros(0)
+        rise = np.diff(c)
         j = int(np.nanargmax(rise)) if len(rise) and not np.isnan(rise).all() else None
         supporting = {}
         for m in p.supporting:
             if all(m in r["values"] and r["values"][m] is not None for r in records):
                 k = onset_index([r["values"][m] for r in records])
                 supporting[m] = None if k is None else steps[k]
-        before, at = _onset_interval(steps, i)
+        # the true onset lies between the last checkpoint before it and the onset checkpoint
+        before, at = (None, None) if i is None else ((steps[i - 1] if i > 0 else None), steps[i])
         phases.append(
             {
                 "id": p.id,
@@ -425,63 +391,39 @@ def _assignment_jump(steps: list[int], fits: dict, onsets: dict, coherent: dict)
     """Assignment spikes after addition: of the windows of JUMP_WIDTH steps that start once addition is
     learned and rise at least JUMP_CONTRAST times as fast as their flanks, the largest rise, as a fraction
     of the assignment curve's whole rise."""
-    jump = {
-        "width_steps": JUMP_WIDTH,
-        "flank_steps": JUMP_FLANK,
-        "min_contrast": JUMP_CONTRAST,
-        "fraction": None,
-        "fraction_interval": [None, None],
-        "window": None,
-        "possible_span": None,
-        "window_contrast": None,
-        "possible_contrast": None,
-        "total_rise": None,
-    }
+    w, total = None, None
     if coherent["addition"] and coherent["assignment"]:
         fit = fits["assignment"]
         total = float(fit[-1] - fit[0])
-        jump["total_rise"] = round(total, 6)
         if total > 1e-9:
             w = spike_window(
                 steps, fit, width=JUMP_WIDTH, flank=JUMP_FLANK, contrast=JUMP_CONTRAST, first=onsets["addition"]
             )
-            jump.update(
-                fraction=_shares(w, total)[0],
-                fraction_interval=_shares(w, total),
-                window=w["low_window"],
-                possible_span=w["high_span"],
-                window_contrast=_finite(w["low_contrast"]),
-                possible_contrast=_finite(w["high_contrast"]),
-            )
-
-    return jump
+    return {
+        "width_steps": JUMP_WIDTH,
+        "flank_steps": JUMP_FLANK,
+        "min_contrast": JUMP_CONTRAST,
+        **_share(w, total),
+        "window_contrast": None if w is None else _finite(w["low_contrast"]),
+        "possible_contrast": None if w is None else _finite(w["high_contrast"]),
+        "total_rise": None if total is None else round(total, 6),
+    }
 
 
 def _refinement(steps: list[int], fits: dict, onsets: dict, coherent: dict) -> dict:
     """Restricted slots' refinement: of what the restricted curve still has to gain at the assignment
     onset, the largest share gained within REFINEMENT_WIDTH steps from then on."""
-    refinement = {
-        "width_steps": REFINEMENT_WIDTH,
-        "fraction": None,
-        "fraction_interval": [None, None],
-        "window": None,
-        "possible_span": None,
-        "remaining_rise": None,
-    }
+    w, remaining = None, None
     if coherent["assignment"] and coherent["restricted_slots"]:
         fit, ib = fits["restricted_slots"], onsets["assignment"]
         remaining = float(fit[-1] - fit[ib])
-        refinement["remaining_rise"] = round(remaining, 6)
         if remaining > 1e-9:
             w = window_rise(steps, fit, REFINEMENT_WIDTH, ib)
-            refinement.update(
-                fraction=_shares(w, remaining)[0],
-                fraction_interval=_shares(w, remaining),
-                window=w["low_window"],
-                possible_span=w["high_span"],
-            )
-
-    return refinement
+    return {
+        "width_steps": REFINEMENT_WIDTH,
+        **_share(w, remaining),
+        "remaining_rise": None if remaining is None else round(remaining, 6),
+    }
 
 
 def _separations(curves: dict, onsets: dict, coherent: dict, by_id: dict) -> list[dict]:
@@ -489,8 +431,8 @@ def _separations(curves: dict, onsets: dict, coherent: dict, by_id: dict) -> lis
     the spacing of the checkpoints) and the checkpoints that separate them."""
     gaps = []
     for a, b in zip(PHASES, PHASES[1:]):
-        # Only learning curves are ordered: an onset whose curve does not rise (noise, a shuffled series) has no place
-        # in time to compare, so the gap is not measured (None).
+        # only learning curves are ordered: an onset whose curve does not rise (noise, a shuffled series) has
+        # no place in time to compare, so the gap is not measured (None)
         both = coherent[a.id] and coherent[b.id]
         (a_before, a_at), (b_before, b_at) = by_id[a.id]["onset_interval"], by_id[b.id]["onset_interval"]
         gap = [b_before - a_at, b_at - a_before] if both else [None, None]
@@ -517,16 +459,13 @@ def detect_phases(records: list[dict]) -> dict:
     jump = _assignment_jump(steps, fits, onsets, coherent)
     refinement = _refinement(steps, fits, onsets, coherent)
     gaps = _separations(curves, onsets, coherent, by_id)
-    restricted_gap = gaps[1]
-    restricted_gap["min_gap_steps"] = RESTRICTED.value
-    later = _rule(phases, "assignment", "restricted_slots")
-    restricted_gap["state"] = later.state(">=", RESTRICTED.value, *restricted_gap["gap_interval"])
-    restricted_gap["clear"] = restricted_gap["state"] == "pass"
     # addition -> assignment is decided by the jump (it must come after addition is learned), not by a gap
-    gaps[0]["state"] = _rule(phases, "addition", "assignment").state(">=", JUMP.value, *jump["fraction_interval"])
-    gaps[0]["clear"] = gaps[0]["state"] == "pass"
-    jump["state"] = gaps[0]["state"]
+    jump["state"] = _rule(phases, "addition", "assignment").state(">=", JUMP.value, *jump["fraction_interval"])
+    later = _rule(phases, "assignment", "restricted_slots")
     refinement["state"] = later.state(">=", REFINEMENT.value, *refinement["fraction_interval"])
+    gaps[1]["min_gap_steps"] = RESTRICTED.value
+    for g, state in zip(gaps, (jump["state"], later.state(">=", RESTRICTED.value, *gaps[1]["gap_interval"]))):
+        g.update(state=state, clear=state == "pass")
     in_order = all(g["gap_steps"] is not None and g["gap_steps"] > 0 for g in gaps)
     return {
         "rule": {
@@ -551,9 +490,8 @@ def detect_phases(records: list[dict]) -> dict:
         "all_clear": (
             in_order
             and all(p["coherent"] for p in phases)
-            and jump["state"] == "pass"
+            and all(g["clear"] for g in gaps)
             and refinement["state"] == "pass"
-            and restricted_gap["state"] == "pass"
         ),
     }
 
@@ -621,7 +559,10 @@ class LearningPhases(Hypothesis):
         "permuted_steps": f"the same checkpoints with their steps permuted (seed {PERMUTATION_SEED})",
         "reversed_steps": "the same checkpoints in reverse order",
     }
-    skip_note = SKIP_NOTE
+    skip_note = (
+        "needs a checkpoint series: run `assignadd-report RUN_FOLDER` (a claim about the order of "
+        "training phases cannot be tested on one checkpoint)"
+    )
     needs = ("a checkpoint series (a training run's folder)", "assignadd-report RUN_DIR")
 
     def series_evidence(self, records: list[dict]) -> list[Evidence]:
@@ -629,35 +570,31 @@ class LearningPhases(Hypothesis):
         found = {k: detect_phases(v) for k, v in arms.items()}
         n = len(records)
 
-        def evidence(name, definition, threshold, measure, ids):
-            on_controls = {c: measure(found[c]) for c in self.controls}
-            on_series = measure(found["series"])
+        def evidence(name, definition, threshold, measure, ids: tuple[str, ...]) -> Evidence:
+            """An item over the phases ``ids`` (what it waits on), measured on the series and its controls."""
+            on_series, on_controls = measure(found["series"], ids), {c: measure(found[c], ids) for c in self.controls}
             rule = _rule(found["series"]["phases"], *ids)
             return Evidence(name, definition, "observational", threshold, on_series, on_controls, rule=rule)
 
-        def early_note(d, extra, ids):  # an item waiting on a phase the series ends before says so
+        def early_note(d, extra, ids) -> bool:  # an item waiting on a phase the series ends before says so
             if open_at_end(d["phases"], *ids):
                 extra["unresolved"] = ends_early_text(d["phases"], ids)
                 return True
             return False
 
-        def coherence(i):
-            def m(d):
-                p = d["phases"][i]
-                extra = {"onset_step": p["onset_step"], "onset_interval": p["onset_interval"]}
-                early_note(d, extra, (p["id"],))
-                return Measurement.exact(p["coherence_r2"], n, **extra)
+        def coherence(d, ids) -> Measurement:
+            p = next(p for p in d["phases"] if p["id"] == ids[0])
+            extra = {"onset_step": p["onset_step"], "onset_interval": p["onset_interval"]}
+            early_note(d, extra, ids)
+            return Measurement.exact(p["coherence_r2"], n, **extra)
 
-            return m
-
-        def fraction(key, what, ids):
-            def m(d):
+        def fraction(key, what):
+            def m(d, ids) -> Measurement:
                 x = d[key]
                 lo, hi = x["fraction_interval"]
                 extra = {"window": x["window"], "possible_span": x["possible_span"]}
                 if key == "assignment_jump":
-                    for k in ("window_contrast", "possible_contrast"):
-                        extra[k] = x[k]
+                    extra.update(window_contrast=x["window_contrast"], possible_contrast=x["possible_contrast"])
                 if not early_note(d, extra, ids) and x["state"] == "inconclusive":
                     a, b = x["possible_span"] or (None, None)
                     extra["unresolved"] = (
@@ -668,7 +605,7 @@ class LearningPhases(Hypothesis):
 
             return m
 
-        def gap(d):
+        def gap(d, ids) -> Measurement:
             g = d["separations"][1]
             lo, hi = g["gap_interval"]
             extra = {
@@ -676,7 +613,7 @@ class LearningPhases(Hypothesis):
                 "restricted_onset_interval": d["phases"][2]["onset_interval"],
                 "separating_checkpoints": g["separating_checkpoints"],
             }
-            if not early_note(d, extra, ("assignment", "restricted_slots")) and g["state"] == "inconclusive":
+            if not early_note(d, extra, ids) and g["state"] == "inconclusive":
                 extra["unresolved"] = (
                     f"{lo:,}-{hi:,} steps between the onsets (assignment in "
                     f"{_steps_text(*d['phases'][1]['onset_interval'])}, restricted slots in "
@@ -685,7 +622,7 @@ class LearningPhases(Hypothesis):
             v = None if g["gap_steps"] is None else float(g["gap_steps"])
             return Measurement(v, None if lo is None else float(lo), None if hi is None else float(hi), n, extra)
 
-        names = {p.id: f"min({', '.join(p.curve)})" for p in PHASES}
+        names = {p["id"]: p["curve"] for p in found["series"]["phases"]}
         return [
             *(
                 evidence(
@@ -694,10 +631,10 @@ class LearningPhases(Hypothesis):
                     f"(first checkpoint from which the median-of-3 curve stays >= {LEARNED}) with a checkpoint "
                     "before it",
                     COHERENCE,
-                    coherence(i),
+                    coherence,
                     (p.id,),
                 )
-                for i, p in enumerate(PHASES)
+                for p in PHASES
             ),
             evidence(
                 "assignment_jumps_after_addition",
@@ -706,7 +643,7 @@ class LearningPhases(Hypothesis):
                 f"of [rise of fit({names['assignment']}) in the window] / [its rise over the series]; "
                 "interval: what the checkpoints' spacing allows",
                 JUMP,
-                fraction("assignment_jump", "spike", ("addition", "assignment")),
+                fraction("assignment_jump", "spike"),
                 ("addition", "assignment"),
             ),
             evidence(
@@ -723,7 +660,7 @@ class LearningPhases(Hypothesis):
                 f"fit({names['restricted_slots']}) in the window] / [its rise from the assignment onset to "
                 "the end]",
                 REFINEMENT,
-                fraction("restricted_refinement", "refinement", ("assignment", "restricted_slots")),
+                fraction("restricted_refinement", "refinement"),
                 ("assignment", "restricted_slots"),
             ),
         ]
