@@ -7,11 +7,9 @@ judge the verdict by eye:
 - Layer 1's positional QK matrix  S = W_pos[:12] W_Q W_K^T W_pos[:12]^T  (§4.1);
 - Layer 2's variable-identity matrix  M = (E_var OV_1) QK_2 (E_var OV_1)^T,  OV_1 = W_V W_O (Layer 1),
   QK_2 = W_Q W_K^T (Layer 2), built with TransformerLens' ``FactoredMatrix`` (§4.2);
-- cosine similarity of ``blocks.1.hook_resid_mid`` at ``=`` for matched (same operand values, given
-  as constants vs through variables) and mismatched pairs (§4.3);
+- cosine similarity of ``blocks.1.hook_resid_mid`` at ``=`` for matched and mismatched pairs (§4.3);
 - one Layer-2 MLP neuron over the grid ``PAD×12 + n m =`` next to its best single-frequency fit
-  cos(2πkn/N + α) + cos(2πkm/N + β), and the spectrum with the key frequencies, both from the
-  ``fourier_neurons`` claim's own analysis (§4.4);
+  cos(2πkn/N + α) + cos(2πkm/N + β), and the spectrum with the key frequencies (§4.4);
 - per claim, a forest-style plot of every evidence item: value, interval, threshold, controls.
 
 Everything is deterministic for a (model, task, seed). Drawing them is a fair share of
@@ -20,7 +18,9 @@ Everything is deterministic for a (model, task, seed). Drawing them is a fair sh
 
 from __future__ import annotations
 
+import copy
 import math
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -90,12 +90,24 @@ def _mark(ax, cells, color="#d62728"):
         ax.add_patch(Rectangle((k - 0.5, q - 0.5), 1, 1, fill=False, edgecolor=color, linewidth=2.0))
 
 
+def _matrix_axes(
+    data, figsize, vlim, title: str, cmap="RdBu_r", label="", xlabel="key position", ylabel="query position"
+):
+    """A figure of ``data`` (query rows, key columns) as an image over ``vlim``, with its colour bar; (fig, ax)."""
+    fig, ax = styled_pyplot().subplots(figsize=figsize, layout="constrained")
+    im = ax.imshow(data, cmap=cmap, vmin=vlim[0], vmax=vlim[1])
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    fig.colorbar(im, ax=ax, fraction=0.046, pad=0.04, label=label)
+    return fig, ax
+
+
 def attention_figures(model, task, seed: int, components: Components = PAPER) -> list[Figure]:
     """The previous-token head's and the fetching head's patterns on one sequence (the paper's Layer 1 and
     Layer 2 heads, or those found: SPEC §2.1)."""
     from ..data import operand_sources, render, value_positions
 
-    plt = styled_pyplot()
     vocab = task.vocab
     tokens = task.pool("2var_train", 1, seed=seed)[0][0]  # one sequence, both operands variables: (SEQ_LEN,)
     _, cache = model.run_with_cache(
@@ -113,35 +125,20 @@ def attention_figures(model, task, seed: int, components: Components = PAPER) ->
         0: "each value token attends to the variable right before it; '=' attends to the operand slots",
         1: "'=' attends to the value tokens of its operands (the slots themselves for constants)",
     }
-    figs = []
+    sequence = tag("code", " ".join(labels))
     c = components
-    for layer in (0, 1):
-        at, head = (c.prev_layer, c.prev_head) if layer == 0 else (c.fetch_layer, c.fetch_head)
+    figs = []
+    for layer, (at, head) in enumerate([(c.prev_layer, c.prev_head), (c.fetch_layer, c.fetch_head)]):
         pattern = cache[hooks.act_name("pattern", at)][0, head].float().cpu().numpy()  # (T_q, T_k)
-        fig, ax = plt.subplots(figsize=(5.4, 4.6), layout="constrained")
-        im = ax.imshow(pattern, cmap="Blues", vmin=0, vmax=1)
+        where = f"blocks.{at}" + (f" head {head}" if head else "")
+        axes_title = f"Layer {layer + 1} [{where}] attention"
+        fig, ax = _matrix_axes(pattern, (5.4, 4.6), (0, 1), axes_title, cmap="Blues", label="attention weight")
         ax.set_xticks(range(T), labels, rotation=90, fontsize=8)
         ax.set_yticks(range(T), labels, fontsize=8)
-        ax.set_xlabel("key position")
-        ax.set_ylabel("query position")
         _mark(ax, claimed[layer])
-        fig.colorbar(im, ax=ax, fraction=0.046, pad=0.04, label="attention weight")
-        where = f"blocks.{at}" + (f" head {head}" if head else "")
-        ax.set_title(f"Layer {layer + 1} [{where}] attention")
-        figs.append(
-            _model_figure(
-                f"attention_layer{layer + 1}",
-                f"Layer {layer + 1} attention pattern on an example sequence",
-                join(
-                    [
-                        "Sequence: ",
-                        tag("code", " ".join(labels)),
-                        f". Red outlines: the cells the claim predicts ({what[layer]}).",
-                    ]
-                ),
-                fig,
-            )
-        )
+        caption = join(["Sequence: ", sequence, f". Red outlines: the cells the claim predicts ({what[layer]})."])
+        title = f"Layer {layer + 1} attention pattern on an example sequence"
+        figs.append(_model_figure(f"attention_layer{layer + 1}", title, caption, fig))
     return figs
 
 
@@ -160,21 +157,15 @@ def resid_mid_at_eq(model, tokens: torch.Tensor, components: Components = PAPER)
 
 
 def positional_qk_figure(model, components: Components = PAPER) -> Figure:
-    plt = styled_pyplot()
     a, h = model.blocks[components.prev_layer].attn, components.prev_head
     W_pos = model.pos_embed.W_pos[:PREFIX_LEN]  # (PREFIX_LEN, D): the prefix positions
     S = (W_pos @ a.W_Q[h] @ a.W_K[h].T @ W_pos.T).float().cpu().numpy()  # (PREFIX_LEN, PREFIX_LEN) query x key
     shown = np.where(np.tril(np.ones_like(S, dtype=bool)), S, np.nan)  # causal: keys <= query
-    fig, ax = plt.subplots(figsize=(4.6, 4.0), layout="constrained")
     lim = np.nanmax(np.abs(shown))
-    im = ax.imshow(shown, cmap="RdBu_r", vmin=-lim, vmax=lim)
+    fig, ax = _matrix_axes(shown, (4.6, 4.0), (-lim, lim), "Layer 1 positional QK  S = W_pos W_Q W_Kᵀ W_posᵀ")
     _mark(ax, [(q, q - 1) for q in range(1, PREFIX_LEN)])
     ax.set_xticks(range(PREFIX_LEN))
     ax.set_yticks(range(PREFIX_LEN))
-    ax.set_xlabel("key position")
-    ax.set_ylabel("query position")
-    ax.set_title("Layer 1 positional QK  S = W_pos W_Q W_Kᵀ W_posᵀ")
-    fig.colorbar(im, ax=ax, fraction=0.046, pad=0.04)
     hits = sum(
         int(np.nanargmax(np.where(_prev_token_mask(q), shown[q], np.nan)) == q - 1) for q in range(1, PREFIX_LEN)
     )
@@ -199,9 +190,7 @@ def _prev_token_mask(q: int) -> np.ndarray:
 def identity_matrix_figure(model, task, components: Components = PAPER) -> Figure:
     from transformer_lens import FactoredMatrix
 
-    plt = styled_pyplot()
-    vocab = task.vocab
-    c = components
+    c, vocab = components, task.vocab
     a1, a2 = model.blocks[c.prev_layer].attn, model.blocks[c.fetch_layer].attn
     h1, h2 = c.prev_head, c.fetch_head
     E_var = model.embed.W_E[vocab.first_var : vocab.size]  # (V, D)
@@ -213,18 +202,16 @@ def identity_matrix_figure(model, task, components: Components = PAPER) -> Figur
     diag = int((M.argmax(axis=1) == np.arange(V)).sum())
     off = np.where(np.eye(V, dtype=bool), -np.inf, M)
     margin = float(np.mean(np.diag(M) - off.max(axis=1)))
-    fig, ax = plt.subplots(figsize=(4.6, 4.0), layout="constrained")
     lim = np.abs(M).max()
-    im = ax.imshow(M, cmap="RdBu_r", vmin=-lim, vmax=lim)
+    title = "Layer 2 identity QK  M = (E_var OV₁) QK₂ (E_var OV₁)ᵀ"
+    fig, ax = _matrix_axes(
+        M, (4.6, 4.0), (-lim, lim), title, xlabel="key: value token of variable", ylabel="query: '=' reading variable"
+    )
     _mark(ax, [(i, i) for i in range(V)], color="#222222")
     ax.scatter(M.argmax(axis=1), np.arange(V), s=16, color="#ffbf00", edgecolors="black", linewidths=0.5, zorder=3)
     names = list(vocab.var_names)
     ax.set_xticks(range(V), names)
     ax.set_yticks(range(V), names)
-    ax.set_xlabel("key: value token of variable")
-    ax.set_ylabel("query: '=' reading variable")
-    ax.set_title("Layer 2 identity QK  M = (E_var OV₁) QK₂ (E_var OV₁)ᵀ")
-    fig.colorbar(im, ax=ax, fraction=0.046, pad=0.04)
     return _model_figure(
         "identity_matrix",
         "Layer 2 variable-identity matrix",
@@ -239,7 +226,6 @@ def resid_mid_cosine_figure(model, task, seed: int, n: int = 400, components: Co
     replaced by its value (prefix unchanged). Mismatched: the constant version of another sequence."""
     from ..data import operand_sources
 
-    plt = styled_pyplot()
     vocab = task.vocab
     t1, _ = task.pool("1var_train", n // 2, seed=seed)
     t2, _ = task.pool("2var_train", n - n // 2, seed=seed)
@@ -249,16 +235,15 @@ def resid_mid_cosine_figure(model, task, seed: int, n: int = 400, components: Co
     rows = torch.arange(len(var_tokens))
     for j, slot in enumerate((POS_LHS, POS_RHS)):
         const_tokens[:, slot] = var_tokens[rows, src[:, j].clamp(min=0)]
-    acts = {k: resid_mid_at_eq(model, t, components) for k, t in (("var", var_tokens), ("const", const_tokens))}
+    var_acts, const_acts = (resid_mid_at_eq(model, t, components) for t in (var_tokens, const_tokens))
     cos = torch.nn.functional.cosine_similarity
-    matched = cos(acts["var"], acts["const"]).numpy()
-    perm = torch.randperm(
-        len(var_tokens), generator=torch_generator(seed, "resid_mid cosine figure mismatched partners")
-    )
+    matched = cos(var_acts, const_acts).numpy()
+    partners = torch_generator(seed, "resid_mid cosine figure mismatched partners")
+    perm = torch.randperm(len(var_tokens), generator=partners)
     sums = (const_tokens[:, POS_LHS] + const_tokens[:, POS_RHS]) % vocab.modulus
     keep = sums != sums[perm]  # a mismatched partner must have another sum
-    mismatched = cos(acts["var"][keep], acts["const"][perm][keep]).numpy()
-    fig, ax = plt.subplots(figsize=(5.6, 3.2), layout="constrained")
+    mismatched = cos(var_acts[keep], const_acts[perm][keep]).numpy()
+    fig, ax = styled_pyplot().subplots(figsize=(5.6, 3.2), layout="constrained")
     bins = np.linspace(min(-0.2, float(mismatched.min()), float(matched.min())), 1.0, 50)
     for values, color, label in (
         (mismatched, "#7f7f7f", f"mismatched (n={len(mismatched)})"),
@@ -279,10 +264,9 @@ def resid_mid_cosine_figure(model, task, seed: int, n: int = 400, components: Co
 
 
 def fourier_figures(model, task, components: Components = PAPER) -> list[Figure]:
-    """Layer-2 MLP pre-activations at '=' over every (n, m), the best-fitted neuron beside its single-
-    frequency fit, and the spectrum with the key frequencies: all from the ``fourier_neurons`` claim's
-    own analysis (``hypotheses/measures/fourier.py``: the same grid, live neurons, least-squares fits
-    and key-frequency rule), so the figure shows what the verdict was decided on."""
+    """The best-fitted Layer-2 MLP neuron beside its single-frequency fit, and the spectrum, from the
+    ``fourier_neurons`` claim's own analysis (``hypotheses/measures/fourier.py``: the same grid, live
+    neurons, fits and key-frequency rule), so the figures show what the verdict was decided on."""
     from ..hypotheses.measures import fourier
 
     plt = styled_pyplot()
@@ -299,7 +283,6 @@ def fourier_figures(model, task, components: Components = PAPER) -> list[Figure]
     A = (pre[:, :, neuron] - fit["mean"]).numpy()
     fitted = (fit["fitted"] - fit["mean"]).numpy()
 
-    figs = []
     fig, axes = plt.subplots(1, 2, figsize=(8.6, 3.8), layout="constrained")
     lim = np.abs(A).max()
     for ax, data, title in (
@@ -311,23 +294,16 @@ def fourier_figures(model, task, components: Components = PAPER) -> list[Figure]
         ax.set_ylabel("n (LHS operand)")
         ax.set_title(title, fontsize=9)
     fig.colorbar(im, ax=axes, fraction=0.025, pad=0.02)
-    figs.append(
-        _model_figure(
-            "fourier_neuron",
-            "A Layer-2 MLP neuron and its Fourier fit",
-            join(
-                [
-                    "Input ",
-                    tag("code", "PAD×12 + n m ="),
-                    f" for all {N}×{N} (n, m); pre-activation at '='. Neuron {neuron} (the best fitted) has "
-                    f"{float(r['fve'][i]):.1%} of its variance explained by frequency k = {k}. Across the "
-                    f"{len(r['units'])} live neurons, median best-single-frequency FVE "
-                    f"{float(r['fve'].median()):.1%}.",
-                ]
-            ),
-            fig,
-        )
+    caption = join(
+        [
+            "Input ",
+            tag("code", "PAD×12 + n m ="),
+            f" for all {N}×{N} (n, m); pre-activation at '='. Neuron {neuron} (the best fitted) has "
+            f"{float(r['fve'][i]):.1%} of its variance explained by frequency k = {k}. Across the "
+            f"{len(r['units'])} live neurons, median best-single-frequency FVE {float(r['fve'].median()):.1%}.",
+        ]
     )
+    figs = [_model_figure("fourier_neuron", "A Layer-2 MLP neuron and its Fourier fit", caption, fig)]
 
     share = fourier.frequency_share(r["power"][:, r["live"]]).numpy()  # (K,)
     K = len(share)
@@ -345,18 +321,13 @@ def fourier_figures(model, task, components: Components = PAPER) -> list[Figure]
     ax.set_ylabel("share of single-frequency power")
     ax.set_title("Layer 2 MLP pre-activations: power by frequency (live neurons)")
     keys = ", ".join(str(kk) for kk in sorted(key)) or "none"
-    figs.append(
-        _model_figure(
-            "fourier_spectrum",
-            "Spectrum of key frequencies",
-            f"Each frequency's share of the single-frequency power of the live Layer-2 MLP neurons on the "
-            f"grid above (the fourier_neurons claim's spectrum). Red: key frequencies by the claim's rule, "
-            f"at least {fourier.KEY_SHARE_FACTOR:g} times the even share (dashed; k = {keys}). Numbers "
-            f"over bars: neurons whose best frequency is k and explains ≥ 50% of their variance.",
-            fig,
-        )
+    caption = (
+        f"Each frequency's share of the single-frequency power of the live Layer-2 MLP neurons on the "
+        f"grid above (the fourier_neurons claim's spectrum). Red: key frequencies by the claim's rule, "
+        f"at least {fourier.KEY_SHARE_FACTOR:g} times the even share (dashed; k = {keys}). Numbers "
+        f"over bars: neurons whose best frequency is k and explains ≥ 50% of their variance."
     )
-    return figs
+    return figs + [_model_figure("fourier_spectrum", "Spectrum of key frequencies", caption, fig)]
 
 
 def model_figures(model, task, seed: int = 0, components: Components = PAPER) -> list[Figure]:
@@ -400,17 +371,12 @@ def forest_figure(claim: dict) -> Figure | None:
     items = claim.get("evidence") or []
     if not items:
         return None
-    plt = styled_pyplot()
     markers = ["s", "^", "D", "v", "P", "X", "<", ">"]
     control_names = sorted({c for e in items for c in e.get("controls", {})})
     heights = [1 + len(e.get("controls") or {}) for e in items]
-    fig, axes = plt.subplots(
-        len(items),
-        1,
-        figsize=(7.6, 0.3 + sum(0.32 * h + 0.55 for h in heights)),
-        squeeze=False,
-        layout="constrained",
-        gridspec_kw={"height_ratios": [h + 1.2 for h in heights]},
+    size, ratios = (7.6, 0.3 + sum(0.32 * h + 0.55 for h in heights)), [h + 1.2 for h in heights]
+    fig, axes = styled_pyplot().subplots(
+        len(items), 1, figsize=size, squeeze=False, layout="constrained", gridspec_kw={"height_ratios": ratios}
     )
     for ax, e in zip(axes[:, 0], items):
         rows = [("model under test", e["measurement"], "o", True)]
@@ -425,28 +391,17 @@ def forest_figure(claim: dict) -> Figure | None:
             if v is None:
                 ax.text(t, -i, "  not computed", fontsize=7, va="center", color="#888888")
                 continue
-            lo = v if lo is None else lo
-            hi = v if hi is None else hi
-            color = "#1f77b4" if filled else "#555555"
-            ax.plot([lo, hi], [-i, -i], color=color, linewidth=2.2 if filled else 1.3)
-            ax.plot(
-                [v],
-                [-i],
-                marker=marker,
-                color=color,
-                markersize=7 if filled else 6,
-                markerfacecolor=color if filled else "white",
-                linestyle="none",
-            )
+            lo, hi = (v if lo is None else lo), (v if hi is None else hi)
+            color, face, width, size = ("#1f77b4", "#1f77b4", 2.2, 7) if filled else ("#555555", "white", 1.3, 6)
+            ax.plot([lo, hi], [-i, -i], color=color, linewidth=width)
+            ax.plot([v], [-i], marker=marker, color=color, markersize=size, markerfacecolor=face, linestyle="none")
             xs += [lo, hi, v]
         lo_x, hi_x = min(xs), max(xs)
         pad = 0.08 * (hi_x - lo_x) if hi_x > lo_x else 0.1 * max(abs(hi_x), 1.0)
         lo_x, hi_x = lo_x - pad, hi_x + pad
         ax.axvline(t, color="#d62728", linestyle="--", linewidth=1.2)
-        if e["threshold"]["direction"] == ">=":
-            ax.axvspan(lo_x, t, color="#d62728", alpha=0.07)
-        else:
-            ax.axvspan(t, hi_x, color="#d62728", alpha=0.07)
+        failing = (lo_x, t) if e["threshold"]["direction"] == ">=" else (t, hi_x)
+        ax.axvspan(*failing, color="#d62728", alpha=0.07)
         ax.set_xlim(lo_x, hi_x)
         ax.set_ylim(-len(rows) + 0.5, 0.5)
         ax.set_yticks([-i for i in range(len(rows))], [r[0] for r in rows], fontsize=8)
@@ -460,8 +415,7 @@ def forest_figure(claim: dict) -> Figure | None:
         )
         ax.tick_params(axis="x", labelsize=8)
         ax.tick_params(axis="y", length=0)
-        for side in ("right", "top"):
-            ax.spines[side].set_visible(False)
+        ax.spines[["right", "top"]].set_visible(False)
     return Figure(
         f"forest_{claim['claim']}",
         claim["claim"],
@@ -478,11 +432,8 @@ def _evidence_item(claim: dict, name: str) -> dict | None:
 
 
 def whole_algorithm_figure(claim: dict) -> Figure | None:
-    """Where the paper's algorithm explains the model and where it does not, from the claim's JSON:
-    accuracy of the model and of the scrubbed model (every activation the hypothesis calls irrelevant
-    resampled) per pool, operand slot, doubled pair and variable; and, for each held-out doubled pair
-    (n, n), the model's accuracy beside the addition module's given an ideally routed input and the
-    weights-only adder's. None when the items are missing (another version of the claim, an error)."""
+    """Where the paper's algorithm explains the model and where it does not (the caption says how), from
+    the claim's JSON; None when the items are missing (another version of the claim, an error)."""
     routing = _evidence_item(claim, "routing_scrub_recovers")
     addition = _evidence_item(claim, "addition_scrub_recovers")
     if routing is None or addition is None:
@@ -497,22 +448,17 @@ def whole_algorithm_figure(claim: dict) -> Figure | None:
         r_ex.get("scrubbed_accuracy_by_group") or {},
         a_ex.get("scrubbed_accuracy_by_group") or {},
     ]
-    grid = np.array([[s.get(g, np.nan) if s.get(g) is not None else np.nan for s in sources] for g in groups], float)
+    grid = np.array([[np.nan if s.get(g) is None else s[g] for s in sources] for g in groups], float)
     labels = [f"{g} (n={r_ex['group_sizes'][g]})" for g in groups]
 
     doubled = _evidence_item(claim, "doubled_pair_errors_are_the_adders")
     per_pair = ((doubled or {}).get("measurement", {}).get("extra") or {}).get(
         "by_doubled_pair [model, ideal input, weights-only adder]"
     ) or {}
-    plt = styled_pyplot()
     ncols = 2 if per_pair else 1
-    fig, axes = plt.subplots(
-        1,
-        ncols,
-        figsize=(7.6, 0.3 + 0.24 * max(len(groups), len(per_pair), 8)),
-        squeeze=False,
-        layout="constrained",
-        gridspec_kw={"width_ratios": [1.25, 1][:ncols]},
+    size, ratios = (7.6, 0.3 + 0.24 * max(len(groups), len(per_pair), 8)), [1.25, 1][:ncols]
+    fig, axes = styled_pyplot().subplots(
+        1, ncols, figsize=size, squeeze=False, layout="constrained", gridspec_kw={"width_ratios": ratios}
     )
 
     def heat(ax, values, rows, cols, title):
@@ -528,14 +474,8 @@ def whole_algorithm_figure(claim: dict) -> Figure | None:
     im = heat(axes[0, 0], grid, labels, columns, "accuracy by group")
     if per_pair:
         pairs = sorted(per_pair, key=int)
-        values = np.array([per_pair[p] for p in pairs], float)
-        heat(
-            axes[0, 1],
-            values,
-            [f"({p}, {p})" for p in pairs],
-            ["model", "ideal input", "weights-only adder"],
-            "held-out doubled pairs",
-        )
+        values, rows = np.array([per_pair[p] for p in pairs], float), [f"({p}, {p})" for p in pairs]
+        heat(axes[0, 1], values, rows, ["model", "ideal input", "weights-only adder"], "held-out doubled pairs")
     fig.colorbar(im, ax=axes[0, -1], shrink=0.6, label="accuracy")
     return Figure(
         f"breakdown_{claim['claim']}",
@@ -568,16 +508,12 @@ class Painter:
     explicit generators only, so the overlap cannot change any claim's result."""
 
     def __init__(self):
-        from concurrent.futures import ThreadPoolExecutor
-
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="assignadd-figures")
         self._model = None
         self._forest = {}
 
     def start(self, ctx, located) -> None:
         """Begin the model figures of ``ctx.model`` at the located components (the paper's when none)."""
-        import copy
-
         at = located.components if located is not None else PAPER
         self._model = self._pool.submit(model_figures, copy.deepcopy(ctx.model).eval(), ctx.task, ctx.seed, at)
 

@@ -12,6 +12,7 @@ computes in one thread, so the numbers do not depend on ``jobs``.
 from __future__ import annotations
 
 import json
+import multiprocessing as mp
 import re
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
@@ -61,15 +62,11 @@ def find_checkpoints(path) -> list[Entry]:
         raise SeriesError(f"{root}: no such folder")
     if not root.is_dir():
         raise SeriesError(f"{root}: not a folder (expected a run folder or a folder of checkpoints)")
-    folders = [root]
-    if (root / "checkpoints").is_dir():
-        folders.insert(0, root / "checkpoints")
+    folders = [root / "checkpoints", root] if (root / "checkpoints").is_dir() else [root]
     numbered: dict[int, Path] = {}
     finals: list[Path] = []
     for folder in folders:
-        for f in sorted(folder.iterdir()):
-            if not f.is_file():
-                continue
+        for f in filter(Path.is_file, sorted(folder.iterdir())):
             m = OURS.match(f.name) or AUTHORS.match(f.name)
             if m:
                 step = int(m.group(1))
@@ -82,17 +79,13 @@ def find_checkpoints(path) -> list[Entry]:
     if len(finals) > 1:
         raise SeriesError(f"{root}: more than one final checkpoint ({', '.join(f.name for f in finals)})")
     if finals:
-        f = finals[0]
+        f, last = finals[0], (entries[-1].step if entries else None)
         step = _step_of_final(f)
-        last = entries[-1].step if entries else None
-        if step is not None:
-            if last is None or step > last:
-                entries.append(Entry(f, step, "checkpoint metadata"))
-            # a final checkpoint at the last numbered step duplicates it: keep the numbered one
-        else:
-            # The authors' final state dict has no step: one checkpoint interval after the last.
+        if step is None:  # the authors' final state dict has no step: one checkpoint interval after the last
             gap = int(np.median(np.diff([e.step for e in entries]))) if len(entries) > 1 else 1
             entries.append(Entry(f, (last + gap) if last is not None else 0, "inferred"))
+        elif last is None or step > last:  # (at the last numbered step it duplicates that one, which stays)
+            entries.append(Entry(f, step, "checkpoint metadata"))
     if not entries:
         raise SeriesError(
             f"{root}: no checkpoints (expected step_NNNNNN.pt, checkpoint_step_N.pth, final.pt or model_state_dict.pth)"
@@ -125,11 +118,9 @@ def _measure_one(path: str, with_claims: bool) -> dict:
         model, meta = load_checkpoint_full(path)
     except CheckpointError as e:
         return {"error": str(e)}
-    if model.cfg.d_vocab != _MEASURER.task.vocab.size or model.cfg.d_vocab_out != _MEASURER.task.vocab.modulus:
-        return {
-            "error": f"{path}: model vocabulary ({model.cfg.d_vocab}, {model.cfg.d_vocab_out}) does not match "
-            f"the series' task ({_MEASURER.task.vocab.size}, {_MEASURER.task.vocab.modulus})"
-        }
+    got, want = (model.cfg.d_vocab, model.cfg.d_vocab_out), (_MEASURER.task.vocab.size, _MEASURER.task.vocab.modulus)
+    if got != want:
+        return {"error": f"{path}: model vocabulary {got} does not match the series' task {want}"}
     out = {"values": _MEASURER.measure(model)}
     if with_claims:
         out["claims"] = _MEASURER.claims(model)
@@ -192,21 +183,18 @@ def compute_series(
     chosen = set(claim_indices(len(entries), claims))
     with_claims = [i in chosen for i in range(len(entries))]
     args = (task_cfg.to_dict(), n, claims_n)
-    bar = None
-    if progress:
-        from tqdm.auto import tqdm
+    from tqdm.auto import tqdm
 
-        bar = tqdm(total=len(entries), desc="assignadd-report", unit="ckpt", dynamic_ncols=True)
-    results: list[dict | None] = [None] * len(entries)
+    results: list[dict] = [{}] * len(entries)
+    bar = tqdm(total=len(entries), desc="assignadd-report", unit="ckpt", dynamic_ncols=True, disable=not progress)
 
     def take(i: int, result: dict) -> None:  # the result of entries[i], from this process or a worker
-        results[i] = result
         if "error" in result:
             raise SeriesError(result["error"])
-        if bar is not None:
-            bar.update(1)
+        results[i] = result
+        bar.update(1)
 
-    try:
+    with bar:
         if jobs == 1:
             old_threads = torch.get_num_threads()
             try:
@@ -216,8 +204,6 @@ def compute_series(
             finally:
                 torch.set_num_threads(old_threads)
         else:
-            import multiprocessing as mp
-
             with ProcessPoolExecutor(
                 max_workers=jobs, mp_context=mp.get_context("spawn"), initializer=_init_worker, initargs=args
             ) as pool:
@@ -229,34 +215,18 @@ def compute_series(
                     for f in futures:
                         f.cancel()
                     raise
-    finally:
-        if bar is not None:
-            bar.close()
 
     checkpoints = []
-    for e, r in zip(entries, results):
-        rec = {
-            "step": e.step,
-            "file": str(e.path.relative_to(root)),
-            "step_from": e.step_from,
-            "sha256": sha256_file(e.path),
-            "values": r["values"],
-        }
-        if "claims" in r:
-            rec["claims"] = r["claims"]
-        checkpoints.append(rec)
+    for e, r in zip(entries, results):  # where the checkpoint is, then its values and (where they ran) the claims
+        where = {"step": e.step, "file": str(e.path.relative_to(root)), "step_from": e.step_from}
+        checkpoints.append({**where, "sha256": sha256_file(e.path), **r})
     doc = {
         "schema": SCHEMA,
         "source": str(path),
         "task": task_cfg.to_dict(),
-        "settings": {
-            "n": n,
-            "every": every,
-            "pool_seed": POOL_SEED,
-            "claims": claims,
-            "claims_n": claims_n,
-            "routing_pool": ROUTING_POOL,
-        },
+        "settings": dict(
+            n=n, every=every, pool_seed=POOL_SEED, claims=claims, claims_n=claims_n, routing_pool=ROUTING_POOL
+        ),
         "measures": measure_definitions(Task(**task_cfg.to_dict())),
         "checkpoints": checkpoints,
     }
@@ -283,8 +253,7 @@ def claims_first_hold(checkpoints: list[dict]) -> dict:
                 before = step if first is not None else None
                 break
             first = step
-        # A mechanism, once formed, should not come and go: every change of verdict is listed, and a
-        # pass followed by anything else is a flip back.
+        # every change of verdict is listed; a pass followed by anything else is a flip back
         changes = [(a[0], b[0], a[1], b[1]) for a, b in zip(verdicts, verdicts[1:]) if a[1] != b[1]]
         out[cid] = {
             "first_step_holding": first,
@@ -339,9 +308,9 @@ def verdict_timeline(steps: list[int], verdicts: list[str | None]) -> dict:
             )
         last, skipped = (step, v), []
     errors = [s for s, v in zip(steps, verdicts) if v == "error"]
-    reasons = ([f"flips {len(flips)} times"] if len(flips) > 1 else []) + (
-        [f"error at step{'s' if len(errors) > 1 else ''} {', '.join(map(str, errors))}"] if errors else []
-    )
+    reasons = [f"flips {len(flips)} times"] if len(flips) > 1 else []
+    if errors:
+        reasons.append(f"error at step{'s' if len(errors) > 1 else ''} {', '.join(map(str, errors))}")
     return {
         "steps": list(steps),
         "verdicts": list(verdicts),
@@ -419,15 +388,9 @@ def first_hold_text(h: dict) -> str:
     """Where a per-checkpoint claim starts to hold (an entry of ``claims_first_hold``), only as precisely
     as it was evaluated."""
     first, before, n = h["first_step_holding"], h.get("last_step_not_holding"), len(h["evaluated_steps"])
-    flips = h.get("flips_back") or []
-    note = (
-        (
-            "; FLIPPED BACK "
-            + ", ".join(f"between steps {f['from_step']} and {f['to_step']} ({f['from']} -> {f['to']})" for f in flips)
-        )
-        if flips
-        else ""
-    )
+    back = h.get("flips_back") or []
+    flips = [f"between steps {f['from_step']} and {f['to_step']} ({f['from']} -> {f['to']})" for f in back]
+    note = f"; FLIPPED BACK {', '.join(flips)}" if flips else ""
     if first is None:
         return f"does not hold at the last evaluated checkpoint ({n} evaluated){note}"
     if before is None:
@@ -517,7 +480,6 @@ def to_csv(doc: dict) -> str:
     """Long form: one row per (step, measure)."""
     lines = ["step,measure,value"]
     for c in doc["checkpoints"]:
-        for k in sorted(c["values"]):
-            v = c["values"][k]
+        for k, v in sorted(c["values"].items()):
             lines.append(f"{c['step']},{k},{'' if v is None else repr(float(v))}")
     return "\n".join(lines) + "\n"
