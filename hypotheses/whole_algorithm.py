@@ -1,20 +1,12 @@
 """Claim (SPEC §6): the parts are the algorithm. Causal scrubbing of the paper's circuit.
 
-The paper's thesis is that the mechanisms of SPEC §4.1-4.4 are how the model answers: Layer 1 writes
-each variable's identity onto its value token (and, correspondence version 2, the variable at t-1 onto
-every other position), Layer 2 reads the two operand values into `=` however they arrived, and the MLP
-adds them. Causal scrubbing (``measures/scrubbing.py``) resamples each activation from inputs the
-hypothesis calls equivalent; if the hypothesis is the algorithm, the model's accuracy survives, on
-held-out pairs and restricted slots, where the answers cannot have been memorised:
-
-    recovered = (acc_scrubbed - acc_floor) / (acc_model - acc_floor)      (all pools together)
-    kept[pool] = (acc_scrubbed[pool] - 1/59) / (acc_model[pool] - 1/59)   (each pool on its own)
-
-acc_floor resamples the same activation keeping no feature; wrong correspondences are scrubbed the same
-way as controls. Part by part (``scrubbing.scrub_plans``): minimality and completeness (as in the IOI
-paper); a diagnostic item locates the held-out errors on doubled pairs (``measures/doubled.py``). Every
-item, and the re-registrations (the paper's correspondence, version 1, is the supporting item
-``routing_scrub_recovers[paper]``): docs/claims/whole_algorithm.md.
+Each activation is resampled from inputs the hypothesis calls equivalent (``measures/scrubbing.py``);
+if the hypothesis is the algorithm, the model's accuracy survives on held-out pairs and restricted
+slots, where the answers cannot have been memorised. Part by part (``scrubbing.scrub_plans``):
+minimality and completeness (as in the IOI paper); a diagnostic item locates the held-out errors on
+doubled pairs (``measures/doubled.py``). The items, the parts and the re-registrations (the paper's
+correspondence, version 1, is the supporting item ``routing_scrub_recovers[paper]``):
+docs/claims/whole_algorithm.md.
 """
 
 from __future__ import annotations
@@ -38,41 +30,37 @@ PART_ROWS_PER_POOL = 100  # sequences per pool for the part-by-part items (minim
 SOLVES = Threshold(
     0.90,
     ">=",
-    "the algorithm is claimed for a model that solves the task: held-out pairs and "
-    "restricted slots answered within 10 points of perfect (chance 1/59); all pools together, shown, not "
-    "decided on since 2026-12-07 (each pool decides on its own: SOLVES_EACH)",
+    "the algorithm is claimed for a model that solves the task: held-out pairs and restricted slots answered within "
+    "10 points of perfect (chance 1/59); all pools together, shown, not decided on since 2026-12-07 (each pool "
+    "decides on its own: SOLVES_EACH)",
 )
 SOLVES_EACH = Threshold(
     0.90,
     ">=",
-    "SOLVES per pool (re-registered 2026-12-07, bar unchanged): the model answers each pool of held-out pairs "
-    "and restricted slots within 10 points of perfect (chance 1/59), so that pools it answers well cannot "
-    "hide one it fails (docs/reregistrations/whole_algorithm_solves_per_pool_2026-12-07.md)",
+    "SOLVES per pool (re-registered 2026-12-07, bar unchanged): the model answers each pool of held-out pairs and "
+    "restricted slots within 10 points of perfect (chance 1/59), so that pools it answers well cannot hide one it "
+    "fails (docs/reregistrations/whole_algorithm_solves_per_pool_2026-12-07.md)",
 )
 RECOVERS = Threshold(
     0.90,
     ">=",
-    "the hypothesis must explain >= 90% of the model's accuracy above the floor "
-    "(registered 2026-12 before the reference was scrubbed; a wrong correspondence, "
-    "'Layer 1 carries only positions' or 'the MLP reads one operand', has nothing to "
-    "explain it with and must stay near 0)",
+    "the hypothesis must explain >= 90% of the model's accuracy above the floor (registered 2026-12 before the "
+    "reference was scrubbed; a wrong correspondence, 'Layer 1 carries only positions' or 'the MLP reads one operand', "
+    "has nothing to explain it with and must stay near 0)",
 )
 
 KEEPS = Threshold(
     0.90,
     ">=",
-    "RECOVERS per pool: on each pool by itself the hypothesis must keep >= 90% of the model's accuracy "
-    "above chance (1/59), so that a gain in one pool cannot hide a loss in another; above chance, not "
-    "above the scrub's floor, because on a pool that does not use the scrubbed activation the floor sits "
-    "at the model's accuracy and the ratio is noise, while chance is every pool's floor under either "
-    "scrub (re-registered 2026-12-04)",
+    "RECOVERS per pool: on each pool by itself the hypothesis must keep >= 90% of the model's accuracy above chance "
+    "(1/59), so that a gain in one pool cannot hide a loss in another; above chance, not above the scrub's floor, "
+    "because on a pool that does not use the scrubbed activation the floor sits at the model's accuracy and the ratio "
+    "is noise, while chance is every pool's floor under either scrub (re-registered 2026-12-04)",
 )
 CONSTANTS_ONLY = ("0var_heldout_pair",)  # pools whose operands are all constants: no value token is read
-# Each scrub and the wrong correspondence scrubbed the same way as its control.
+# Each scrub and its control, the wrong correspondence scrubbed the same way.
 WRONG_CORRESPONDENCE = {"routing": "position_only", "addition": "first_operand_only"}
 
-
-# What each scrub does and where (the claim's document; the per-pool items name their scrub)
 SCRUB_SITE = {
     "routing": "$ATTN_OUT_1 at positions 0-14; read at the logits at `=`",
     "addition": "$ATTN_OUT_2 at `=`; read at the logits at `=`",
@@ -86,37 +74,33 @@ SCRUB_EDIT = {
 MINIMAL = Threshold(
     0.50,
     ">=",
-    "each part the hypothesis names must be needed: resampling its activation from inputs "
-    "that differ in what it carries (the rest scrubbed per the hypothesis) must lose at "
-    "least half of the scrubbed hypothesis' accuracy above chance (1/59), on the sequences "
-    "that use the part; without a variable's identity, the `=` query or an operand's value "
-    "the model can at best guess among the 1-6 assignments, so a needed part costs far more, "
-    "and one that costs less is at most partly needed (registered 2026-12-01)",
+    "each part the hypothesis names must be needed: resampling its activation from inputs that differ in what it "
+    "carries (the rest scrubbed per the hypothesis) must lose at least half of the scrubbed hypothesis' accuracy "
+    "above chance (1/59), on the sequences that use the part; without a variable's identity, the `=` query or an "
+    "operand's value the model can at best guess among the 1-6 assignments, so a needed part costs far more, and one "
+    "that costs less is at most partly needed (registered 2026-12-01)",
 )
 COMPLETE = Threshold(
     0.10,
     "<=",
-    "IOI completeness (Wang et al. 2022): knocking a subset K of the circuit's parts out of "
-    "the scrubbed circuit and out of the whole model must cost the same, "
-    "max_K |F(C\\K) - F(M\\K)| within 10% of the model's accuracy above chance, the "
-    "tolerance RECOVERS grants K = {}; a path outside the circuit that takes over (or is "
-    "needed) once K is gone shows as a larger gap (registered 2026-12-01)",
+    "IOI completeness (Wang et al. 2022): knocking a subset K of the circuit's parts out of the scrubbed circuit and "
+    "out of the whole model must cost the same, max_K |F(C\\K) - F(M\\K)| within 10% of the model's accuracy above "
+    "chance, the tolerance RECOVERS grants K = {}; a path outside the circuit that takes over (or is needed) once K "
+    "is gone shows as a larger gap (registered 2026-12-01)",
 )
 ADDER_ERRORS = Threshold(
     0.80,
     ">=",
-    "if held-out errors are the addition module's, at least 4 in 5 of the model's errors "
-    "on held-out variable sequences (doubled and other pairs, equally many) survive "
-    "feeding it a perfectly routed input (the constant twin's Layer-2 output at `=`); an "
-    "error of the routing is fixed by it, as the routing-broken control must show "
+    "if held-out errors are the addition module's, at least 4 in 5 of the model's errors on held-out variable "
+    "sequences (doubled and other pairs, equally many) survive feeding it a perfectly routed input (the constant "
+    "twin's Layer-2 output at `=`); an error of the routing is fixed by it, as the routing-broken control must show "
     "(registered 2026-12-01)",
 )
 
 
 @dataclass(frozen=True)
 class Part:
-    """One part of the hypothesis: the activation ``scrubbing.part_hooks`` names for ``name``, what it carries
-    (``statement``: its minimality item resamples it from cells that differ in that), and whether only
+    """One part of the hypothesis (activation: ``scrubbing.part_hooks``), what it carries, and whether only
     sequences with a variable operand use it (its minimality item is judged on those alone)."""
 
     name: str
@@ -153,10 +137,20 @@ PARTS = (
 if tuple(p.name for p in PARTS) != scrubbing.PARTS:
     raise ValueError(f"whole_algorithm.PARTS {[p.name for p in PARTS]} differ from scrubbing.PARTS {scrubbing.PARTS}")
 PART = {p.name: p for p in PARTS}
-# The tables the items read, derived from the parts
 VARIABLE_PARTS = tuple(p.name for p in PARTS if p.variable_only)  # parts only a sequence with a variable operand uses
 # Knocked out together by completeness: the two identities the routing matches, and the two value reads
 PAIRS_OF_PARTS = (VARIABLE_PARTS, ("lhs_value_read", "rhs_value_read"))
+
+
+def _ratio(gain: torch.Tensor, above: torch.Tensor) -> torch.Tensor:
+    """gain / above, 0 where ``above`` is within NOTHING_TO_EXPLAIN (nothing to explain)."""
+    r = gain / above.clamp(min=1e-12)
+    return torch.where(above > NOTHING_TO_EXPLAIN, r, torch.zeros_like(r))
+
+
+def _mean(x: torch.Tensor) -> float | None:
+    """The mean of a bool or float vector, None when it is empty."""
+    return float(x.double().mean()) if len(x) else None
 
 
 def _bootstrap(stat, n: int, *, seed: int, label: str) -> tuple[float, float, float]:
@@ -180,21 +174,15 @@ def kept(
     acted: float | None,
     **extra,
 ) -> Measurement:
-    """How much of the model's accuracy above chance the scrub keeps on one pool, with a paired bootstrap
-    interval over its sequences:
-
-        kept = (acc_scrubbed - chance) / (acc_model - chance)
-
-    0 where the model itself is within NOTHING_TO_EXPLAIN of chance on the pool. A gain (kept > 1) is
+    """kept = (acc_scrubbed - chance) / (acc_model - chance) on one pool, with a paired bootstrap interval
+    over its sequences; 0 where the model is within NOTHING_TO_EXPLAIN of chance. A gain (kept > 1) is
     reported as measured; the bar is on the loss side only."""
     m, s = model_ok.double(), scrubbed_ok.double()
     if len(m) == 0:
         return Measurement(None, None, None, 0, {"note": "no sequence in this pool", **extra}, acted)
 
     def stat(idx):
-        above = m[idx].mean(-1) - chance
-        k = (s[idx].mean(-1) - chance) / above.clamp(min=1e-12)
-        return torch.where(above > NOTHING_TO_EXPLAIN, k, torch.zeros_like(k))
+        return _ratio(s[idx].mean(-1) - chance, m[idx].mean(-1) - chance)
 
     v, lo, hi = _bootstrap(stat, len(m), seed=seed, label=label)
     out = {
@@ -208,38 +196,6 @@ def kept(
     return Measurement(v, lo, hi, len(m), out, acted)
 
 
-def part_cost(
-    scrubbed_ok: torch.Tensor,
-    removed_ok: torch.Tensor,
-    *,
-    chance: float,
-    seed: int,
-    label: str,
-    acted: float | None,
-    **extra,
-) -> Measurement:
-    """cost = (acc_C - acc_{C without the part}) / (acc_C - chance), with a paired bootstrap interval;
-    0 where the scrubbed hypothesis itself is within NOTHING_TO_EXPLAIN of chance."""
-    s, r = scrubbed_ok.double(), removed_ok.double()
-    if len(s) == 0:
-        return Measurement(None, None, None, 0, {"note": "no sequence uses this part", **extra}, acted)
-
-    def stat(idx):
-        above = s[idx].mean(-1) - chance
-        c = (s[idx].mean(-1) - r[idx].mean(-1)) / above.clamp(min=1e-12)
-        return torch.where(above > NOTHING_TO_EXPLAIN, c, torch.zeros_like(c))
-
-    v, lo, hi = _bootstrap(stat, len(s), seed=seed, label=label)
-    return Measurement(
-        v,
-        lo,
-        hi,
-        len(s),
-        {"scrubbed_accuracy": float(s.mean()), "part_removed_accuracy": float(r.mean()), **extra},
-        acted,
-    )
-
-
 def recovered(
     model_ok: torch.Tensor,
     scrubbed_ok: torch.Tensor,
@@ -250,15 +206,12 @@ def recovered(
     label: str,
     groups: dict | None = None,
 ) -> Measurement:
-    """The recovered fraction with a bootstrap interval over examples (seeded). ``groups``: name -> bool
-    mask of examples (pools, variables, slots, doubled pairs), for per-group scrubbed and model
-    accuracies in the extra fields: where the hypothesis fails."""
+    """recovered = (acc_scrubbed - acc_floor) / (acc_model - acc_floor), with a seeded bootstrap interval;
+    ``groups`` (name -> bool mask: pools, variables, slots, doubled pairs) adds per-group accuracies."""
     m, s, f = (x.double() for x in (model_ok, scrubbed_ok, floor_ok))
 
     def stat(idx):
-        gap = m[idx].mean(-1) - f[idx].mean(-1)
-        r = (s[idx].mean(-1) - f[idx].mean(-1)) / gap.clamp(min=1e-12)
-        return torch.where(gap > NOTHING_TO_EXPLAIN, r, torch.zeros_like(r))
+        return _ratio(s[idx].mean(-1) - f[idx].mean(-1), m[idx].mean(-1) - f[idx].mean(-1))
 
     value, lo, hi = _bootstrap(stat, len(m), seed=seed, label=label)
     extra = {"model_accuracy": float(m.mean()), "scrubbed_accuracy": float(s.mean()), "floor_accuracy": float(f.mean())}
@@ -269,23 +222,20 @@ def recovered(
     return Measurement(value, lo, hi, len(m), extra, acted)
 
 
-# The items' pools: the first `share_of(n)` sequences of each pool, and the part-by-part items' subset.
 def share_of(n: int) -> int:
     """Sequences per pool: 200 at the default n, as the effects are large; at least PART_ROWS_PER_POOL (when the
     pools hold that many), so that each pool's own items keep a usable interval at a small n."""
     return min(max(n // (2 * len(POOLS)), PART_ROWS_PER_POOL), n)
 
 
+def _first_of_each_pool(ctx: Context, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The tokens and labels of the first ``k`` sequences of each pool, pool after pool."""
+    return torch.cat([ctx.pool(p)[0][:k] for p in POOLS]), torch.cat([ctx.pool(p)[1][:k] for p in POOLS])
+
+
 def _pooled(ctx: Context) -> tuple[torch.Tensor, torch.Tensor]:
     """The tokens and labels the scrubs run on: the first ``share_of(n)`` sequences of each pool."""
-
-    def compute():
-        share = share_of(ctx.n)
-        tokens = torch.cat([ctx.pool(p)[0][:share] for p in POOLS])
-        labels = torch.cat([ctx.pool(p)[1][:share] for p in POOLS])
-        return tokens, labels
-
-    return ctx.memo(("whole_algorithm", "pooled"), compute)
+    return ctx.memo(("whole_algorithm", "pooled"), lambda: _first_of_each_pool(ctx, share_of(ctx.n)))
 
 
 def _groups(ctx: Context) -> dict[str, torch.Tensor]:
@@ -330,14 +280,12 @@ def _scrub_runs(ctx: Context, which: str, arm: Arm, claimed: str = "hypothesis")
     and features."""
     features = arm.variant if arm.variant == WRONG_CORRESPONDENCE[which] else claimed
     tokens, labels = _pooled(ctx)
-    c = ctx.components
 
-    def scrub(features):
+    def scrub(features: str) -> dict:
+        kw = {"seed": ctx.seed, "features": features, "components": ctx.components}
         if which == "routing":
-            return scrubbing.routing_scrub(arm.model, tokens, labels, seed=ctx.seed, features=features, components=c)
-        return scrubbing.addition_scrub(
-            arm.model, tokens, labels, ctx.task, seed=ctx.seed, features=features, components=c
-        )
+            return scrubbing.routing_scrub(arm.model, tokens, labels, **kw)
+        return scrubbing.addition_scrub(arm.model, tokens, labels, ctx.task, **kw)
 
     s = ctx.memo(("whole_algorithm", which, id(arm.model), features), lambda: scrub(features))
     f = ctx.memo(("whole_algorithm", f"{which}_floor", id(arm.model)), lambda: scrub("none"))
@@ -376,15 +324,14 @@ def keeps_in_pool(ctx: Context, arm: Arm, *, which: str, pool: str) -> Measureme
     )
 
 
-# The part-by-part items run 18 scrubbed forwards: on the first PART_ROWS_PER_POOL sequences of each
-# pool (fewer when the pools are smaller), whatever n, so that a small n keeps their intervals narrow.
 def _subset(ctx: Context) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
-    """The part-by-part items' tokens, labels and {pool: mask}."""
+    """The part-by-part items' tokens, labels and {pool: mask}: the first PART_ROWS_PER_POOL sequences of
+    each pool (fewer when the pools are smaller) whatever n, so that their 18 forwards keep a narrow
+    interval at a small n."""
 
     def compute():
         per_pool = min(PART_ROWS_PER_POOL, ctx.n)
-        t_sub = torch.cat([ctx.pool(p)[0][:per_pool] for p in POOLS])
-        l_sub = torch.cat([ctx.pool(p)[1][:per_pool] for p in POOLS])
+        t_sub, l_sub = _first_of_each_pool(ctx, per_pool)
         pool_sub = {p: torch.arange(len(t_sub)) // per_pool == i for i, p in enumerate(POOLS)}
         return t_sub, l_sub, pool_sub
 
@@ -438,8 +385,9 @@ def _parts(ctx: Context, model) -> dict:
 
 
 def minimality(ctx: Context, arm: Arm, *, part: str) -> Measurement:
-    """What removing ``part`` from the scrubbed hypothesis costs (``part_cost``), on the sequences that use it;
-    the ``redrawn`` control removes nothing and redraws the hypothesis' donors."""
+    """cost = (acc_C - acc_{C without the part}) / (acc_C - chance) on the sequences that use ``part``, with a
+    paired bootstrap interval; 0 where the scrubbed hypothesis itself is within NOTHING_TO_EXPLAIN of chance.
+    The ``redrawn`` control removes nothing and redraws the hypothesis' donors."""
     if (skip := _nothing_to_explain(ctx, arm.model)) is not None:
         return skip
     r = _parts(ctx, arm.model)
@@ -449,23 +397,26 @@ def minimality(ctx: Context, arm: Arm, *, part: str) -> Measurement:
     # change nothing, in a model whose activation there is exactly a function of what the part carries (a
     # planted solver), which is the hypothesis holding, not an idle edit.
     acted = r["C'"]["acted"][scrubbing.ALL_CELLS] if arm.variant == "redrawn" else None
-    m = part_cost(
-        r["C"]["correct"][used],
-        other["correct"][used],
-        chance=1 / ctx.model.cfg.d_vocab_out,
-        seed=ctx.seed,
-        label=f"minimality.{part}.{arm.variant}",
-        acted=acted,
-    )
+    s, o = r["C"]["correct"][used].double(), other["correct"][used].double()
+    chance = 1 / ctx.model.cfg.d_vocab_out
+    if len(s) == 0:
+        m = Measurement(None, None, None, 0, {"note": "no sequence uses this part"}, acted)
+    else:
+        v, lo, hi = _bootstrap(
+            lambda idx: _ratio(s[idx].mean(-1) - o[idx].mean(-1), s[idx].mean(-1) - chance),
+            len(s),
+            seed=ctx.seed,
+            label=f"minimality.{part}.{arm.variant}",
+        )
+        extra = {"scrubbed_accuracy": float(s.mean()), "part_removed_accuracy": float(o.mean())}
+        m = Measurement(v, lo, hi, len(s), extra, acted)
     m.extra.update(
         {
             "part": PART[part].statement,
             "model_accuracy": float(_model_ok_sub(ctx, arm.model)[used].double().mean()),
             "sequences": PART[part].sequences,
-            "accuracy_elsewhere_scrubbed": (float(r["C"]["correct"][~used].double().mean()) if (~used).any() else None),
-            "accuracy_elsewhere_part_removed": (
-                float(other["correct"][~used].double().mean()) if (~used).any() else None
-            ),
+            "accuracy_elsewhere_scrubbed": _mean(r["C"]["correct"][~used]),
+            "accuracy_elsewhere_part_removed": _mean(other["correct"][~used]),
             "cells_given_a_differing_donor": r["plans"]["removed_share"][part],
             "change_of_the_activation": other["acted"][part],
         }
@@ -492,8 +443,8 @@ def completeness(ctx: Context, arm: Arm) -> Measurement:
             1.0, n=n, model_accuracy=acc, note="model at chance: nothing to explain, so completeness cannot be shown"
         )
     r = _parts(ctx, arm.model)
-    m_ok = _model_ok_sub(ctx, arm.model).double()
     clean = {"correct": _model_ok_sub(ctx, arm.model)}
+    m_ok = clean["correct"].double()
     acted = None
     if arm.variant == "circuit_without_identity":
         p1, p2 = pair = PAIRS_OF_PARTS[0]
@@ -518,21 +469,12 @@ def completeness(ctx: Context, arm: Arm) -> Measurement:
 
     v, lo, hi = _bootstrap(lambda idx: gaps(idx).max(-1).values, n, seed=ctx.seed, label=f"completeness.{arm.variant}")
     g = gaps(torch.arange(n)[None])[0]
-    return Measurement(
-        v,
-        lo,
-        hi,
-        n,
-        {
-            "largest_gap_subset": names[int(g.argmax())],
-            "by_subset": {
-                k: {"F(C\\K)": float(c_ok[i].mean()), "F(M\\K)": float(mk_ok[i].mean()), "gap": float(g[i])}
-                for i, k in enumerate(names)
-            },
-            "model_accuracy": acc,
-        },
-        acted,
-    )
+    by_subset = {
+        k: {"F(C\\K)": float(c_ok[i].mean()), "F(M\\K)": float(mk_ok[i].mean()), "gap": float(g[i])}
+        for i, k in enumerate(names)
+    }
+    extra = {"largest_gap_subset": names[int(g.argmax())], "by_subset": by_subset, "model_accuracy": acc}
+    return Measurement(v, lo, hi, n, extra, acted)
 
 
 def doubled_pair_errors(ctx: Context, arm: Arm) -> Measurement:
@@ -553,9 +495,7 @@ def doubled_pair_errors(ctx: Context, arm: Arm) -> Measurement:
         {
             "doubled_pairs": doubled_pairs.summary(r, sets["doubled"]),
             "other_heldout_pairs": doubled_pairs.summary(r, ~sets["doubled"]),
-            "errors_that_are_on_doubled_pairs": (
-                float(sets["doubled"][wrong].double().mean()) if wrong.any() else None
-            ),
+            "errors_that_are_on_doubled_pairs": _mean(sets["doubled"][wrong]),
             "ideal_input_change": r["acted"]["ideal_input"],
         }
     )
@@ -576,8 +516,7 @@ def solves_in_pool(ctx: Context, arm: Arm, *, pool: str) -> Measurement:
     return rate(_model_ok(ctx, arm.model)[_groups(ctx)[pool]])
 
 
-# The declared items, the per-pool and per-part ones generated (their texts baked here; `$share` and the
-# hooks are filled per model and n).
+# `$share` and the hooks in the items' texts are filled per model and n.
 PARTS_SITE = (
     "the hypothesis' parts: $ATTN_OUT_1 at 0-15, $VALUES_2 at the operands' values, $MLP_OUT_2 at `=`; "
     "read at the logits at `=`"
@@ -625,23 +564,23 @@ class WholeAlgorithm(Hypothesis):
     id = "whole_algorithm"
     spec = "§6"
     statement = (
-        "The paper's circuit, with Layer 1 copying t-1's variable into every position, is the algorithm: "
-        "resampling every activation it calls irrelevant, from inputs it calls equivalent, keeps the model's "
-        "accuracy on held-out pairs and restricted slots, on each pool of them."
+        "The paper's circuit, with Layer 1 copying t-1's variable into every position, is the algorithm: resampling "
+        "every activation it calls irrelevant, from inputs it calls equivalent, keeps the model's accuracy on "
+        "held-out pairs and restricted slots, on each pool of them."
     )
     controls = {
         "reinitialised": REINITIALISED,
         "position_only": "wrong correspondence 'Layer 1 writes only positions': value tokens' Layer-1 output "
         "resampled from the same position of any sequence, whatever its variable",
-        "first_operand_only": "wrong correspondence 'the MLP reads only one operand': Layer 2's output at `=` "
-        "taken from a sequence sharing only the first operand's value",
-        "circuit_without_identity": "a circuit with a needed part missing: the scrub with the value tokens' "
-        "identity resampled from other variables taken as the circuit, so knocking parts out of it and out of "
-        "the model must cost differently (a completeness gap above the bar)",
-        "routing_broken": "the value tokens' identity resampled from other variables first, so the model errs "
-        "in its routing: a perfectly routed input then fixes those errors, and few survive it",
-        "redrawn": "the hypothesis' scrub with its donors drawn again, no part removed: an edit that changes "
-        "every resampled cell and no part's correspondence, so it must cost less than a needed part",
+        "first_operand_only": "wrong correspondence 'the MLP reads only one operand': Layer 2's output at `=` taken "
+        "from a sequence sharing only the first operand's value",
+        "circuit_without_identity": "a circuit with a needed part missing: the scrub with the value tokens' identity "
+        "resampled from other variables taken as the circuit, so knocking parts out of it "
+        "and out of the model must cost differently (a completeness gap above the bar)",
+        "routing_broken": "the value tokens' identity resampled from other variables first, so the model errs in its "
+        "routing: a perfectly routed input then fixes those errors, and few survive it",
+        "redrawn": "the hypothesis' scrub with its donors drawn again, no part removed: an edit that changes every "
+        "resampled cell and no part's correspondence, so it must cost less than a needed part",
     }
     owns = WHOLE_MODEL
     figures = ()

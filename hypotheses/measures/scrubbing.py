@@ -8,18 +8,22 @@ activation is resampled with no feature kept.
 
 The two parts of the paper's algorithm, each scrubbed where its output is read:
 
-    routing   Layer 1's output at each prefix position (and the operand slots) depends only on the
-              position and, at a value token, on the variable right before it; elsewhere on the token
-              there and the variable at t-1 if any (correspondence version 2; the paper's, version 1,
-              has the token alone there: ``ROUTING_FEATURES``): resample ``blocks.0.hook_attn_out``
-              from same-batch positions with equal features.
+    routing   Layer 1's output at positions 0-14 (``blocks.0.hook_attn_out``) is resampled from
+              same-batch cells that agree on what a correspondence says it carries:
+              "hypothesis" (version 2, registered 2026-12-01): at a value token, its position and the
+                  variable before it; elsewhere its position, its token and the variable at t-1 if
+                  any (the previous-token head copies t-1's identity wherever it attends);
+              "paper" (version 1): at a value token as the hypothesis; elsewhere position and token;
+              "position_only" (wrong): value tokens carry only their position; elsewhere as the
+                  hypothesis;
+              "none": position only, everywhere (the floor).
     addition  Layer 2's output at `=` depends only on the two operand values, however they arrived
               (constants, variables, any prefix): patch ``blocks.1.hook_attn_out`` at `=` from a
-              freshly built sequence with the same operand values and a random form.
+              freshly built sequence with the same operand values and a random form ("first_operand_only",
+              wrong: only the first value kept; "none": neither, the floor).
 
-Wrong correspondences a reader could propose are scrubbed the same way and must lose accuracy:
-"Layer 1 carries only positions" (value tokens resampled by position alone), "the MLP reads only one
-operand" (Layer 2's output resampled from a sequence sharing only the first operand).
+The pools both scrubs are judged on (``whole_algorithm``, and along a series) are held-out pairs and
+restricted slots, whose answers cannot have been memorised.
 """
 
 from __future__ import annotations
@@ -33,18 +37,6 @@ from ...interventions import Patch, Replace, Site, run
 from ...model.components import PAPER, Components
 from ...random_streams import numpy_rng, torch_generator
 
-# Layer 1's output at positions 0-14, what each correspondence says it carries (and so what a donor cell
-# must share):
-#   "hypothesis" (registered correspondence, version 2, 2026-12-01): at a value token, its position and
-#       the variable before it; at every other position, its position, its token and the variable at t-1
-#       if there is one (the previous-token head copies t-1's identity wherever it attends);
-#   "paper" (version 1, the paper's): at a value token, its position and the variable before it;
-#       elsewhere its position and token;
-#   "position_only" (a wrong correspondence): value tokens carry only their position; elsewhere as the
-#       hypothesis;
-#   "none": position only, everywhere (the floor).
-# The pools both scrubs are judged on (``whole_algorithm``, and along a series): held-out pairs and
-# restricted slots, whose answers cannot have been memorised.
 POOLS = ("0var_heldout_pair", "1var_heldout_pair", "2var_heldout_pair", "1var_restricted_slot", "2var_restricted_1")
 ROUTING_FEATURES = ("hypothesis", "paper", "position_only", "none")
 ADDITION_FEATURES = ("hypothesis", "first_operand_only", "none")
@@ -90,22 +82,22 @@ def routing_keys(tokens: torch.Tensor, cfg, features: str) -> torch.Tensor:
     prev_var = torch.where(prev >= first_var, prev - first_var + 1, 0)  # 0: no variable at t-1
     # value tokens and other cells get disjoint key ranges: negative for value tokens
     at_value = -(pos * (vocab + 1) + prev_var) - 1  # (position, variable before it)
+    elsewhere = (pos * vocab + tokens) * (vocab + 1) + prev_var  # (position, token, variable at t-1)
     if features == "hypothesis":
-        return torch.where(value_tok, at_value, (pos * vocab + tokens) * (vocab + 1) + prev_var)
+        return torch.where(value_tok, at_value, elsewhere)
     if features == "paper":
         return torch.where(value_tok, at_value, pos * vocab + tokens)
     if features == "position_only":
-        return torch.where(value_tok, -pos - 1, (pos * vocab + tokens) * (vocab + 1) + prev_var)
+        return torch.where(value_tok, -pos - 1, elsewhere)
     return pos.clone()
 
 
 def routing_scrub(
     model, tokens: torch.Tensor, labels: torch.Tensor, *, seed: int, features: str, components: Components = PAPER
 ) -> dict:
-    """Accuracy with Layer 1's output at positions 0..14 resampled from cells that share what
-    ``features`` says they carry (``ROUTING_FEATURES``). Returns {"correct": (B,), "acted": the mean change
-    (L2 norm) over every resampled cell, "change": (B,) each sequence's mean change over its resampled
-    cells, so that a subset of the rows (one pool) can show its own edit acted}."""
+    """Accuracy with Layer 1's output at positions 0-14 resampled from cells that share what ``features``
+    says they carry. Returns {"correct": (B,), "acted": the mean change (L2 norm) over every resampled
+    cell, "change": (B,) each sequence's mean change, so that one pool's rows can show their edit acted}."""
     if features not in ROUTING_FEATURES:
         raise ValueError(f"features must be one of {ROUTING_FEATURES}")
     B, T = tokens.shape
@@ -158,10 +150,9 @@ def _same_values_sequences(
 def addition_scrub(
     model, tokens: torch.Tensor, labels: torch.Tensor, task, *, seed: int, features: str, components: Components = PAPER
 ) -> dict:
-    """Accuracy with Layer 2's output at `=` patched from a fresh sequence that keeps ``features`` of
-    the base ("hypothesis": both operand values; "first_operand_only": the first; "none": neither, the
-    floor). Returns {"correct": (B,), "acted": the mean change (L2 norm) at `=`, "change": (B,) each
-    sequence's change at `=`}."""
+    """Accuracy with Layer 2's output at `=` patched from a fresh sequence that keeps ``features`` of the
+    base's operand values. Returns {"correct": (B,), "acted": the mean change (L2 norm) at `=`, "change":
+    (B,) each sequence's change at `=`}."""
     if features not in ADDITION_FEATURES:
         raise ValueError(f"features must be one of {ADDITION_FEATURES}")
     rng = numpy_rng(seed, f"addition scrub donors: {features}")
@@ -180,15 +171,10 @@ def addition_scrub(
 
 # ----- the correspondence part by part: minimality and completeness ---------------------------------
 #
-# The hypothesis as a list of parts (``PARTS``), each an activation (``part_hooks``) and what it carries,
-# what Layer 2 or the answer reads from it (the table: docs/claims/whole_algorithm.md),
-# plus one statement with no part to remove: Layer 2's value vectors anywhere else (distractors,
-# PADs, variables) carry nothing `=` reads. ``scrub_plans`` builds, within one batch, donor maps
-# (which cell each cell is read from) for: the full hypothesis scrub C (every part resampled from a
-# cell that agrees on what it carries, everything else from a cell at the same position), the same
-# with a fresh draw (the placebo C'), and each part "removed" (resampled from a cell that differs in
-# what it carries). A run is one forward in which each hook's activation is re-read through its map,
-# so a donor's value is its value in the same (scrubbed) forward: the donor is scrubbed too.
+# The hypothesis as parts (``PARTS``), each an activation (``part_hooks``) and what it carries (the table:
+# docs/claims/whole_algorithm.md), plus one statement with no part to remove: Layer 2's value vectors
+# anywhere else (distractors, PADs, variables) carry nothing `=` reads. A run re-reads each hook's
+# activation through a donor map in one forward, so a donor is scrubbed too.
 ALL_CELLS = "every cell the plan moves"
 PARTS = (
     "non_value_tokens",
@@ -202,14 +188,13 @@ PARTS = (
 
 def part_hooks(components: Components = PAPER) -> dict[str, str]:
     """The activation each part is, at the ``components``' sites: {part: hook name}."""
-    c = components
     return {
-        "non_value_tokens": c.ATTN_OUT_1,
-        "value_token_identity": c.ATTN_OUT_1,
-        "eq_operand_identity": c.ATTN_OUT_1,
-        "lhs_value_read": c.VALUES_2,
-        "rhs_value_read": c.VALUES_2,
-        "mlp_adds": c.MLP_OUT_2,
+        "non_value_tokens": components.ATTN_OUT_1,
+        "value_token_identity": components.ATTN_OUT_1,
+        "eq_operand_identity": components.ATTN_OUT_1,
+        "lhs_value_read": components.VALUES_2,
+        "rhs_value_read": components.VALUES_2,
+        "mlp_adds": components.MLP_OUT_2,
     }
 
 
@@ -283,8 +268,7 @@ def _cells(tokens: torch.Tensor, first_var: int, modulus: int, n_vars: int) -> d
     # cells holding a number `=` could read as an operand: value tokens and constant operand slots
     number_cell = value_tok | ((pos >= POS_PLUS + 1) & (pos <= POS_RHS) & (tokens < modulus))
     is_source = torch.zeros_like(is_var)
-    is_source[rows, src[:, 0]] = True
-    is_source[rows, src[:, 1]] = True
+    is_source[rows[:, None], src] = True  # both operands' sources
     slot_var = torch.stack(
         [torch.where(is_var[:, c], tokens[:, c], torch.full((B,), -1)) for c in (POS_LHS, POS_RHS)], 1
     )
@@ -308,7 +292,9 @@ def _cells(tokens: torch.Tensor, first_var: int, modulus: int, n_vars: int) -> d
 def scrub_plans(
     model, tokens: torch.Tensor, labels: torch.Tensor, *, seed: int, components: Components = PAPER
 ) -> dict:
-    """Donor maps for the full hypothesis scrub, its fresh redraw and each part removed.
+    """Donor maps, within one batch, for the full hypothesis scrub C (every part resampled from a cell that
+    agrees on what it carries, everything else from a cell at the same position), its fresh redraw (the
+    placebo C') and each part removed (resampled from cells that differ in what it carries).
 
     Returns {"hypothesis": {hook: map}, "redrawn": {hook: map}, "removed": {part: {hook: map}},
     "targets": {part: flat cells}, "removed_share": {part: share of its cells given a differing donor}}.
@@ -376,13 +362,8 @@ def scrub_plans(
         candidates = (num_cells, num_pos, num_tok[:, None], cand_index[cells])
         remove(part, VALUES_2, cells, pos.reshape(-1)[cells], tok.reshape(-1)[cells][:, None], candidates)
     remove("mlp_adds", MLP_OUT_2, mlp_cells, torch.zeros(B, dtype=torch.long), labels[:, None])
-    return {
-        "hypothesis": same("hypothesis", False),
-        "redrawn": same("hypothesis", True),
-        "removed": removed,
-        "targets": targets,
-        "removed_share": share,
-    }
+    plans = {"hypothesis": same("hypothesis", False), "redrawn": same("hypothesis", True)}
+    return {**plans, "removed": removed, "targets": targets, "removed_share": share}
 
 
 def combine(*plans: dict) -> dict:
