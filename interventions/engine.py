@@ -1,20 +1,16 @@
 """Running a model under interventions, through TransformerLens hooks or nnsight, with a guard.
 
-``run(model, tokens, interventions)`` does one forward pass in which every intervention edits its
-hook's activation, and returns the logits with the number of times each intervened hook fired.
-Every intervened hook must fire exactly once per forward pass; if one did not (a wrong name, a hook
-the forward bypasses such as Layer 1's absent MLP, a fast path that runs no hooks), the run raises
-InterventionError instead of returning logits that were never intervened on.
+``run(model, tokens, interventions)`` does one forward pass in which every intervention edits its hook's activation, and
+returns the logits with the number of times each intervened hook fired. Every intervened hook must fire exactly once per
+forward pass; if one did not (a wrong name, a hook the forward bypasses such as Layer 1's absent MLP, a fast path that
+runs no hooks), the run raises InterventionError instead of returning logits that were never intervened on.
 
 The two backends do the same thing by different means: "tl" adds temporary TransformerLens hook
 functions (``run_with_hooks``); "nnsight" writes the edited value through an ``nnsight.NNsight``
 trace. Reference activations (means, resample pools, patch sources) are read by the same backend
 from clean forwards, so the two agree to the last bit on the same intervention (tested); with
-``last_only=True`` to float rounding (the "tl" backend then computes what no hook reads of the last
-block at the last position alone, another summation order).
-
-``knockout(model, interventions)`` returns a deep copy with the interventions installed as
-permanent hooks: a control model ("mechanism ablated") that any later code runs as usual.
+``last_only=True`` to float rounding (the "tl" backend then computes what no hook reads of the last block at the last
+position alone, another summation order). ``knockout`` installs interventions as permanent hooks on a copy of the model.
 """
 
 from __future__ import annotations
@@ -87,23 +83,18 @@ def execution_order(model) -> list[str]:
         ]
         try:
             with torch.no_grad():
-                probe(torch.zeros(1, probe.cfg.n_ctx, dtype=torch.long, device=_device(probe)))
+                probe(torch.zeros(1, probe.cfg.n_ctx, dtype=torch.long, device=next(probe.parameters()).device))
         finally:
             for h in handles:
                 h.remove()
-        _ORDER[model] = (fired, [n for n in model.hook_dict if n not in fired])
-    fired, never = _ORDER[model]
-    return fired + never
-
-
-def _device(model) -> torch.device:
-    return next(model.parameters()).device
+        _ORDER[model] = fired
+    return _ORDER[model] + [n for n in model.hook_dict if n not in _ORDER[model]]
 
 
 def firing_hooks(model) -> list[str]:
     """The hooks a forward pass of ``model`` fires, in order."""
     execution_order(model)
-    return list(_ORDER[model][0])
+    return list(_ORDER[model])
 
 
 @contextmanager
@@ -162,8 +153,6 @@ def capture(model, tokens: torch.Tensor, hooks, pos: int | None = None, backend:
     as the last of ``hooks`` has fired, so what follows (often the Layer-2 MLP over every position) is
     never computed. ``pos``: keep only that position, (B, ...) instead of (B, T, ...). ``backend``:
     "tl" (TransformerLens hooks) or "nnsight" (the same module traced; it reads the same tensors).
-    With "tl" and no TransformerLens hook on the model, a batch of more than ``CLEAN_CHUNK`` sequences
-    runs in pieces (the same bits, faster).
     Raises InterventionError for a hook the model does not have or one that did not fire once."""
     hooks = list(dict.fromkeys(hooks))
     unknown = [h for h in hooks if h not in model.hook_dict]
@@ -219,8 +208,9 @@ CLEAN_CHUNK = 128
 
 
 def _clean_chunks(model, tokens: torch.Tensor) -> list[torch.Tensor]:
-    """``tokens`` in pieces of ``CLEAN_CHUNK`` sequences for a clean forward of an unhooked model; whole
-    otherwise (a knock-out's permanent hooks may hold positions fixed to one batch size)."""
+    """``tokens`` in pieces of ``CLEAN_CHUNK`` sequences for a clean forward of an unhooked model (``capture``
+    with "tl"; ``run`` with "tl" and no intervention); whole otherwise (a knock-out's permanent hooks may
+    hold positions fixed to one batch size)."""
     if len(tokens) <= CLEAN_CHUNK or not _unhooked(model):
         return [tokens]
     return list(tokens.split(CLEAN_CHUNK))
@@ -257,10 +247,8 @@ def _hook_fn(edits: list[tuple[Site, Edit]], batch: dict, allow_empty: bool = Fa
             mask = site.mask(act, batch.get("tokens"), allow_empty=allow_empty)
             # The edit gets a copy: a function that edits in place cannot reach cells outside its site.
             new = torch.where(mask, edit(act.clone(), hook), act)
-            if changes is not None:
-                changes[hook.name] = max(
-                    changes.get(hook.name, 0.0), float((new - act).abs().max()) if new.numel() else 0.0
-                )
+            if changes is not None and new.numel():
+                changes[hook.name] = max(changes.get(hook.name, 0.0), float((new - act).abs().max()))
             act = new
         return act
 
@@ -290,15 +278,11 @@ def run(
     its own cells. Reference activations come from clean forwards of this model, one per distinct
     reference token tensor, each stopped after the last block it needs. No gradients are kept. The
     nnsight backend instruments the model's modules the way nnsight does (plain calls are unaffected).
-    ``last_only=True`` (TransformerLens backend): only the last position's logits are computed, (B, 1, V);
-    every hook still fires as in the full forward. The nnsight backend runs the full forward and returns
-    its last position.
-    ``read``: hook names whose (post-edit) activations to return in ``Result.activations``, measured
-    in the same forward: for claims measured where the next component reads, not at the answer.
-    ``stop_at_layer`` (TransformerLens backend): run blocks 0..L-1 only; ``Result.logits`` is then the
-    residual stream. Both need the "tl" backend.
-    With no intervention, the "tl" backend and no TransformerLens hook on the model, a batch of more than
-    ``CLEAN_CHUNK`` sequences runs in pieces (the same bits, faster).
+    ``last_only=True``: the last position's logits, (B, 1, V); the "tl" backend computes only them (every
+    hook still fires as in the full forward), nnsight runs the full forward and returns its last position.
+    ``read`` ("tl" backend): hook names whose (post-edit) activations to return in ``Result.activations``,
+    measured in the same forward: for claims measured where the next component reads, not at the answer.
+    ``stop_at_layer`` ("tl" backend): run blocks 0..L-1 only; ``Result.logits`` is then the residual stream.
     """
     if backend not in BACKENDS:
         raise InterventionError(f"backend must be one of {BACKENDS}, found {backend!r}")
@@ -312,8 +296,7 @@ def run(
     if unknown:
         raise InterventionError(f"run: the model has no hook named {', '.join(map(repr, unknown))} to read")
     chunks = _clean_chunks(model, tokens) if backend == "tl" and not by_hook else [tokens]
-    parts = [_run_once(model, chunk, by_hook, backend, last_only, read, stop_at_layer) for chunk in chunks]
-    return parts[0] if len(parts) == 1 else _joined(parts)
+    return _joined([_run_once(model, chunk, by_hook, backend, last_only, read, stop_at_layer) for chunk in chunks])
 
 
 def run_in_pieces(model, tokens: torch.Tensor, interventions_for, **kwargs) -> Result:
@@ -325,12 +308,13 @@ def run_in_pieces(model, tokens: torch.Tensor, interventions_for, **kwargs) -> R
     whole batch with the whole batch's edits, when those edits treat sequences independently (a
     ``Mean`` over the batch itself, or a ``Resample`` drawn per batch, does not: build those whole)."""
     rows = [slice(i, i + CLEAN_CHUNK) for i in range(0, len(tokens), CLEAN_CHUNK)] or [slice(0, 0)]
-    parts = [run(model, tokens[r], interventions_for(r), **kwargs) for r in rows]
-    return parts[0] if len(parts) == 1 else _joined(parts)
+    return _joined([run(model, tokens[r], interventions_for(r), **kwargs) for r in rows])
 
 
 def _joined(parts: list[Result]) -> Result:
-    """The runs of consecutive pieces of one batch as one Result."""
+    """The runs of consecutive pieces of one batch as one Result (a single run as it is)."""
+    if len(parts) == 1:
+        return parts[0]
     calls: Counter = Counter()
     changed: dict[str, float] = {}
     for p in parts:
@@ -389,14 +373,12 @@ def knockout(model, interventions, probe_tokens: torch.Tensor | None = None):
     """A deep copy of ``model`` with ``interventions`` installed as permanent hooks; the original is
     untouched. For control models ("the mechanism ablated") that later code runs as usual.
 
-    Only self-contained kinds (Zero, Mean, Resample, Replace, Project): Patch needs a source run per
-    batch. Reference activations are read from the original model. Position sets fixed to one batch
-    (tensors) only fit batches of that size; a callable position set (``Site(hook, value_positions)``)
-    is evaluated on every batch the copy runs. A batch in which a site selects no cell passes through
-    unchanged (a control model must run any batch). The copy is checked once on ``probe_tokens``
-    (default: a batch of token-0 sequences, as many as any per-sequence positions need): each
-    intervened hook must fire once, else InterventionError. ``copy.knockout_interventions`` lists
-    what was installed.
+    Only self-contained kinds (Zero, Mean, Resample, Replace, Project): Patch needs a source run per batch. Reference
+    activations are read from the original model. Position sets fixed to one batch (tensors) only fit batches of that
+    size; a callable position set (``Site(hook, value_positions)``) is evaluated on every batch the copy runs. A batch
+    in which a site selects no cell passes through unchanged (a control model must run any batch). The copy is checked
+    once on ``probe_tokens`` (default: a batch of token-0 sequences, as many as any per-sequence positions need): each
+    intervened hook must fire once, else InterventionError. ``copy.knockout_interventions`` lists what was installed.
     """
     interventions = list(interventions)
     check_hook_names(model, interventions)
@@ -406,9 +388,8 @@ def knockout(model, interventions, probe_tokens: torch.Tensor | None = None):
                 f"knockout: {iv!r} is tied to one batch (a Patch's source run, a matched "
                 "Resample's draws) and cannot be permanent; use run(..., [...]) per batch instead"
             )
-    bound = _bind_all(model, interventions, "tl")
+    by_hook = _grouped(_bind_all(model, interventions, "tl"))
     ablated = copy.deepcopy(model)
-    by_hook = _grouped(bound)
     batch: dict = {}
     # The hooks see activations, not tokens: each batch is read at ``hook_tokens``, which fires first
     # in every forward whatever called it (``__call__``, ``run_with_hooks``, nnsight).
@@ -426,7 +407,7 @@ def knockout(model, interventions, probe_tokens: torch.Tensor | None = None):
         ablated.add_perma_hook(hook, _hook_fn(edits, batch, allow_empty=True))
     if probe_tokens is None:
         probe_tokens = torch.zeros(
-            _probe_batch(interventions), model.cfg.n_ctx, dtype=torch.long, device=_device(model)
+            _probe_batch(interventions), model.cfg.n_ctx, dtype=torch.long, device=next(model.parameters()).device
         )
     with torch.no_grad(), _counting(ablated, list(by_hook)) as counts:
         ablated(probe_tokens)

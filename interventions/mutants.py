@@ -3,26 +3,23 @@
 Mutation testing for interpretability claims. A mutant changes the weights of exactly one component
 and keeps every other weight bit-identical. There are two kinds.
 
-*Break* mutants (``kind="break"``) break the component: its input space rotated, its attention
-flattened, a direction projected out, its neurons shuffled. The circuit runs, upstream to downstream
-(SPEC §6):
+*Break* mutants (``kind="break"``) break the component: its input space rotated, its attention flattened, a direction
+projected out, its neurons shuffled. The circuit runs, upstream to downstream (SPEC §6):
 
     Layer-1 previous-token head  ->  Layer-2 identity QK  ->  Layer-2 OV into the shared residual
     ->  Layer-2 MLP Fourier features  ->  answer
 
-so a break mutant predicts a verdict pattern (for mutants that break a component's *input* side or
-its attention; a rotation of a writer's *output* space breaks the interface to its reader, which
-only the reader's claim can see, so such mutants are not in this list): the claim about the broken
-component fails; every claim about a component upstream of it passes (nothing it reads has
-changed); claims downstream are shown but not judged (they read a broken input); behaviour claims
-fail when the mutant breaks behaviour.
+so a break mutant predicts a verdict pattern (for mutants that break a component's *input* side or its attention; a
+rotation of a writer's *output* space breaks the interface to its reader, which only the reader's claim can see, so such
+mutants are not in this list): the claim about the broken component fails; every claim about a component upstream of it
+passes (nothing it reads has changed); claims downstream are shown but not judged (they read a broken input); behaviour
+claims fail when the mutant breaks behaviour.
 
-*Symmetry* mutants (``kind="symmetry"``) change the weights and not the function: the answers'
-log-probabilities at `=` are the same to float rounding, on every input of the task. A claim about
-what a component computes must come out the same on them, verdict and deciding values, so every
-item has to read a property of the function (attention patterns, what is read where, answers) or of
-weights in a basis the function fixes (OV and QK products on the inputs a layer can see, neuron
-statistics that ReLU's positive rescaling leaves alone). The symmetries used, each exact:
+*Symmetry* mutants (``kind="symmetry"``) change the weights and not the function: the answers' log-probabilities at `=`
+are the same to float rounding, on every input of the task. A claim about what a component computes must come out the
+same on them, verdict and deciding values, so every item has to read a property of the function (attention patterns,
+what is read where, answers) or of weights in a basis the function fixes (OV and QK products on the inputs a layer can
+see, neuron statistics that ReLU's positive rescaling leaves alone). The symmetries used, each exact:
 
     QK gauge       W_Q -> W_Q A, b_Q -> b_Q A, W_K -> W_K A^-T, b_K -> b_K A^-T: q k^T unchanged
     OV gauge       W_V -> W_V B, b_V -> b_V B, W_O -> B^-1 W_O: v W_O unchanged
@@ -39,12 +36,11 @@ statistics that ReLU's positive rescaling leaves alone). The symmetries used, ea
     class shift    the same vector added to every column of W_U (and a constant to b_U): every logit
                    moves by the same amount, so the answer's log-probability is unchanged
 
-Every mutant is a pure function ``(model, seed) -> model``; random choices (rotations, permutations)
-come from the stream ``random_streams.torch_generator(seed, mutant name)``. A mutant names the
-component whose weights it changes and nothing about the claims: which claim owns which component,
-and so the expected verdicts, is ``hypotheses.mutation``'s. A mutant that needs a measurement of the
-model (the key-frequency directions of the MLP input) takes it from the caller as a keyword
-(``Mutant.needs``; ``hypotheses.mutation.build_mutant`` supplies it).
+Every mutant is a pure function ``(model, seed) -> model``; random choices (rotations, permutations) come from the
+stream ``random_streams.torch_generator(seed, mutant name)``. A mutant names the component whose weights it changes and
+nothing about the claims: which claim owns which component, and so the expected verdicts, is ``hypotheses.mutation``'s.
+A mutant that needs a measurement of the model (the key-frequency directions of the MLP input) takes it from the caller
+as a keyword (``Mutant.needs``; ``hypotheses.mutation.build_mutant`` supplies it).
 """
 
 from __future__ import annotations
@@ -101,16 +97,11 @@ class Mutant:
         return mutated
 
 
-def _head(c: Components, layer: int) -> tuple[int, int]:
-    """(layer, head) of the paper's Layer ``layer`` (0 or 1) at ``c``: the previous-token head or the
-    fetching head."""
-    return (c.prev_layer, c.prev_head) if layer == 0 else (c.fetch_layer, c.fetch_head)
-
-
-def _rotate(layer: int | None, param: str):
+def _rotated(name: str, component: str, layer: int | None, param: str, whose: str, note: str = "") -> Mutant:
     """The input (d_model) space of weight ``param`` rotated by a random orthogonal matrix: of the head
     (``"attn.W_K"``: W_K[h] (d_model, d_head)) of the paper's Layer ``layer`` (0, 1) at the components,
-    of the adding MLP (``layer`` None, ``"mlp.W_in"``), or of ``"unembed.W_U"`` (d_model, d_out)."""
+    of the adding MLP (``layer`` None, ``"mlp.W_in"``), or of ``"unembed.W_U"`` (d_model, d_out);
+    described as ``whose`` weight rotated, then ``note``."""
 
     def build(model, gen, c):
         if param.startswith("unembed."):
@@ -118,22 +109,15 @@ def _rotate(layer: int | None, param: str):
         elif param.startswith("mlp."):
             W = model.get_parameter(f"blocks.{c.mlp_layer}.{param}")
         else:
-            at, h = _head(c, layer)
-            W = model.get_parameter(f"blocks.{at}.{param}")[h : h + 1]  # (1, d_model, d_head)
+            W = _head_weight(model, c, layer, param.removeprefix("attn."))  # (1, d_model, d_head)
         R = random_rotation(W.shape[-2], gen)
         W.copy_(R @ W if W.dim() == 2 else torch.einsum("ij,hjk->hik", R, W))
 
-    return build
-
-
-def _rotated(name: str, component: str, layer: int | None, param: str, whose: str) -> Mutant:
-    """The mutant ``_rotate(layer, param)`` makes, described as ``whose`` weight rotated."""
     weight = param.rsplit(".", 1)[-1]
-    description = f"{whose} {weight} input space rotated by a random orthogonal matrix"
-    return Mutant(name, component, description, _rotate(layer, param))
+    return Mutant(name, component, f"{whose} {weight} input space rotated by a random orthogonal matrix{note}", build)
 
 
-def _scale_scores(layer, factor):
+def _scale_scores(layer: int, factor: float) -> Callable:
     """W_Q and b_Q of the head at the paper's Layer ``layer`` (0, 1) times ``factor``, so every attention
     score is too; 0 flattens its attention (uniform over the causal keys)."""
 
@@ -144,26 +128,29 @@ def _scale_scores(layer, factor):
     return build
 
 
-def _span_out_of_input(param: torch.Tensor, rows: torch.Tensor) -> None:
-    """Project the span of ``rows`` (k, d_model) out of the input space of ``param`` (H, d_model, d_head),
-    in place: whatever the weight reads, it no longer reads anything in that span."""
-    q, _ = torch.linalg.qr(rows.double().T)  # (d_model, k) orthonormal basis of the span
-    P = (torch.eye(q.shape[0], dtype=torch.float64) - q @ q.T).float()
-    param.copy_(torch.einsum("ij,hjk->hik", P, param))
+def _span_out_of_input(layer: int, name: str, rows: Callable[..., torch.Tensor]) -> Callable:
+    """Project the span of ``rows(model)`` (k, d_model) out of the input space of weight ``name`` ("W_V",
+    ...) of the head at the paper's Layer ``layer`` (0, 1): whatever the weight reads, it no longer reads
+    anything in that span. The variables' embeddings out of Layer 1's W_V: the head still attends as
+    before, but whatever it copies carries no variable identity. The positional embeddings out of Layer
+    2's W_K: `=` can no longer find the operand slots by position, while the rest of what the keys read
+    stays. The number embeddings out of Layer 2's W_V: `=` still attends where it did, but what it moves
+    carries no number."""
+
+    def build(model, gen, c):
+        param = _head_weight(model, c, layer, name)  # (1, d_model, d_head)
+        q, _ = torch.linalg.qr(rows(model).double().T)  # (d_model, k) orthonormal basis of the span
+        P = (torch.eye(q.shape[0], dtype=torch.float64) - q @ q.T).float()
+        param.copy_(torch.einsum("ij,hjk->hik", P, param))
+
+    return build
 
 
 def _head_weight(model, c: Components, layer: int, name: str) -> torch.Tensor:
-    """Weight ``name`` ("W_Q", ...) of the head at the paper's Layer ``layer`` (0, 1): a (1, ...) view."""
-    at, h = _head(c, layer)
+    """Weight ``name`` ("W_Q", ...) of the head at the paper's Layer ``layer`` (0, 1) at ``c`` (the
+    previous-token head or the fetching head): a (1, ...) view."""
+    at, h = (c.prev_layer, c.prev_head) if layer == 0 else (c.fetch_layer, c.fetch_head)
     return getattr(model.blocks[at].attn, name)[h : h + 1]
-
-
-def _identity_out_of_ov1(model, gen, c):
-    """Project the variables' embeddings out of Layer 1's value input: the head still attends as
-    before, but whatever it copies carries no variable identity."""
-    cfg = model.cfg
-    variables = model.embed.W_E[cfg.first_var : cfg.first_var + cfg.n_vars]
-    _span_out_of_input(_head_weight(model, c, 0, "W_V"), variables)
 
 
 def _ov1_noised(model, gen, c):
@@ -174,36 +161,25 @@ def _ov1_noised(model, gen, c):
         w.add_(3 * w.pow(2).mean().sqrt() * torch.randn(w.shape, generator=gen))
 
 
-def _positions_out_of_k2(model, gen, c):
-    """Project the positional embeddings' span out of Layer 2's key input: `=` can no longer find the
-    operand slots by position, while the rest of what the keys read stays."""
-    _span_out_of_input(_head_weight(model, c, 1, "W_K"), model.pos_embed.W_pos)
+def _ov2_rank_cut(rank: int) -> Mutant:
+    """Layer 2's OV product W_V W_O cut to its top ``rank`` singular directions: W_O -> W_O P, P the
+    projection (d_model, d_model) onto the top ``rank`` right singular vectors of W_V W_O. Then
+    W_V W_O P = U_r S_r V_r^T; the value bias b_V W_O P is cut the same way. Layer 2 still writes
+    its strongest directions, and only ``rank`` of them."""
 
-
-def _numbers_out_of_v2(model, gen, c):
-    """Project the number embeddings' span out of Layer 2's value input: `=` still attends where it did,
-    but what it moves carries no number."""
-    _span_out_of_input(_head_weight(model, c, 1, "W_V"), model.embed.W_E[: model.cfg.d_vocab_out])
-
-
-def _ov2_rank_cut(rank):
     def build(model, gen, c):
-        """Layer 2's OV product W_V W_O cut to its top ``rank`` singular directions: W_O -> W_O P, P the
-        projection (d_model, d_model) onto the top ``rank`` right singular vectors of W_V W_O. Then
-        W_V W_O P = U_r S_r V_r^T; the value bias b_V W_O P is cut the same way. Layer 2 still writes
-        its strongest directions, and only ``rank`` of them."""
         W_V, W_O = _head_weight(model, c, 1, "W_V")[0], _head_weight(model, c, 1, "W_O")[0]
         _, _, Vh = torch.linalg.svd((W_V @ W_O).double(), full_matrices=False)
         P = Vh[:rank].T @ Vh[:rank]
         W_O.copy_((W_O.double() @ P).float())
 
-    return build
+    description = f"Layer 2's OV product W_V W_O cut to its top {rank} singular directions (W_O projected)"
+    return Mutant(f"layer2_ov_rank{rank}", "layer2_ov", description, build)
 
 
 def _ov2_output_recoded(model, gen, c):
-    """Layer 2's W_O (d_head, d_model) replaced by U' S V'^T: its singular values kept, both singular
-    bases Haar-random. Layer 2 still writes every value it reads, at the same strengths, in a basis
-    the MLP was not trained on."""
+    """Layer 2's W_O (d_head, d_model) replaced by U' S V'^T: its singular values kept, both singular bases Haar-random.
+    Layer 2 still writes every value it reads, at the same strengths, in a basis the MLP was not trained on."""
     W_O = _head_weight(model, c, 1, "W_O")[0]  # (d_head, d_model)
     S = torch.linalg.svdvals(W_O.double())
     U, V = random_rotation(W_O.shape[0], gen).double(), random_rotation(W_O.shape[1], gen).double()
@@ -347,44 +323,41 @@ def layer2_query_inputs_at_eq(model, components: Components = PAPER) -> torch.Te
     return torch.cat([base[None], layer1_inputs(model) @ ov])
 
 
-def _add_unseen(param: torch.Tensor, P: torch.Tensor, gen, gain: float) -> None:
-    """param (H, d_model, d_head) += P G, G Gaussian with ``gain`` x param's Frobenius norm: a change of
-    the weight along input directions ``P`` projects onto, directions its input never has."""
-    G = torch.randn(param.shape, generator=gen, dtype=torch.float64)
-    add = torch.einsum("ij,hjk->hik", P, G)
-    param.add_((add * gain * param.double().norm() / add.norm()).float())
+def _gain_unseen(layer: int, names: tuple[str, ...], inputs: Callable[..., torch.Tensor]) -> Callable:
+    """Each weight ``names`` (H, d_model, d_head) of the head at the paper's Layer ``layer`` (0, 1) += P G, G
+    Gaussian, with 10x the weight's Frobenius norm; P the projection onto the input directions orthogonal
+    to every row of ``inputs(model, components)``, directions its input never has. Layer 1's W_Q, W_K, W_V
+    against every W_E[t] + W_pos[p] (128 - 89 = 39 directions in the reference); Layer 2's W_Q against
+    everything the residual at `=` can hold (``layer2_query_inputs_at_eq``)."""
 
-
-def _layer1_unseen_inputs(model, gen, c):
-    """W_Q, W_K and W_V of Layer 1 each gain 10x their norm along the input directions orthogonal to every
-    W_E[t] + W_pos[p] (128 - 89 = 39 directions in the reference)."""
-    P = _complement(layer1_inputs(model))
-    for name in ("W_Q", "W_K", "W_V"):
-        _add_unseen(_head_weight(model, c, 0, name), P, gen, gain=10.0)
-
-
-def _layer2_query_unseen_at_eq(model, gen, c):
-    """Layer 2's W_Q gains 10x its norm along the input directions orthogonal to everything the residual
-    at `=` can hold (``layer2_query_inputs_at_eq``)."""
-    unseen = _complement(layer2_query_inputs_at_eq(model, c))
-    _add_unseen(_head_weight(model, c, 1, "W_Q"), unseen, gen, gain=10.0)
-
-
-def _qk_gauge(layer):
     def build(model, gen, c):
-        W_Q, b_Q = _head_weight(model, c, layer, "W_Q"), _head_weight(model, c, layer, "b_Q")
-        W_K, b_K = _head_weight(model, c, layer, "W_K"), _head_weight(model, c, layer, "b_K")
-        A = random_invertible(W_Q.shape[-1], gen)
-        A_inv_T = torch.linalg.inv(A).T
-        W_Q.copy_((W_Q.double() @ A).float())
-        b_Q.copy_((b_Q.double() @ A).float())
-        W_K.copy_((W_K.double() @ A_inv_T).float())
-        b_K.copy_((b_K.double() @ A_inv_T).float())
+        P = _complement(inputs(model, c))
+        for name in names:
+            param = _head_weight(model, c, layer, name)
+            G = torch.randn(param.shape, generator=gen, dtype=torch.float64)
+            add = torch.einsum("ij,hjk->hik", P, G)
+            param.add_((add * 10.0 * param.double().norm() / add.norm()).float())
 
     return build
 
 
-def _ov_gauge(layer):
+def _qk_gauge(name: str, component: str, layer: int) -> Mutant:
+    """The QK gauge of the head at the paper's Layer ``layer`` (0, 1)."""
+
+    def build(model, gen, c):
+        W_Q, b_Q, W_K, b_K = (_head_weight(model, c, layer, n) for n in ("W_Q", "b_Q", "W_K", "b_K"))
+        A = random_invertible(W_Q.shape[-1], gen)
+        A_inv_T = torch.linalg.inv(A).T
+        for w, M in ((W_Q, A), (b_Q, A), (W_K, A_inv_T), (b_K, A_inv_T)):
+            w.copy_((w.double() @ M).float())
+
+    description = "W_Q -> W_Q A, W_K -> W_K A^-T (and the biases), A random invertible (condition <= 4)"
+    return Mutant(name, component, f"Layer {layer + 1}: {description}", build)
+
+
+def _ov_gauge(name: str, component: str, layer: int) -> Mutant:
+    """The OV gauge of the head at the paper's Layer ``layer`` (0, 1)."""
+
     def build(model, gen, c):
         W_V, b_V, W_O = (_head_weight(model, c, layer, n) for n in ("W_V", "b_V", "W_O"))
         B = random_invertible(W_V.shape[-1], gen)
@@ -392,18 +365,21 @@ def _ov_gauge(layer):
         b_V.copy_((b_V.double() @ B).float())
         W_O.copy_((torch.linalg.inv(B) @ W_O.double()).float())
 
-    return build
+    description = "W_V -> W_V B, b_V -> b_V B, W_O -> B^-1 W_O, B random invertible (condition <= 4)"
+    return Mutant(name, component, f"Layer {layer + 1}: {description}", build)
 
 
-def _softmax_shift(layer):
+def _softmax_shift(name: str, component: str, layer: int) -> Mutant:
+    """b_K += δ with |δ| 3x the largest key-weight column norm: each query's scores all move by q·δ."""
+
     def build(model, gen, c):
-        """b_K += δ with |δ| 3x the largest key-weight column norm: each query's scores all move by q·δ."""
         W_K, b_K = _head_weight(model, c, layer, "W_K"), _head_weight(model, c, layer, "b_K")
         delta = torch.randn(b_K.shape, generator=gen, dtype=torch.float64)
         scale = 3.0 * float(W_K.double().norm(dim=-2).max())
         b_K.add_((delta / delta.norm() * scale).float())
 
-    return build
+    description = f"Layer {layer + 1}: b_K += δ, a constant added to every score of a query row"
+    return Mutant(name, component, description, build)
 
 
 def _mlp_neurons_rescaled(model, gen, c):
@@ -435,50 +411,20 @@ SYMMETRY_MUTANTS = [
             "layer1_unseen_inputs",
             "layer1_previous_token",
             "Layer 1's W_Q, W_K, W_V each gain 10x their norm along input directions no W_E[t] + W_pos[p] has",
-            _layer1_unseen_inputs,
+            _gain_unseen(0, ("W_Q", "W_K", "W_V"), lambda m, c: layer1_inputs(m)),
         ),
-        Mutant(
-            "layer1_qk_gauge",
-            "layer1_previous_token",
-            "Layer 1: W_Q -> W_Q A, W_K -> W_K A^-T (and the biases), A random invertible (condition <= 4)",
-            _qk_gauge(0),
-        ),
-        Mutant(
-            "layer1_ov_gauge",
-            "layer1_previous_token",
-            "Layer 1: W_V -> W_V B, b_V -> b_V B, W_O -> B^-1 W_O, B random invertible (condition <= 4)",
-            _ov_gauge(0),
-        ),
-        Mutant(
-            "layer1_softmax_shift",
-            "layer1_previous_token",
-            "Layer 1: b_K += δ, a constant added to every score of a query row",
-            _softmax_shift(0),
-        ),
-        Mutant(
-            "layer2_qk_gauge",
-            "layer2_identity_qk",
-            "Layer 2: W_Q -> W_Q A, W_K -> W_K A^-T (and the biases), A random invertible (condition <= 4)",
-            _qk_gauge(1),
-        ),
+        _qk_gauge("layer1_qk_gauge", "layer1_previous_token", 0),
+        _ov_gauge("layer1_ov_gauge", "layer1_previous_token", 0),
+        _softmax_shift("layer1_softmax_shift", "layer1_previous_token", 0),
+        _qk_gauge("layer2_qk_gauge", "layer2_identity_qk", 1),
         Mutant(
             "layer2_query_unseen_at_eq",
             "layer2_identity_qk",
             "Layer 2's W_Q gains 10x its norm along input directions the residual at `=` never has",
-            _layer2_query_unseen_at_eq,
+            _gain_unseen(1, ("W_Q",), layer2_query_inputs_at_eq),
         ),
-        Mutant(
-            "layer2_softmax_shift",
-            "layer2_identity_qk",
-            "Layer 2: b_K += δ, a constant added to every score of a query row",
-            _softmax_shift(1),
-        ),
-        Mutant(
-            "layer2_ov_gauge",
-            "layer2_ov",
-            "Layer 2: W_V -> W_V B, b_V -> b_V B, W_O -> B^-1 W_O, B random invertible (condition <= 4)",
-            _ov_gauge(1),
-        ),
+        _softmax_shift("layer2_softmax_shift", "layer2_identity_qk", 1),
+        _ov_gauge("layer2_ov_gauge", "layer2_ov", 1),
         Mutant(
             "mlp_neurons_rescaled",
             "layer2_mlp",
@@ -517,7 +463,7 @@ MUTANTS: dict[str, Mutant] = {
             "ov1_identity_removed",
             "layer1_previous_token",
             "the variables' embedding span projected out of Layer 1's W_V input",
-            _identity_out_of_ov1,
+            _span_out_of_input(0, "W_V", lambda m: m.embed.W_E[m.cfg.first_var : m.cfg.first_var + m.cfg.n_vars]),
         ),
         Mutant(
             "layer1_output_noised",
@@ -550,27 +496,17 @@ MUTANTS: dict[str, Mutant] = {
             "layer2_positions_out_of_keys",
             "layer2_identity_qk",
             "the positional embeddings' span projected out of Layer 2's W_K input",
-            _positions_out_of_k2,
+            _span_out_of_input(1, "W_K", lambda m: m.pos_embed.W_pos),
         ),
         Mutant(
             "layer2_numbers_out_of_values",
             "layer2_ov",
             "the number embeddings' span projected out of Layer 2's W_V input",
-            _numbers_out_of_v2,
+            _span_out_of_input(1, "W_V", lambda m: m.embed.W_E[: m.cfg.d_vocab_out]),
         ),
         _rotated("layer2_values_rotated", "layer2_ov", 1, "attn.W_V", "Layer 2's"),
-        Mutant(
-            "layer2_ov_rank4",
-            "layer2_ov",
-            "Layer 2's OV product W_V W_O cut to its top 4 singular directions (W_O projected)",
-            _ov2_rank_cut(4),
-        ),
-        Mutant(
-            "layer2_ov_rank8",
-            "layer2_ov",
-            "Layer 2's OV product W_V W_O cut to its top 8 singular directions (W_O projected)",
-            _ov2_rank_cut(8),
-        ),
+        _ov2_rank_cut(4),
+        _ov2_rank_cut(8),
         Mutant(
             "layer2_output_recoded",
             "layer2_ov",
@@ -603,12 +539,13 @@ MUTANTS: dict[str, Mutant] = {
             "the Layer-2 MLP's W_out output space rotated by a random orthogonal matrix",
             _mlp_output_rotated,
         ),
-        Mutant(
+        _rotated(
             "unembedding_input_rotated",
             "unembedding",
-            "the unembedding's W_U input space rotated by a random orthogonal matrix (no claim owns it: "
-            "every component claim is upstream)",
-            _rotate(None, "unembed.W_U"),
+            None,
+            "unembed.W_U",
+            "the unembedding's",
+            " (no claim owns it: every component claim is upstream)",
         ),
     ]
     + SYMMETRY_MUTANTS
