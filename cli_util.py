@@ -9,12 +9,13 @@ usage is answered at once, as one line on stderr with exit status 2 (docs/errors
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import tempfile
 from pathlib import Path
 
-from .fileio import checkpoint_file_problem
+from .fileio import atomic_write_files, checkpoint_file_problem
 
 # A run's final checkpoint, by its file name: ours (assignadd-train) and the paper's authors'.
 FINAL_NAMES = ("final.pt", "model_state_dict.pth")
@@ -50,6 +51,12 @@ def checkpoint_arg_problem(path) -> str | None:
     return problem
 
 
+def _nearest_existing(path: Path) -> Path:
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    return path
+
+
 def folder_arg_problem(path) -> str | None:
     """Why ``path`` cannot be made, or used, as an output folder (a run folder, a sweep folder), or None:
     it is a file; a file stands where one of its parent folders should be; or the nearest existing
@@ -57,9 +64,7 @@ def folder_arg_problem(path) -> str | None:
     path = Path(path)
     if path.exists() and not path.is_dir():
         return f"{path}: exists and is not a folder"
-    anchor = path if path.exists() else path.parent
-    while not anchor.exists() and anchor != anchor.parent:
-        anchor = anchor.parent
+    anchor = _nearest_existing(path)
     if not anchor.is_dir():
         return f"{path}: cannot create it ({anchor} is not a folder)"
     if not os.access(anchor, os.W_OK | os.X_OK):
@@ -76,9 +81,7 @@ def check_writable(path: Path, flag: str, want_dir: bool) -> None:
             f"{flag} {path}: "
             + ("exists and is not a directory" if want_dir else "is a directory, expected a file path")
         )
-    anchor = path.parent
-    while not anchor.exists() and anchor != anchor.parent:
-        anchor = anchor.parent
+    anchor = _nearest_existing(path.parent)
     if not anchor.is_dir():
         exit_bad_input(f"{flag} {path}: cannot write there ({anchor} is not a directory)")
     try:
@@ -121,8 +124,6 @@ def check_at_least(*checks: tuple[str, int | None, int, str]) -> None:
 
 def read_json(path, flag: str):
     """The JSON document in the file ``path`` given to ``flag``; exit 2 when it is missing or not JSON."""
-    import json
-
     try:
         return json.loads(Path(path).read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -134,8 +135,6 @@ def read_json(path, flag: str):
 def write_folder_or_exit(out, files: dict, flag: str = "--out") -> None:
     """``fileio.atomic_write_files``: every file into the folder ``out`` whole, or none of them; a folder that
     cannot be written there is bad input (one line, exit 2)."""
-    from .fileio import atomic_write_files
-
     try:
         atomic_write_files(out, files)
     except OSError as e:

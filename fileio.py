@@ -49,13 +49,6 @@ def _encode(content: str | bytes) -> bytes:
     return content.encode("utf-8") if isinstance(content, str) else bytes(content)
 
 
-def _remove(path: Path) -> None:
-    try:
-        os.unlink(path)
-    except FileNotFoundError:
-        pass
-
-
 def atomic_write_with(path, write: Callable[[BinaryIO], object]) -> Path:
     """``write(fh)`` into a temporary file beside ``path`` (opened ``wb``), then ``fsync`` and rename it
     over ``path``; on any error the temporary file is removed and ``path`` is left as it was. Creates the
@@ -71,7 +64,7 @@ def atomic_write_with(path, write: Callable[[BinaryIO], object]) -> Path:
             os.fsync(fh.fileno())
         os.replace(tmp, path)
     except BaseException:
-        _remove(tmp)
+        tmp.unlink(missing_ok=True)
         raise
     return path
 
@@ -89,13 +82,9 @@ def stage_folder(out) -> Path:
     (``commit_folder`` renames it to ``out``). Creates ``out``'s parent folders. Raises ``OSError`` when
     the place cannot be written."""
     out = Path(out)
-    if out.is_dir():
-        parent = out
-    else:
-        parent = out.parent
-        parent.mkdir(parents=True, exist_ok=True)
-    _, staging = _unique(parent, f".{out.name}.", ".tmp", lambda name: os.mkdir(name, 0o777))
-    return staging
+    parent = out if out.is_dir() else out.parent
+    parent.mkdir(parents=True, exist_ok=True)
+    return _unique(parent, f".{out.name}.", ".tmp", lambda name: os.mkdir(name, 0o777))[1]
 
 
 def commit_folder(staging, out) -> Path:
@@ -136,7 +125,7 @@ def atomic_write_files(out, files: Mapping[str, str | bytes]) -> Path:
     finally:
         if staging.exists():
             for leftover in staging.iterdir():
-                _remove(leftover)
+                leftover.unlink(missing_ok=True)
             staging.rmdir()
 
 

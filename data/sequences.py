@@ -88,10 +88,6 @@ def labels_for(num1, num2, modulus: int = VOCAB.modulus) -> np.ndarray:
     return (np.asarray(num1, dtype=np.int64) + np.asarray(num2, dtype=np.int64)) % modulus
 
 
-def to_tensors(tokens: np.ndarray, labels: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
-    return torch.from_numpy(np.ascontiguousarray(tokens)), torch.from_numpy(np.ascontiguousarray(labels))
-
-
 def operand_sources(tokens: torch.Tensor, vocab: Vocab = VOCAB) -> torch.Tensor:
     """Where each operand's value sits: [B, 2] positions for (LHS, RHS).
 

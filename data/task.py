@@ -17,7 +17,6 @@ from .sequences import (
     KIND_2VAR,
     build_sequences,
     labels_for,
-    to_tensors,
 )
 from .tokens import Vocab
 
@@ -107,9 +106,8 @@ class Task:
         self._all_arr = np.array(all_pairs, dtype=np.int64)
 
         V = n_vars
-        lhs_ok = np.setdiff1d(np.arange(V), self.never_lhs)
-        rhs_ok = np.setdiff1d(np.arange(V), self.never_rhs)
-        self.allowed_lhs_vars, self.allowed_rhs_vars = lhs_ok, rhs_ok
+        self.allowed_lhs_vars = np.setdiff1d(np.arange(V), self.never_lhs)
+        self.allowed_rhs_vars = np.setdiff1d(np.arange(V), self.never_rhs)
         pairs = np.array([(i, j) for i in range(V) for j in range(V) if i != j], dtype=np.int64)
         lhs_bad = np.isin(pairs[:, 0], self.never_lhs)
         rhs_bad = np.isin(pairs[:, 1], self.never_rhs)
@@ -158,12 +156,17 @@ class Task:
         two = kind == KIND_2VAR
         var1 = np.where(two, vp[:, 0], np.where(kind == KIND_1VAR_RHS, -1, var))
         var2 = np.where(two, vp[:, 1], np.where(kind == KIND_1VAR_RHS, var, -1))
-        tokens = build_sequences(kind, var1, var2, num1, num2, rng, self.vocab)
-        return to_tensors(tokens, labels_for(num1, num2, self.vocab.modulus))
+        return self._sequences(kind, var1, var2, num1, num2, rng)
 
     def training_batch(self, run_seed: int, step: int, batch_size: int = 512):
         """The batch of a run at a step: a pure function of (run seed, step), so resuming is exact."""
         return self.sample_batch(batch_size, np.random.default_rng([int(run_seed), int(step), 7]))
+
+    def _sequences(self, kind, var1, var2, num1, num2, rng) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(tokens [B, 16], labels [B])`` for rows (kind, var1, var2, num1, num2) (``build_sequences``)."""
+        tokens = build_sequences(kind, var1, var2, num1, num2, rng, self.vocab)
+        labels = labels_for(num1, num2, self.vocab.modulus)
+        return torch.from_numpy(np.ascontiguousarray(tokens)), torch.from_numpy(np.ascontiguousarray(labels))
 
     # ----- evaluation -----------------------------------------------------------------------------
     def pool(self, name: str, size: int = 2000, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
@@ -174,7 +177,7 @@ class Task:
             raise ValueError(f"pool size must be positive, got {size}")
         rng = np.random.default_rng([int(seed), zlib.crc32(name.encode())])
         V = self.vocab.n_vars
-        count, kind_name = name.split("_", 1)[0], name.split("_", 1)[1]
+        count, kind_name = name.split("_", 1)
         which = "train" if kind_name in ("train", "restricted_slot", "restricted_1", "restricted_2") else "heldout"
         if name.startswith("b_operand"):
             which = "all"
@@ -216,18 +219,14 @@ class Task:
                 }[kind_name]
                 vp = var_pairs[rng.integers(0, len(var_pairs), size=size)]
                 var1, var2 = vp[:, 0], vp[:, 1]
-        tokens = build_sequences(kind, var1, var2, num1, num2, rng, self.vocab)
-        return to_tensors(tokens, labels_for(num1, num2, self.vocab.modulus))
+        return self._sequences(kind, var1, var2, num1, num2, rng)
 
     def exhaustive_0var_heldout(self, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
         """Every held-out pair once, as a 0-var sequence."""
         rng = np.random.default_rng([int(seed), 100])
         p = self._heldout_arr
         var = rng.integers(0, self.vocab.n_vars, size=len(p))
-        tokens = build_sequences(
-            np.full(len(p), KIND_0VAR), var, np.full(len(p), -1), p[:, 0], p[:, 1], rng, self.vocab
-        )
-        return to_tensors(tokens, labels_for(p[:, 0], p[:, 1], self.vocab.modulus))
+        return self._sequences(np.full(len(p), KIND_0VAR), var, np.full(len(p), -1), p[:, 0], p[:, 1], rng)
 
     def exhaustive_2var_union(self, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
         """Every held-out pair x every valid variable pair, plus every training pair x every restricted
@@ -237,10 +236,7 @@ class Task:
         parts = ((self._heldout_arr, self.valid_var_pairs), (self._train_arr, restricted))
         nums = np.concatenate([np.repeat(pairs, len(var_pairs), axis=0) for pairs, var_pairs in parts])
         vp = np.concatenate([np.tile(var_pairs, (len(pairs), 1)) for pairs, var_pairs in parts])
-        tokens = build_sequences(
-            np.full(len(nums), KIND_2VAR), vp[:, 0], vp[:, 1], nums[:, 0], nums[:, 1], rng, self.vocab
-        )
-        return to_tensors(tokens, labels_for(nums[:, 0], nums[:, 1], self.vocab.modulus))
+        return self._sequences(np.full(len(nums), KIND_2VAR), vp[:, 0], vp[:, 1], nums[:, 0], nums[:, 1], rng)
 
     def numbers_missing_from_training(self) -> list[int]:
         """Numbers that appear in no training pair (a split that cannot teach them)."""

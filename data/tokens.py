@@ -63,9 +63,8 @@ class Vocab:
         return tuple(string.ascii_lowercase[: self.n_vars])
 
     def var_token(self, name_or_index: str | int) -> int:
-        if isinstance(name_or_index, str):
-            return self.first_var + self.var_names.index(name_or_index)
-        return self.first_var + int(name_or_index)
+        index = self.var_names.index(name_or_index) if isinstance(name_or_index, str) else int(name_or_index)
+        return self.first_var + index
 
     def is_var(self, token):
         return (token >= self.first_var) & (token < self.size)

@@ -134,14 +134,10 @@ class Threshold:
             raise ValueError(f"direction must be '>=' or '<=', got {self.direction!r}")
 
     def passes(self, low: float | None, high: float | None) -> bool:
-        if low is None or high is None:
-            return False
-        return low >= self.value if self.direction == ">=" else high <= self.value
+        return self.status(low, high) == "pass"
 
     def status(self, low: float | None, high: float | None) -> str:
-        """ "pass" (the conservative bound clears the bar), "fail" (the whole interval is on the wrong
-        side), "inconclusive" (the interval straddles the bar) or "no data" (an end is missing):
-        ``CHECKPOINT_RULE``."""
+        """The state of ``[low, high]`` against this bar under ``CHECKPOINT_RULE``."""
         return CHECKPOINT_RULE.state(self.direction, self.value, low, high)
 
     @property
@@ -389,7 +385,7 @@ def _straddling(required: list[Evidence], policy: Policy) -> list[str]:
     items, controls = [], []
     for e in required:
         if e.status == "inconclusive":
-            items.append(_open_item(e) if policy.open_item == "numbers" else _open_note(e))
+            items.append(_open_item(e, policy))
         if policy.controls:
             names = sorted(e.controls) if policy.open_by_item else list(e.controls)
             opened = [
@@ -401,15 +397,13 @@ def _straddling(required: list[Evidence], policy: Policy) -> list[str]:
     return items + controls
 
 
-def _open_item(e: Evidence) -> str:
+def _open_item(e: Evidence, policy: Policy) -> str:
     m = e.measurement
+    if policy.open_item == "note":
+        return f"{e.name} ({m.extra.get('unresolved', 'interval straddles the threshold')})"
     more = m.samples_to_decide(e.threshold)
     hint = f" (about {more} samples might decide it)" if more else ""
     return f"{e.name} {m.value:.4g} [{m.low:.4g}, {m.high:.4g}] straddles {e.threshold.direction} {e.threshold.value}{hint}"
-
-
-def _open_note(e: Evidence) -> str:
-    return f"{e.name} ({e.measurement.extra.get('unresolved', 'interval straddles the threshold')})"
 
 
 class Context:
@@ -534,34 +528,24 @@ class Hypothesis:
     def evidence(self, ctx: Context) -> list[Evidence]:
         """The declared items measured on ``ctx``: each on the model under test, then on its controls."""
         fields = self.fields(ctx.components, ctx.n)
-        claimed = Arm(ctx.model)
         out = []
         for i in self.items:
-            controls = {}
-            on_claimed = i.measure(ctx, claimed)
-            for c in i.controls:
-                arm = Arm(ctx.reinitialised_model()) if c == "reinitialised" else Arm(ctx.model, c)
-                controls[c] = i.measure(ctx, arm)
+            on_claimed = i.measure(ctx, Arm(ctx.model))
+            controls = {
+                c: i.measure(ctx, Arm(ctx.reinitialised_model()) if c == "reinitialised" else Arm(ctx.model, c))
+                for c in i.controls
+            }
+            definition, site, intervention = (fill(text, fields) for text in (i.definition, i.site, i.intervention))
             out.append(
                 Evidence(
-                    i.name,
-                    fill(i.definition, fields),
-                    i.kind.value,
-                    i.threshold,
-                    on_claimed,
-                    controls,
-                    i.required,
-                    fill(i.site, fields),
-                    fill(i.intervention, fields),
+                    i.name, definition, i.kind.value, i.threshold, on_claimed, controls, i.required, site, intervention
                 )
             )
         return out
 
     def run(self, ctx: Context) -> ClaimResult:
         if self.skip_note:  # one checkpoint cannot decide it: skipped, with the note saying what it needs
-            return ClaimResult(
-                self.id, self.spec, self.statement, "skipped", self.skip_note, [], dict(self.controls), ctx.seed
-            )
+            return self.result("skipped", self.skip_note, seed=ctx.seed)
 
         def compute():
             with torch.no_grad():
@@ -578,16 +562,12 @@ class Hypothesis:
             items, verdict, reason = compute()
         except Exception as e:
             items, verdict, reason = [], "error", f"{type(e).__name__}: {e}"
+        return self.result(verdict, reason, items, seed, {"seconds": time.perf_counter() - t0})
+
+    def result(self, verdict: str, reason: str, items=(), seed: int = 0, timings: dict | None = None) -> ClaimResult:
+        """This claim's ``ClaimResult`` with ``verdict`` and ``reason``."""
         return ClaimResult(
-            self.id,
-            self.spec,
-            self.statement,
-            verdict,
-            reason,
-            items,
-            dict(self.controls),
-            seed,
-            {"seconds": time.perf_counter() - t0},
+            self.id, self.spec, self.statement, verdict, reason, list(items), dict(self.controls), seed, timings or {}
         )
 
 

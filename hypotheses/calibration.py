@@ -21,7 +21,7 @@ from ..interventions.mutants import MUTANTS
 from ..random_streams import torch_generator
 from . import run_all
 from .base import Context, _r
-from .mutation import matrix_to_dict, mutation_matrix, symmetry_changes
+from .mutation import matrix_to_dict, mutation_matrix, symmetry_changes, text_table
 
 CALIBRATION_SCHEMA = "assignadd.calibration/1"
 NOISE_SCALE = 0.01  # noise per weight tensor, relative to its RMS: small enough to keep the answers
@@ -85,14 +85,13 @@ def coverage(model, task, *, n: int, seeds: list[int], claims=None, progress=Non
     """{claim: {"items": {item: {"covered", "runs", "truth"}}, "covered", "runs", "rate"}}: how often each
     required item's interval at ``n`` (pool seeds ``seeds``) holds its value at ``COVERAGE_FACTOR * n``
     (pool seed ``max(seeds) + 1``, so its pools are not the ones under test)."""
-    if progress:
-        progress(f"coverage: reference pool of {COVERAGE_FACTOR * n}")
+    progress = progress or (lambda message: None)
+    progress(f"coverage: reference pool of {COVERAGE_FACTOR * n}")
     truth_seed = max(seeds) + 1
     truth = {r.claim: r for r in run_all(Context(model, task, seed=truth_seed, n=COVERAGE_FACTOR * n), claims)}
     tally: dict = {c: {} for c in truth}
     for s in seeds:
-        if progress:
-            progress(f"coverage: seed {s}")
+        progress(f"coverage: seed {s}")
         for r in run_all(Context(model, task, seed=s, n=n), claims):
             ref = {k: v[0] for k, v in _interval_items(truth[r.claim]).items()}
             for name, (_, low, high) in _interval_items(r).items():
@@ -166,9 +165,9 @@ def calibrate(
         for claim, verdict, exp in cells:
             pooled.setdefault(claim, {"cells": [], "coverage": [0, 0]})["cells"].append((verdict, exp))
         for claim, c in cov.items():
-            pooled.setdefault(claim, {"cells": [], "coverage": [0, 0]})
-            pooled[claim]["coverage"][0] += c["covered"]
-            pooled[claim]["coverage"][1] += c["runs"]
+            counts = pooled.setdefault(claim, {"cells": [], "coverage": [0, 0]})["coverage"]
+            counts[0] += c["covered"]
+            counts[1] += c["runs"]
     table = []  # a list, in the claims' order, so that a JSON with sorted keys keeps it
     for claim, p in pooled.items():
         cov_hit, cov_runs = p["coverage"]
@@ -215,13 +214,9 @@ def render_calibration(doc: dict, markdown: bool = False) -> str:
         f"tensor's RMS; coverage against a pool {doc['coverage_factor']}x larger"
     )
     per_checkpoint = [_checkpoint_line(label, c) for label, c in doc["checkpoints"].items()]
+    lines = text_table(header, rows, markdown)
     if markdown:
-        lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-        lines += ["| " + " | ".join(r) + " |" for r in rows]
         return "\n".join(lines + ["", foot, ""] + [f"- {x}" for x in per_checkpoint]) + "\n"
-    widths = [max(len(x[i]) for x in [header] + rows) for i in range(len(header))]
-    fmt = "  ".join("{:<%d}" % w for w in widths)
-    lines = [fmt.format(*header), fmt.format(*["-" * w for w in widths])] + [fmt.format(*r) for r in rows]
     return "\n".join(lines + ["", foot] + per_checkpoint) + "\n"
 
 

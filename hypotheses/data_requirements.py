@@ -12,6 +12,7 @@ bar, and version 1 with why it was replaced: docs/claims/data_requirements.md (r
 
 from __future__ import annotations
 
+import contextlib
 import json
 import statistics
 from dataclasses import asdict, dataclass
@@ -53,10 +54,6 @@ CACHE_NAME = "generalization.json"
 CACHE_SCHEMA = "assignadd.point-generalization/2"  # /2: the union's sample rows from a labelled stream
 
 PARAMS_ORDER = ("f", "r")
-SKIP_NOTE = (
-    "needs a sweep: run `assignadd-sweep` and then `assignadd-report SWEEP_DIR` (a claim about how much "
-    "training data is needed cannot be tested on one checkpoint)"
-)
 
 
 class SweepDataError(ValueError):
@@ -86,12 +83,9 @@ class PointResult:
     @property
     def status(self) -> str | None:
         """``"yes"`` (``generalizes``), ``"no"`` (upper bound below GENERALIZES), ``"uncertain"`` (the interval
-        straddles it), None (not finished)."""
-        if self.low is None or self.high is None:
-            return None
-        if self.low >= GENERALIZES:
-            return "yes"
-        return "no" if self.high < GENERALIZES else "uncertain"
+        straddles it), None (not finished): one checkpoint's ``IntervalRule``, in the sweep's words."""
+        state = IntervalRule().state(">=", GENERALIZES, self.low, self.high)
+        return {"pass": "yes", "fail": "no", "inconclusive": "uncertain"}.get(state)
 
     def to_dict(self) -> dict:
         return {**asdict(self), "generalizes": self.generalizes, "status": self.status}
@@ -149,10 +143,8 @@ def point_metric(point_dir, param: str, *, union_sample: int | None = UNION_SAMP
         "n": m.n,
         "sample": m.extra["sample"],
     }
-    try:  # a read-only sweep folder still gets its answer, only uncached
+    with contextlib.suppress(OSError):  # a read-only sweep folder still gets its answer, only uncached
         atomic_write(cache, json.dumps(doc, indent=2) + "\n")
-    except OSError:
-        pass
     return doc
 
 
@@ -309,7 +301,10 @@ class DataRequirements(Hypothesis):
         "2-variable sequences needs a 2-var keep-probability r ≳ 0.2."
     )
     controls = {}
-    skip_note = SKIP_NOTE
+    skip_note = (
+        "needs a sweep: run `assignadd-sweep` and then `assignadd-report SWEEP_DIR` (a claim about how much "
+        "training data is needed cannot be tested on one checkpoint)"
+    )
     needs = (
         "a sweep over f or r (a grid of training runs)",
         "assignadd-sweep --param f|r --values ... --out SWEEP_DIR, then assignadd-report SWEEP_DIR",
@@ -360,7 +355,7 @@ class DataRequirements(Hypothesis):
                     raise SweepDataError(f"{d}: a second {param} sweep; give one sweep per parameter")
                 by_param[param] = results
         except (SweepError, SweepDataError, OSError, KeyError, ValueError) as e:
-            return ClaimResult(self.id, self.spec, self.statement, "error", f"{type(e).__name__}: {e}", [], {}, 0)
+            return self.result("error", f"{type(e).__name__}: {e}")
         return self.run_results(by_param)
 
 

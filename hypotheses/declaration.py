@@ -1,13 +1,11 @@
 """What a claim declares, as data: its evidence items and where the rest of the package finds it.
 
-A claim module states everything about its claim in one class (``base.Hypothesis``): the statement and
-its SPEC section; the component it owns (for mutation testing) or that it is about the whole model; the
-roles it reads (for ``locate``); the interfaces at which its component writes; its figures; its cost; and
-its evidence items as ``Item`` records, each with a module-level measure function. ``validate`` checks a
-declaration when it is registered, before anything is measured (as causal scrubbing checks its
-correspondence before sampling): duplicate names, no required causal item, a control an item uses but
-the claim does not name (or one the claim names and no item uses), a site that names a hook the model's
-layout does not have. The package reads the declaration; nothing recovers it by running the claim.
+A claim module states everything about its claim in one class (``base.Hypothesis``, whose docstring lists
+the fields), its evidence items as ``Item`` records, each with a module-level measure function.
+``validate`` checks a declaration when it is registered, before anything is measured (as causal scrubbing
+checks its correspondence before sampling): duplicate names, no required causal item, a control an item
+uses but the claim does not name (or one the claim names and no item uses), a site that names a hook the
+model's layout does not have. The package reads the declaration; nothing recovers it by running the claim.
 
 Sites and definitions are ``string.Template`` texts: ``$PATTERN_1``, ``$layer2`` ... are the located
 components' hook names (``layout_fields``), and a claim may add fields computed from the pool size

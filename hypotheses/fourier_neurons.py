@@ -49,22 +49,14 @@ PLACEBO = Threshold(
 )
 
 
-def _tokens_labels(ctx: Context) -> tuple[torch.Tensor, torch.Tensor]:
-    """The 0-var pools' first halves (train and held-out pairs) and their answers."""
-    half = max(ctx.n // 2, 1)
-    pools = [ctx.pool("0var_train"), ctx.pool("0var_heldout_pair")]
-    tokens = torch.cat([p[0][:half] for p in pools])
-    labels = torch.cat([p[1][:half] for p in pools])
-    return tokens, labels
-
-
 def _grid(ctx: Context, model) -> dict:
     return ctx.memo(("fourier_neurons", "grids", id(model)), lambda: fourier.grids(model, components=ctx.components))
 
 
 def _edits(ctx: Context, model) -> dict:
-    def compute():
-        tokens, labels = _tokens_labels(ctx)
+    def compute():  # on the 0-var pools' first halves (train and held-out pairs)
+        pools = [ctx.pool("0var_train"), ctx.pool("0var_heldout_pair")]
+        tokens, labels = (torch.cat([p[i][: max(ctx.n // 2, 1)] for p in pools]) for i in (0, 1))
         return fourier.key_frequency_edits(
             model, tokens, labels, seed=ctx.seed, grid=_grid(ctx, model), components=ctx.components
         )
@@ -86,47 +78,44 @@ def neurons(ctx: Context, arm: Arm) -> Measurement:
         r["fve"] >= SINGLE_FREQUENCY_FVE,
         key_frequencies=key,
         key_power_share=float(share[key_idx].sum()),
-        median_fve=float(r["fve"].median()) if len(r["fve"]) else None,
+        median_fve=float(r["fve"].median()),
         live_neurons=len(r["fve"]),
         top_embedding_frequencies=(fourier.embedding_spectrum(model).topk(5).indices + 1).tolist(),
         logit_key_share=float(fourier.logit_spectrum(model, components=c)[key_idx].sum()),
     )
 
 
+def _accuracies(e: dict, arm: str, frequencies: list[int]) -> dict:
+    """The clean and edited (``arm`` of ``key_frequency_edits``) accuracies, read both ways, for the extras."""
+    return {
+        "clean_accuracy": float(e["clean"].double().mean()),
+        "edited_accuracy": float(e[arm].double().mean()),
+        "through_unembedding_clean": e["through_unembedding"]["clean"],
+        "through_unembedding_edited": e["through_unembedding"][arm],
+        "frequencies": frequencies,
+        "operand_scale": e["scale"],
+    }
+
+
 def kept(ctx: Context, arm: Arm) -> Measurement:
-    model, placebo = arm.model, arm.variant == "placebo_frequencies"
-    e = _edits(ctx, model)
-    edited = e["placebo_kept"] if placebo else e["kept"]
-    return rate(
-        edited & e["clean"],
-        acted=e["norm_key"] if placebo else None,
-        clean_accuracy=float(e["clean"].double().mean()),
-        edited_accuracy=float(edited.double().mean()),
-        through_unembedding_clean=e["through_unembedding"]["clean"],
-        through_unembedding_edited=e["through_unembedding"]["placebo_kept" if placebo else "kept"],
-        frequencies=e["placebo_frequencies"] if placebo else e["key"],
-        operand_scale=e["scale"],
-    )
+    placebo = arm.variant == "placebo_frequencies"
+    e = _edits(ctx, arm.model)
+    name = "placebo_kept" if placebo else "kept"
+    acted = e["norm_key"] if placebo else None
+    return rate(e[name] & e["clean"], acted, **_accuracies(e, name, e["placebo_frequencies"] if placebo else e["key"]))
 
 
 def excluded(ctx: Context, arm: Arm) -> Measurement:
-    model, placebo = arm.model, arm.variant == "placebo_directions"
-    e = _edits(ctx, model)
+    placebo = arm.variant == "placebo_directions"
+    e = _edits(ctx, arm.model)
     name = "random_removed" if placebo else "excluded"
-    edited = e[name]
-    drop = e["clean"].double() - edited.double()
     return mean(
-        drop,
+        e["clean"].double() - e[name].double(),
         seed=ctx.seed,
         label="fourier_excluded" + ("_placebo" if placebo else ""),
         bounds=(-1, 1),
         acted=e["norm_random"] if placebo else None,
-        clean_accuracy=float(e["clean"].double().mean()),
-        edited_accuracy=float(edited.double().mean()),
-        through_unembedding_clean=e["through_unembedding"]["clean"],
-        through_unembedding_edited=e["through_unembedding"][name],
-        frequencies=e["key"],
-        operand_scale=e["scale"],
+        **_accuracies(e, name, e["key"]),
     )
 
 

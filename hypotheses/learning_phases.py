@@ -508,11 +508,6 @@ def reversed_series(records: list[dict]) -> list[dict]:
     return [{"step": r["step"], "values": s["values"]} for r, s in zip(records, records[::-1])]
 
 
-def _sorted_records(series) -> list[dict]:
-    recs = series["checkpoints"] if isinstance(series, dict) else series
-    return sorted(({"step": int(r["step"]), "values": r["values"]} for r in recs), key=lambda r: r["step"])
-
-
 def _steps_text(a, b) -> str:
     return "n/a" if a is None or b is None else f"{a:,}-{b:,}"
 
@@ -669,7 +664,8 @@ class LearningPhases(Hypothesis):
         """Decide the claim on an ``assignadd.series/1`` document (or a list of ``{"step", "values"}``)."""
 
         def compute():
-            records = _sorted_records(series)
+            recs = series["checkpoints"] if isinstance(series, dict) else series
+            records = sorted(({"step": int(r["step"]), "values": r["values"]} for r in recs), key=lambda r: r["step"])
             items = self.series_evidence(records)
             verdict, reason = decide(items, SERIES_POLICY)
             early = [e for e in items if e.rule is ENDS_EARLY_RULE]

@@ -101,18 +101,10 @@ def _ranked(scores: dict) -> list:
 def _role(role: str, scores: dict, silent: int) -> Role:
     if not scores:
         raise LocateError(f"no candidate for the {role.replace('_', ' ')} in this model")
-    order = _ranked(scores)
-    second = order[1] if len(order) > 1 else None
-    return Role(
-        role,
-        order[0],
-        scores[order[0]],
-        second,
-        None if second is None else scores[second],
-        len(order),
-        silent,
-        "searched",
-    )
+    best, *rest = _ranked(scores)
+    second = rest[0] if rest else None
+    second_score = None if second is None else scores[second]
+    return Role(role, best, scores[best], second, second_score, len(scores), silent, "searched")
 
 
 def _head_writes(model, z: dict, rows) -> dict:

@@ -27,12 +27,8 @@ from .interfaces import broken_naming, check_all
 
 
 def expected(claim: str, mutant: Mutant, unbroken: str = "pass") -> str:
-    """What a claim's verdict should be on a mutant, given its verdict ``unbroken`` on the checkpoint.
-
-    Symmetry mutant: ``unbroken`` itself (the function is the same). Break mutant, for a claim that
-    passes unbroken: "fail" (the broken component's own claim, or a behaviour claim), "pass" (a
-    component upstream of the break), or "not judged" (downstream); "not judged" for a claim that does
-    not pass unbroken."""
+    """What a claim's verdict should be on a mutant, given its verdict ``unbroken`` on the checkpoint: the
+    expected pattern of the module docstring."""
     if mutant.kind == "symmetry":
         return unbroken
     if unbroken != "pass":
@@ -112,18 +108,14 @@ def mutation_matrix(
     """
     from .session import run_claims
 
+    progress = progress or (lambda message: None)
     names = list(MUTANTS) if mutants is None else list(mutants)
-    unknown = [c for c in claims or [] if c not in REGISTRY]
-    if unknown:
-        raise KeyError(f"unknown claim id(s): {', '.join(unknown)}; known: {', '.join(REGISTRY)}")
+    for what, asked, known in (("claim id", claims or [], REGISTRY), ("mutant", names, MUTANTS)):
+        unknown = [x for x in asked if x not in known]
+        if unknown:
+            raise KeyError(f"unknown {what}(s): {', '.join(unknown)}; known: {', '.join(known)}")
     ids = [c for c in REGISTRY if claims is None or c in claims]
-    unknown = [m for m in names if m not in MUTANTS]
-    if unknown:
-        raise KeyError(f"unknown mutant(s): {', '.join(unknown)}; known: {', '.join(MUTANTS)}")
-    # The unbroken checkpoint first: a claim that does not pass on it cannot show where a break is (every
-    # mutant would fail it too), so its cells are shown, not judged.
-    if progress:
-        progress("unbroken")
+    progress("unbroken")
     # The components are found once, on the unbroken model: each mutant breaks that component, and its
     # claims read the same sites (a break may make a search find another head; the claims ask about
     # the one that was found).
@@ -138,8 +130,7 @@ def mutation_matrix(
     cells, changed, results_of = [], {}, {"(unbroken)": unbroken_results}
     interfaces_of = {"(unbroken)": unbroken_checks}
     for name in names:
-        if progress:
-            progress(name)
+        progress(name)
         mutant = MUTANTS[name]
         mutated = build_mutant(name, model, seed, components=where)
         changed[name] = changed_parameters(model, mutated)
@@ -255,6 +246,16 @@ def matrix_to_dict(matrix: dict) -> dict:
     )
 
 
+def text_table(header: list[str], rows: list[list[str]], markdown: bool) -> list[str]:
+    """The lines of a table: Markdown, or plain text in columns as wide as their widest cell."""
+    if markdown:
+        rule = "|" + "---|" * len(header)
+        return ["| " + " | ".join(header) + " |", rule] + ["| " + " | ".join(r) + " |" for r in rows]
+    widths = [max(len(str(x[i])) for x in [header] + rows) for i in range(len(header))]
+    fmt = "  ".join("{:<%d}" % w for w in widths)
+    return [fmt.format(*header), fmt.format(*["-" * w for w in widths])] + [fmt.format(*r) for r in rows]
+
+
 def render_matrix(doc: dict, markdown: bool = False) -> str:
     """The claim x mutant table: each cell the verdict, marked ✓ (expected), ✗ (wrong) or · (not judged)."""
     claims, mutants = doc["claims"], [m["name"] for m in doc["mutants"]]
@@ -277,13 +278,9 @@ def render_matrix(doc: dict, markdown: bool = False) -> str:
             f"; not judged: {', '.join(s['not_judged_failing_unbroken'])} (does not pass on the unbroken "
             "checkpoint, so no break can be seen in it)"
         )
+    lines = text_table(header, rows, markdown)
     if markdown:
-        lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-        lines += ["| " + " | ".join(r) + " |" for r in rows]
         return "\n".join(lines + ["", foot] + [f"- wrong: {w}" for w in s["wrong"]]) + "\n"
-    widths = [max(len(str(x[i])) for x in [header] + rows) for i in range(len(header))]
-    fmt = "  ".join("{:<%d}" % w for w in widths)
-    lines = [fmt.format(*header), fmt.format(*["-" * w for w in widths])] + [fmt.format(*r) for r in rows]
     lines += [
         "",
         "✓ verdict as expected   ✗ not as expected   · downstream of the break: shown, not judged   "

@@ -9,7 +9,6 @@ which process, or in which order: a ``ClaimRunner`` gives the same results for a
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 import warnings
@@ -92,13 +91,6 @@ def run_one(ctx, cid: str) -> tuple[object, float]:
     return result, time.perf_counter() - t0
 
 
-def usable_cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
-
-
 def parallel_ok(ctx) -> str | None:
     """Why claims cannot run in worker processes here (None: they can). Workers are forked, so they
     share the loaded model, the pools and the registry as they are (no re-import, nothing pickled but a
@@ -116,6 +108,8 @@ def parallel_ok(ctx) -> str | None:
 def resolve_jobs(jobs: int | None, ctx, n_claims: int) -> int:
     """``jobs`` None: one process per usable core, at most one per claim; 1 where workers cannot run."""
     if jobs is None:
+        from ..training.threads import usable_cores
+
         jobs = usable_cores()
     return 1 if parallel_ok(ctx) is not None else max(1, min(jobs, n_claims))
 
@@ -132,8 +126,7 @@ def _worker_init(threads: int) -> None:
 
 
 def _worker_run(cid: str) -> tuple[str, dict, float]:
-    result, seconds = run_one(_WORKER_CTX, cid)
-    return cid, result, seconds
+    return (cid, *run_one(_WORKER_CTX, cid))
 
 
 class ClaimRunner:

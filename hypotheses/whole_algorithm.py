@@ -107,11 +107,6 @@ class Part:
     statement: str
     variable_only: bool = False
 
-    @property
-    def sequences(self) -> str:
-        """The sequences that use the part, in words."""
-        return "with a variable operand" if self.variable_only else "all"
-
 
 # In the order of ``scrubbing.PARTS``, whose plans resample them.
 PARTS = (
@@ -228,14 +223,26 @@ def share_of(n: int) -> int:
     return min(max(n // (2 * len(POOLS)), PART_ROWS_PER_POOL), n)
 
 
-def _first_of_each_pool(ctx: Context, k: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """The tokens and labels of the first ``k`` sequences of each pool, pool after pool."""
-    return torch.cat([ctx.pool(p)[0][:k] for p in POOLS]), torch.cat([ctx.pool(p)[1][:k] for p in POOLS])
+def _first_of_each_pool(ctx: Context, k: int) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
+    """The tokens and labels of the first ``k`` sequences of each pool, pool after pool, and {pool: mask}."""
+
+    def compute():
+        tokens = torch.cat([ctx.pool(p)[0][:k] for p in POOLS])
+        pool_of = torch.arange(len(tokens)) // k
+        return tokens, torch.cat([ctx.pool(p)[1][:k] for p in POOLS]), {p: pool_of == i for i, p in enumerate(POOLS)}
+
+    return ctx.memo(("whole_algorithm", "first of each pool", k), compute)
 
 
-def _pooled(ctx: Context) -> tuple[torch.Tensor, torch.Tensor]:
-    """The tokens and labels the scrubs run on: the first ``share_of(n)`` sequences of each pool."""
-    return ctx.memo(("whole_algorithm", "pooled"), lambda: _first_of_each_pool(ctx, share_of(ctx.n)))
+def _pooled(ctx: Context) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
+    """What the scrubs run on: the first ``share_of(n)`` sequences of each pool."""
+    return _first_of_each_pool(ctx, share_of(ctx.n))
+
+
+def _subset(ctx: Context) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
+    """What the part-by-part items run on: the first PART_ROWS_PER_POOL sequences of each pool (fewer when
+    the pools are smaller) whatever n, so that their 18 forwards keep a narrow interval at a small n."""
+    return _first_of_each_pool(ctx, min(PART_ROWS_PER_POOL, ctx.n))
 
 
 def _groups(ctx: Context) -> dict[str, torch.Tensor]:
@@ -243,9 +250,8 @@ def _groups(ctx: Context) -> dict[str, torch.Tensor]:
     (in either slot), by slot holding a variable, and doubled pairs (n, n)."""
 
     def compute():
-        tokens, _ = _pooled(ctx)
-        pool_of = torch.arange(len(tokens)) // share_of(ctx.n)
-        groups = {p: pool_of == i for i, p in enumerate(POOLS)}
+        tokens, _, pools = _pooled(ctx)
+        groups = dict(pools)
         first_var, names = ctx.task.vocab.first_var, ctx.task.vocab.var_names
         lhs, rhs = tokens[:, POS_LHS], tokens[:, POS_RHS]
         for i, name in enumerate(names):
@@ -260,9 +266,11 @@ def _groups(ctx: Context) -> dict[str, torch.Tensor]:
     return ctx.memo(("whole_algorithm", "groups"), compute)
 
 
-def _model_ok(ctx: Context, model) -> torch.Tensor:
-    tokens, labels = _pooled(ctx)
-    return ctx.memo(("whole_algorithm", "clean", id(model)), lambda: last_position_correct(model, tokens, labels))
+def _model_ok(ctx: Context, model, rows=_pooled) -> torch.Tensor:
+    """Whether ``model`` answers each of the sequences ``rows`` (``_pooled`` or ``_subset``) gives, once."""
+    tokens, labels, _ = rows(ctx)
+    key = ("whole_algorithm", "clean", rows.__name__, id(model))
+    return ctx.memo(key, lambda: last_position_correct(model, tokens, labels))
 
 
 def _nothing_to_explain(ctx: Context, model) -> Measurement | None:
@@ -279,7 +287,7 @@ def _scrub_runs(ctx: Context, which: str, arm: Arm, claimed: str = "hypothesis")
     """The ``which`` ("routing" or "addition") scrub with the arm's features and its floor, once per model
     and features."""
     features = arm.variant if arm.variant == WRONG_CORRESPONDENCE[which] else claimed
-    tokens, labels = _pooled(ctx)
+    tokens, labels, _ = _pooled(ctx)
 
     def scrub(features: str) -> dict:
         kw = {"seed": ctx.seed, "features": features, "components": ctx.components}
@@ -322,25 +330,6 @@ def keeps_in_pool(ctx: Context, arm: Arm, *, which: str, pool: str) -> Measureme
         acted=float(s["change"][mask].mean()) if arm.variant != "claimed" else None,
         floor_accuracy=float(f["correct"][mask].double().mean()),
     )
-
-
-def _subset(ctx: Context) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
-    """The part-by-part items' tokens, labels and {pool: mask}: the first PART_ROWS_PER_POOL sequences of
-    each pool (fewer when the pools are smaller) whatever n, so that their 18 forwards keep a narrow
-    interval at a small n."""
-
-    def compute():
-        per_pool = min(PART_ROWS_PER_POOL, ctx.n)
-        t_sub, l_sub = _first_of_each_pool(ctx, per_pool)
-        pool_sub = {p: torch.arange(len(t_sub)) // per_pool == i for i, p in enumerate(POOLS)}
-        return t_sub, l_sub, pool_sub
-
-    return ctx.memo(("whole_algorithm", "subset"), compute)
-
-
-def _model_ok_sub(ctx: Context, model) -> torch.Tensor:
-    t_sub, l_sub, _ = _subset(ctx)
-    return ctx.memo(("whole_algorithm", "clean_parts", id(model)), lambda: last_position_correct(model, t_sub, l_sub))
 
 
 def _rows_of_part(ctx: Context) -> dict[str, torch.Tensor]:
@@ -413,8 +402,8 @@ def minimality(ctx: Context, arm: Arm, *, part: str) -> Measurement:
     m.extra.update(
         {
             "part": PART[part].statement,
-            "model_accuracy": float(_model_ok_sub(ctx, arm.model)[used].double().mean()),
-            "sequences": PART[part].sequences,
+            "model_accuracy": float(_model_ok(ctx, arm.model, _subset)[used].double().mean()),
+            "sequences": "with a variable operand" if PART[part].variable_only else "all",
             "accuracy_elsewhere_scrubbed": _mean(r["C"]["correct"][~used]),
             "accuracy_elsewhere_part_removed": _mean(other["correct"][~used]),
             "cells_given_a_differing_donor": r["plans"]["removed_share"][part],
@@ -437,13 +426,13 @@ def completeness(ctx: Context, arm: Arm) -> Measurement:
     ``circuit_without_identity`` control takes C without the value tokens' identity as its circuit."""
     chance = 1 / ctx.model.cfg.d_vocab_out
     n = len(_subset(ctx)[0])
-    acc = float(_model_ok_sub(ctx, arm.model).double().mean())
+    acc = float(_model_ok(ctx, arm.model, _subset).double().mean())
     if acc < NOTHING_TO_EXPLAIN + chance:
         return Measurement.exact(
             1.0, n=n, model_accuracy=acc, note="model at chance: nothing to explain, so completeness cannot be shown"
         )
     r = _parts(ctx, arm.model)
-    clean = {"correct": _model_ok_sub(ctx, arm.model)}
+    clean = {"correct": _model_ok(ctx, arm.model, _subset)}
     m_ok = clean["correct"].double()
     acted = None
     if arm.variant == "circuit_without_identity":
@@ -508,12 +497,9 @@ def doubled_pair_errors(ctx: Context, arm: Arm) -> Measurement:
     return m
 
 
-def solves(ctx: Context, arm: Arm) -> Measurement:
-    return rate(_model_ok(ctx, arm.model))
-
-
-def solves_in_pool(ctx: Context, arm: Arm, *, pool: str) -> Measurement:
-    return rate(_model_ok(ctx, arm.model)[_groups(ctx)[pool]])
+def solves(ctx: Context, arm: Arm, *, pool: str | None = None) -> Measurement:
+    ok = _model_ok(ctx, arm.model)
+    return rate(ok if pool is None else ok[_groups(ctx)[pool]])
 
 
 # `$share` and the hooks in the items' texts are filled per model and n.
@@ -603,7 +589,7 @@ class WholeAlgorithm(Hypothesis):
                 definition=f"accuracy on the $share {pool} sequences alone",
                 kind=Kind.OBSERVATIONAL,
                 threshold=SOLVES_EACH,
-                measure=partial(solves_in_pool, pool=pool),
+                measure=partial(solves, pool=pool),
                 controls=("reinitialised",),
             )
             for pool in POOLS

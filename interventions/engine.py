@@ -19,7 +19,7 @@ import copy
 import difflib
 import weakref
 from collections import Counter
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 
 import torch
@@ -53,17 +53,29 @@ class Result:
 # ----- hook names and their execution order ---------------------------------------------------------
 def check_hook_names(model, interventions) -> None:
     """Raise InterventionError naming every intervention whose hook the model does not have."""
-    known = model.hook_dict
     for iv in interventions:
         if not isinstance(iv, Intervention):
             raise InterventionError(
                 f"expected Intervention objects (Zero, Mean, Resample, Replace, Patch, Project), "
                 f"found {type(iv).__name__}"
             )
-        if iv.site.hook not in known:
-            close = difflib.get_close_matches(iv.site.hook, list(known), n=3)
+        if iv.site.hook not in model.hook_dict:
+            close = difflib.get_close_matches(iv.site.hook, list(model.hook_dict), n=3)
             hint = f"; did you mean {', '.join(close)}?" if close else ""
             raise InterventionError(f"{iv!r}: the model has no hook named {iv.site.hook!r}{hint}")
+
+
+@contextmanager
+def _counting(model, names):
+    """Count the calls of the named hook points (plain torch forward hooks, so any backend counts).
+    The counter holds the hooks in the order they first fired."""
+    counts: Counter = Counter()
+    handles = [model.hook_dict[n].register_forward_hook(lambda m, i, o, n=n: counts.update([n])) for n in set(names)]
+    try:
+        yield counts
+    finally:
+        for h in handles:
+            h.remove()
 
 
 _ORDER: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
@@ -76,18 +88,9 @@ def execution_order(model) -> list[str]:
     if model not in _ORDER:
         probe = copy.deepcopy(model)
         probe.reset_hooks(including_permanent=True)
-        fired: list[str] = []
-        handles = [
-            probe.hook_dict[n].register_forward_hook(lambda m, i, o, n=n: fired.append(n) if n not in fired else None)
-            for n in probe.hook_dict
-        ]
-        try:
-            with torch.no_grad():
-                probe(torch.zeros(1, probe.cfg.n_ctx, dtype=torch.long, device=next(probe.parameters()).device))
-        finally:
-            for h in handles:
-                h.remove()
-        _ORDER[model] = fired
+        with torch.no_grad(), _counting(probe, probe.hook_dict) as fired:
+            probe(torch.zeros(1, probe.cfg.n_ctx, dtype=torch.long, device=next(probe.parameters()).device))
+        _ORDER[model] = list(fired)
     return _ORDER[model] + [n for n in model.hook_dict if n not in _ORDER[model]]
 
 
@@ -95,18 +98,6 @@ def firing_hooks(model) -> list[str]:
     """The hooks a forward pass of ``model`` fires, in order."""
     execution_order(model)
     return list(_ORDER[model])
-
-
-@contextmanager
-def _counting(model, names):
-    """Count the calls of the named hook points (plain torch forward hooks, so any backend counts)."""
-    counts: Counter = Counter({n: 0 for n in names})
-    handles = [model.hook_dict[n].register_forward_hook(lambda m, i, o, n=n: counts.update([n])) for n in set(names)]
-    try:
-        yield counts
-    finally:
-        for h in handles:
-            h.remove()
 
 
 def _check_fired(counts: Counter, names, expected: int, what: str) -> None:
@@ -119,22 +110,16 @@ def _check_fired(counts: Counter, names, expected: int, what: str) -> None:
             )
 
 
-def _unhooked(model) -> bool:
-    """No TransformerLens hook on any hook point (``HookPoint.has_hooks``: a knock-out's permanent hooks,
-    a caller's ``add_hook``) and no split-input mode: a clean forward may then run in pieces."""
-    if any(getattr(m, "split_qkv_input", False) for m in model.modules()):
-        return False
-    return not any(hp.has_hooks() for hp in model.hook_dict.values())
+def _known_hooks(model, hooks, what: str) -> list[str]:
+    """``hooks`` (a name or several) once each, in order; raises InterventionError naming any the model lacks."""
+    hooks = list(dict.fromkeys([hooks] if isinstance(hooks, str) else hooks))
+    unknown = [h for h in hooks if h not in model.hook_dict]
+    if unknown:
+        raise InterventionError(f"{what}: the model has no hook named {', '.join(map(repr, unknown))}")
+    return hooks
 
 
 # ----- reference activations --------------------------------------------------------------------------
-def _nnsight(model):
-    """The model wrapped for nnsight (about a millisecond, so not cached: a cache would keep the model alive)."""
-    import nnsight
-
-    return nnsight.NNsight(model)
-
-
 def _envoy(wrapped, hook: str):
     node = wrapped
     for part in hook.split("."):
@@ -149,33 +134,20 @@ class _Captured(Exception):
 @torch.no_grad()
 def capture(model, tokens: torch.Tensor, hooks, pos: int | None = None, backend: str = "tl") -> dict[str, torch.Tensor]:
     """The package's one activation reader: {hook: activation} from one clean forward of ``tokens``
-    (no temporary interventions; a ``knockout`` copy's permanent hooks act on the way), stopped as soon
-    as the last of ``hooks`` has fired, so what follows (often the Layer-2 MLP over every position) is
-    never computed. ``pos``: keep only that position, (B, ...) instead of (B, T, ...). ``backend``:
-    "tl" (TransformerLens hooks) or "nnsight" (the same module traced; it reads the same tensors).
-    Raises InterventionError for a hook the model does not have or one that did not fire once."""
-    hooks = list(dict.fromkeys(hooks))
-    unknown = [h for h in hooks if h not in model.hook_dict]
-    if unknown:
-        raise InterventionError(f"capture: the model has no hook named {', '.join(map(repr, unknown))}")
-    if backend not in BACKENDS:
-        raise InterventionError(f"backend must be one of {BACKENDS}, found {backend!r}")
+    (no temporary interventions; a ``knockout`` copy's permanent hooks act on the way). With "tl" the
+    forward stops as soon as the last of ``hooks`` has fired, so what follows (often the Layer-2 MLP over
+    every position) is never computed; "nnsight" traces the same module and reads the same tensors.
+    ``pos``: keep only that position, (B, ...) instead of (B, T, ...). Raises InterventionError for a
+    hook the model does not have or one that did not fire once."""
+    hooks = _known_hooks(model, hooks, "capture")
     if backend == "tl":
         parts = [_capture_tl(model, chunk, hooks, pos) for chunk in _clean_chunks(model, tokens)]
         out = parts[0] if len(parts) == 1 else {h: torch.cat([p[h] for p in parts]) for h in parts[0]}
     else:
-        order = execution_order(model)  # before counting starts: finding it runs a forward pass
-        wrapped, saved = _nnsight(model), {}
-        with _counting(model, hooks) as counts:
-            try:
-                with wrapped.trace(tokens):
-                    for h in sorted(hooks, key=order.index):
-                        saved[h] = _envoy(wrapped, h).output.save()
-            except Exception:  # nnsight's own error for a hook that never fired: say it our way
-                _check_fired(counts, hooks, 1, "capture")
-                raise
-        _check_fired(counts, hooks, 1, "capture")
-        out = {h: (v if pos is None else v[:, pos]).detach() for h, v in saved.items()}
+        out = {
+            h: (v if pos is None else v[:, pos])
+            for h, v in run(model, tokens, backend=backend, read=hooks).activations.items()
+        }
     missing = [h for h in hooks if h not in out]
     if missing:
         raise InterventionError(f"capture: hook(s) {', '.join(map(repr, missing))} did not fire on the forward pass")
@@ -192,10 +164,8 @@ def _capture_tl(model, tokens: torch.Tensor, hooks: list[str], pos: int | None) 
         if len(out) == len(hooks):
             raise _Captured
 
-    try:
+    with suppress(_Captured):
         model.run_with_hooks(tokens, fwd_hooks=[(h, keep) for h in hooks])
-    except _Captured:
-        pass
     return out
 
 
@@ -208,10 +178,13 @@ CLEAN_CHUNK = 128
 
 
 def _clean_chunks(model, tokens: torch.Tensor) -> list[torch.Tensor]:
-    """``tokens`` in pieces of ``CLEAN_CHUNK`` sequences for a clean forward of an unhooked model (``capture``
-    with "tl"; ``run`` with "tl" and no intervention); whole otherwise (a knock-out's permanent hooks may
-    hold positions fixed to one batch size)."""
-    if len(tokens) <= CLEAN_CHUNK or not _unhooked(model):
+    """``tokens`` in pieces of ``CLEAN_CHUNK`` sequences for a clean forward (``capture`` with "tl"; ``run``
+    with "tl" and no intervention); whole when the model is in split-input mode or any hook point has a
+    TransformerLens hook (``HookPoint.has_hooks``: a knock-out's permanent hooks, which may hold positions
+    fixed to one batch size, or a caller's ``add_hook``)."""
+    if len(tokens) <= CLEAN_CHUNK or any(getattr(m, "split_qkv_input", False) for m in model.modules()):
+        return [tokens]
+    if any(hp.has_hooks() for hp in model.hook_dict.values()):
         return [tokens]
     return list(tokens.split(CLEAN_CHUNK))
 
@@ -222,9 +195,9 @@ def _content_key(tokens: torch.Tensor) -> tuple:
     return (tuple(t.shape), str(t.dtype), sha256_bytes(t.numpy().tobytes()))
 
 
-def _bind_all(model, interventions, backend: str) -> list[tuple[Site, Edit]]:
-    """Bind every intervention, running one clean forward per distinct reference token batch (by
-    content: two equal tensors share one forward)."""
+def _bind_all(model, interventions, backend: str) -> dict[str, list[tuple[Site, Edit]]]:
+    """Every intervention bound, grouped by hook in list order: {hook: [(site, edit), ...]}. One clean
+    forward per distinct reference token batch (by content: two equal tensors share one forward)."""
     wanted: dict[tuple, tuple[torch.Tensor, set]] = {}
     for iv in interventions:
         for tokens, hook in iv.reference_requests():
@@ -234,7 +207,10 @@ def _bind_all(model, interventions, backend: str) -> list[tuple[Site, Edit]]:
     def fetch(tokens, hook):
         return acts[_content_key(tokens)][hook]
 
-    return [(iv.site, iv.bind(model, fetch)) for iv in interventions]
+    by_hook: dict[str, list] = {}
+    for iv in interventions:
+        by_hook.setdefault(iv.site.hook, []).append((iv.site, iv.bind(model, fetch)))
+    return by_hook
 
 
 def _hook_fn(edits: list[tuple[Site, Edit]], batch: dict, allow_empty: bool = False, changes: dict | None = None):
@@ -255,13 +231,6 @@ def _hook_fn(edits: list[tuple[Site, Edit]], batch: dict, allow_empty: bool = Fa
     return hook_fn
 
 
-def _grouped(bound) -> dict[str, list[tuple[Site, Edit]]]:
-    by_hook: dict[str, list] = {}
-    for site, edit in bound:
-        by_hook.setdefault(site.hook, []).append((site, edit))
-    return by_hook
-
-
 # ----- the two entry points ---------------------------------------------------------------------------
 def run(
     model,
@@ -280,7 +249,7 @@ def run(
     nnsight backend instruments the model's modules the way nnsight does (plain calls are unaffected).
     ``last_only=True``: the last position's logits, (B, 1, V); the "tl" backend computes only them (every
     hook still fires as in the full forward), nnsight runs the full forward and returns its last position.
-    ``read`` ("tl" backend): hook names whose (post-edit) activations to return in ``Result.activations``,
+    ``read``: hook names whose (post-edit) activations to return in ``Result.activations``,
     measured in the same forward: for claims measured where the next component reads, not at the answer.
     ``stop_at_layer`` ("tl" backend): run blocks 0..L-1 only; ``Result.logits`` is then the residual stream.
     """
@@ -288,13 +257,10 @@ def run(
         raise InterventionError(f"backend must be one of {BACKENDS}, found {backend!r}")
     interventions = [interventions] if isinstance(interventions, Intervention) else list(interventions)
     check_hook_names(model, interventions)
-    by_hook = _grouped(_bind_all(model, interventions, backend))
-    read = list(dict.fromkeys([read] if isinstance(read, str) else read))
-    if (read or stop_at_layer is not None) and backend != "tl":
-        raise InterventionError("run: read= and stop_at_layer= need the 'tl' backend")
-    unknown = [h for h in read if h not in model.hook_dict]
-    if unknown:
-        raise InterventionError(f"run: the model has no hook named {', '.join(map(repr, unknown))} to read")
+    by_hook = _bind_all(model, interventions, backend)
+    read = _known_hooks(model, read, "run (read=)")
+    if stop_at_layer is not None and backend != "tl":
+        raise InterventionError("run: stop_at_layer= needs the 'tl' backend")
     chunks = _clean_chunks(model, tokens) if backend == "tl" and not by_hook else [tokens]
     return _joined([_run_once(model, chunk, by_hook, backend, last_only, read, stop_at_layer) for chunk in chunks])
 
@@ -345,21 +311,26 @@ def _run_once(model, tokens, by_hook, backend, last_only, read, stop_at_layer) -
             hooks += [(h, lambda act, hook: seen.__setitem__(hook.name, act.detach())) for h in read]
             logits = model.run_with_hooks(tokens, fwd_hooks=hooks, **kwargs)
         else:
-            wrapped = _nnsight(model)
+            import nnsight
+
+            wrapped = nnsight.NNsight(model)  # about a millisecond, so not cached: a cache would keep the model alive
             try:
                 with wrapped.trace(tokens):
-                    for hook in sorted(by_hook, key=order.index):
+                    for hook in sorted({*by_hook, *read}, key=order.index):
                         envoy = _envoy(wrapped, hook)
-                        envoy.output = _hook_fn(by_hook[hook], batch, changes=changes)(
-                            envoy.output, model.hook_dict[hook]
-                        )
+                        if hook in by_hook:
+                            edit = _hook_fn(by_hook[hook], batch, changes=changes)
+                            envoy.output = edit(envoy.output, model.hook_dict[hook])
+                        if hook in read:
+                            seen[hook] = envoy.output.save()
                     saved = wrapped.output.save()
             except InterventionError:
                 raise
             except Exception:  # nnsight's own error for a hook that never fired: say it our way
-                _check_fired(counts, by_hook, 1, "run (nnsight)")
+                _check_fired(counts, list(by_hook) + read, 1, "run (nnsight)")
                 raise
             logits = saved[:, -1:] if last_only else saved
+            seen = {h: act.detach() for h, act in seen.items()}
     _check_fired(counts, list(by_hook) + read, 1, f"run ({backend})")
     return Result(
         logits=logits.detach(),
@@ -388,7 +359,7 @@ def knockout(model, interventions, probe_tokens: torch.Tensor | None = None):
                 f"knockout: {iv!r} is tied to one batch (a Patch's source run, a matched "
                 "Resample's draws) and cannot be permanent; use run(..., [...]) per batch instead"
             )
-    by_hook = _grouped(_bind_all(model, interventions, "tl"))
+    by_hook = _bind_all(model, interventions, "tl")
     ablated = copy.deepcopy(model)
     batch: dict = {}
     # The hooks see activations, not tokens: each batch is read at ``hook_tokens``, which fires first

@@ -1,15 +1,8 @@
-"""The kinds of intervention: what value replaces the activation at a Site.
+"""The kinds of intervention: what value replaces the activation at a Site, for one forward pass.
 
-Each kind says, for one forward pass, what the selected cells of one hook's activation become:
-    Zero       0
-    Mean       the mean over a reference pool (per position, or over all positions)
-    Resample   the activation of a random reference sequence (optionally one that agrees with the
-               base sequence on a named feature: causal scrubbing's conditional resampling)
-    Replace    fn(activation, hook), any custom edit (uniform attention, a scaled direction, ...)
-    Patch      the activation of a run on source tokens, example by example
-    Project    the activation projected onto (keep) or off (remove) a subspace of the last axis
-Cells outside the Site keep their value. The kind is always an explicit object: nothing defaults to
-"mean" or "zero" behind the caller's back.
+Zero, Mean, Resample (optionally conditional, as in causal scrubbing), Replace (any custom edit), Patch
+and Project; each class states what the selected cells become. Cells outside the Site keep their value.
+The kind is always an explicit object: nothing defaults to "mean" or "zero" behind the caller's back.
 
 An intervention is a description; ``bind`` turns it into an edit function for one model, reading
 the reference activations it needs through ``fetch(tokens, hook)`` (the engine runs and caches

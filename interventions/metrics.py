@@ -1,9 +1,8 @@
 """Per-example metrics of an intervened run, read at the last position (where the answer is, SPEC §1.2),
 and summaries with confidence intervals that always report how many examples got worse.
 
-Every metric takes logits (B, T, V) or (B, V) and returns one value per example, so that a summary
-can give a confidence interval and the fraction of examples that moved the wrong way, which a mean
-alone hides.
+Every metric takes logits (B, T, V) or (B, V) and returns one value per example: a mean alone can hide
+examples that moved the wrong way.
 """
 
 from __future__ import annotations

@@ -58,8 +58,7 @@ from ..random_streams import torch_generator
 COMPONENTS = ("layer1_previous_token", "layer2_identity_qk", "layer2_ov", "layer2_mlp", "unembedding")
 
 
-# A torch generator for one named purpose, ``(seed, label)``: the one derivation is
-# ``random_streams``'s; the name stays here for the modules that import it from this one.
+# ``random_streams.torch_generator(seed, label)``, under the name the modules that import it from here use.
 generator = torch_generator
 
 
@@ -98,10 +97,13 @@ class Mutant:
 
 
 def _rotated(name: str, component: str, layer: int | None, param: str, whose: str, note: str = "") -> Mutant:
-    """The input (d_model) space of weight ``param`` rotated by a random orthogonal matrix: of the head
-    (``"attn.W_K"``: W_K[h] (d_model, d_head)) of the paper's Layer ``layer`` (0, 1) at the components,
-    of the adding MLP (``layer`` None, ``"mlp.W_in"``), or of ``"unembed.W_U"`` (d_model, d_out);
-    described as ``whose`` weight rotated, then ``note``."""
+    """The d_model space of weight ``param`` rotated by a random orthogonal matrix: the input space of a
+    head's weight (``"attn.W_K"``: W_K[h] (d_model, d_head)) at the paper's Layer ``layer`` (0, 1), of the
+    adding MLP's ``"mlp.W_in"`` (``layer`` None) or of ``"unembed.W_U"`` (d_model, d_out); the output space
+    of ``"mlp.W_out"`` (d_mlp, d_model), so every neuron writes what it did, at the same strength, into
+    directions the unembedding does not read as before. Described as ``whose`` weight rotated, then ``note``."""
+    weight = param.rsplit(".", 1)[-1]
+    space = "output" if weight == "W_out" else "input"
 
     def build(model, gen, c):
         if param.startswith("unembed."):
@@ -110,11 +112,13 @@ def _rotated(name: str, component: str, layer: int | None, param: str, whose: st
             W = model.get_parameter(f"blocks.{c.mlp_layer}.{param}")
         else:
             W = _head_weight(model, c, layer, param.removeprefix("attn."))  # (1, d_model, d_head)
-        R = random_rotation(W.shape[-2], gen)
-        W.copy_(R @ W if W.dim() == 2 else torch.einsum("ij,hjk->hik", R, W))
+        R = random_rotation(model.cfg.d_model, gen)
+        if space == "output":
+            W.copy_(W @ R)
+        else:
+            W.copy_(R @ W if W.dim() == 2 else torch.einsum("ij,hjk->hik", R, W))
 
-    weight = param.rsplit(".", 1)[-1]
-    return Mutant(name, component, f"{whose} {weight} input space rotated by a random orthogonal matrix{note}", build)
+    return Mutant(name, component, f"{whose} {weight} {space} space rotated by a random orthogonal matrix{note}", build)
 
 
 def _scale_scores(layer: int, factor: float) -> Callable:
@@ -195,13 +199,6 @@ def _value_bias_shifted(model, gen, c):
     b_V.add_(torch.randn(b_V.shape[-1], generator=gen) * scale)
 
 
-def _mlp_output_rotated(model, gen, c):
-    """The Layer-2 MLP's W_out output space rotated: every neuron still computes what it did and writes
-    it, at the same strength, into directions the unembedding does not read as before."""
-    mlp = model.blocks[c.mlp_layer].mlp
-    mlp.W_out.copy_(mlp.W_out @ random_rotation(mlp.W_out.shape[1], gen))
-
-
 def _permute_neurons(outputs: bool):
     """The Layer-2 neurons shuffled: W_in's columns and b_in permuted; with ``outputs`` W_out's rows
     too, which is a symmetry (the same function), without them a break (inputs feed other outputs)."""
@@ -245,8 +242,8 @@ def residual_change_of_basis(model, A: torch.Tensor):
     """A copy of ``model`` whose residual stream is written in the basis x A (A (d_model, d_model)
     invertible): W_E, W_pos and every writer (W_O, b_O, W_out, b_out) times A, every reader (W_Q, W_K,
     W_V, W_in, W_U) times A^-1 on its input side. Without LayerNorm the function is the same, up to float
-    rounding. Not in ``MUTANTS``: ``previous_token_head``'s ``ov1_transmits_variables`` does not yet respect
-    it (docs/mutation_results/README.md, "Residual change of basis")."""
+    rounding. Not in ``MUTANTS``: ``fourier_neurons`` does not yet keep its verdict under every such change
+    (docs/mutation_results/README.md, "Residual change of basis")."""
     if model.cfg.layernorm:
         raise ValueError("a change of basis of the residual stream is a symmetry only without LayerNorm")
     m = copy.deepcopy(model)
@@ -281,12 +278,6 @@ def span_basis(rows: torch.Tensor, rel_tol: float = 1e-5) -> tuple[torch.Tensor,
     U, S, Vh = torch.linalg.svd(rows.detach().double(), full_matrices=rows.shape[0] < rows.shape[1])
     rank = int((S > rel_tol * S.max()).sum())
     return Vh[:rank], Vh[rank:]
-
-
-def _complement(rows: torch.Tensor) -> torch.Tensor:
-    """Projection (d, d) float64 onto the input directions none of ``rows`` (k, d) has any weight in."""
-    outside = span_basis(rows)[1]
-    return outside.T @ outside
 
 
 def layer1_inputs(model) -> torch.Tensor:
@@ -331,7 +322,8 @@ def _gain_unseen(layer: int, names: tuple[str, ...], inputs: Callable[..., torch
     everything the residual at `=` can hold (``layer2_query_inputs_at_eq``)."""
 
     def build(model, gen, c):
-        P = _complement(inputs(model, c))
+        outside = span_basis(inputs(model, c))[1]
+        P = outside.T @ outside
         for name in names:
             param = _head_weight(model, c, layer, name)
             G = torch.randn(param.shape, generator=gen, dtype=torch.float64)
@@ -533,12 +525,7 @@ MUTANTS: dict[str, Mutant] = {
             _key_frequencies_out_of_mlp,
             needs=("directions",),
         ),
-        Mutant(
-            "mlp_output_rotated",
-            "layer2_mlp",
-            "the Layer-2 MLP's W_out output space rotated by a random orthogonal matrix",
-            _mlp_output_rotated,
-        ),
+        _rotated("mlp_output_rotated", "layer2_mlp", None, "mlp.W_out", "the Layer-2 MLP's"),
         _rotated(
             "unembedding_input_rotated",
             "unembedding",

@@ -22,7 +22,7 @@ from typing import Callable, Sequence
 import torch
 
 from ..model.hooks import act_name
-from .engine import Result, capture, check_hook_names, execution_order, run
+from .engine import Result, capture, execution_order, run
 from .kinds import Patch, Replace
 from .metrics import accuracy
 from .site import InterventionError, Site, as_site
@@ -50,11 +50,8 @@ def activation_patch(
     direction: str = "denoise",
     backend: str = "tl",
 ) -> Result:
-    """One forward pass with every site patched at once, example by example.
-
-    ``"denoise"``: run ``corrupted_tokens``, with each site's cells taken from the clean run.
-    ``"noise"``: run ``clean_tokens``, with each site's cells taken from the corrupted run.
-    """
+    """One forward pass with every site patched at once, example by example (``direction``: see the module
+    docstring)."""
     base, source = _base_and_source(clean_tokens, corrupted_tokens, direction)
     return run(model, base, [Patch(as_site(s), source) for s in sites], backend=backend)
 
@@ -78,7 +75,6 @@ def patch_sweep(
     """
     base, source = _base_and_source(clean_tokens, corrupted_tokens, direction)
     hooks = list(hooks)
-    check_hook_names(model, [Patch(Site(h), source) for h in hooks])
     source_acts = capture(model, source, hooks, backend=backend)
     out = torch.empty(len(hooks), len(positions), base.shape[0])
     for i, hook in enumerate(hooks):
@@ -98,11 +94,9 @@ def _component(hook: str) -> str | None:
     """The component output hook a hook belongs to: blocks.l.attn.* -> blocks.l.hook_attn_out, etc."""
     parts = hook.split(".")
     if len(parts) >= 3 and parts[0] == "blocks":
-        layer = parts[1]
-        if parts[2] == "attn" or parts[2] == "hook_attn_out":
-            return act_name("attn_out", layer)
-        if parts[2] == "mlp" or parts[2] == "hook_mlp_out":
-            return act_name("mlp_out", layer)
+        for kind in ("attn", "mlp"):
+            if parts[2] in (kind, f"hook_{kind}_out"):
+                return act_name(f"{kind}_out", parts[1])
     return None
 
 
@@ -142,15 +136,8 @@ def path_patch(
         if r in order and order.index(r) < sender_at:
             raise InterventionError(f"path_patch: receiver {r!r} runs before the sender {sender.hook!r}")
 
-    recorded: dict[str, torch.Tensor] = {}
-
-    def record(act, hook):
-        recorded[hook.name] = act.clone()
-        return act
-
     first = [Patch(sender, source_tokens)] + [Patch(Site(h), base_tokens) for h in freeze]
-    first += [Replace(Site(h), record) for h in dict.fromkeys(receiver_hooks)]
-    run(model, base_tokens, first, backend=backend)
+    recorded = run(model, base_tokens, first, backend=backend, read=receiver_hooks).activations
     second = [Replace(r, lambda act, hook: recorded[hook.name].to(act.dtype)) for r in receivers]
     return run(model, base_tokens, second, backend=backend)
 

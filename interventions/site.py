@@ -36,11 +36,6 @@ class InterventionError(RuntimeError):
 ATTENTION_MAP_HOOKS = ("hook_pattern", "hook_attn_scores")
 
 
-def is_attention_map(hook: str) -> bool:
-    """True for hooks shaped (B, H, T_q, T_k), whose positions index queries and ``keys`` keys."""
-    return hook.rsplit(".", 1)[-1] in ATTENTION_MAP_HOOKS
-
-
 def position_mask(positions: Any, batch: int, seq: int, device=None, *, what: str = "positions") -> torch.Tensor:
     """The bool mask [B, T] a position set selects (forms in the module docstring)."""
     if positions is None:
@@ -119,14 +114,15 @@ class Site:
     def __post_init__(self):
         if not isinstance(self.hook, str):
             raise InterventionError(f"Site.hook must be a hook name (str), found {type(self.hook).__name__}")
-        if self.keys is not None and not is_attention_map(self.hook):
+        if self.keys is not None and not self.attention_map:
             raise InterventionError(
                 f"Site {self.hook!r}: keys= only applies to {' / '.join(ATTENTION_MAP_HOOKS)}, which have a key axis"
             )
 
     @property
     def attention_map(self) -> bool:
-        return is_attention_map(self.hook)
+        """True for hooks shaped (B, H, T_q, T_k), whose positions index queries and ``keys`` keys."""
+        return self.hook.rsplit(".", 1)[-1] in ATTENTION_MAP_HOOKS
 
     def resolve(self, spec, tokens: torch.Tensor | None):
         """A position set, with a callable one evaluated on this batch's tokens."""
@@ -139,27 +135,18 @@ class Site:
     def mask(
         self, activation: torch.Tensor, tokens: torch.Tensor | None = None, *, allow_empty: bool = False
     ) -> torch.Tensor:
-        """A bool mask that broadcasts against ``activation`` and marks the cells this site selects.
-
-        (B, T, ...) activations: [B, T, 1, ...]. Attention maps (B, H, T_q, T_k): [B, 1, T_q, T_k],
-        the product of the query and key selections with the causal mask. ``tokens``: the batch,
-        for callable position sets.
-        Raises InterventionError if nothing at all is selected (an edit there would be a silent
-        no-op), unless ``allow_empty``.
-        """
-        B = activation.shape[0]
-        positions = self.resolve(self.positions, tokens)
+        """A bool mask that broadcasts against ``activation`` and marks the cells this site selects (for an
+        attention map, the query and key selections with the causal mask). ``tokens``: the batch, for
+        callable position sets. Raises InterventionError if nothing at all is selected (an edit there
+        would be a silent no-op), unless ``allow_empty``."""
+        B, T, device = activation.shape[0], activation.shape[2 if self.attention_map else 1], activation.device
+        mask = position_mask(self.resolve(self.positions, tokens), B, T, device, what=f"Site {self.hook!r} positions")
         if self.attention_map:
-            Tq, Tk = activation.shape[-2], activation.shape[-1]
-            q = position_mask(positions, B, Tq, activation.device, what=f"Site {self.hook!r} positions")
-            k = position_mask(
-                self.resolve(self.keys, tokens), B, Tk, activation.device, what=f"Site {self.hook!r} keys"
-            )
-            causal = torch.ones(Tq, Tk, dtype=torch.bool, device=activation.device).tril()
-            mask = (q[:, :, None] & k[:, None, :] & causal).unsqueeze(1)  # (B, 1, Tq, Tk)
+            Tk = activation.shape[3]
+            keys = position_mask(self.resolve(self.keys, tokens), B, Tk, device, what=f"Site {self.hook!r} keys")
+            causal = torch.ones(T, Tk, dtype=torch.bool, device=device).tril()
+            mask = (mask[:, :, None] & keys[:, None, :] & causal).unsqueeze(1)  # (B, 1, T_q, T_k)
         else:
-            T = activation.shape[1]
-            mask = position_mask(positions, B, T, activation.device, what=f"Site {self.hook!r} positions")
             mask = mask.reshape(B, T, *([1] * (activation.dim() - 2)))  # (B, T, 1, ...)
         if not allow_empty and not mask.any():
             raise InterventionError(

@@ -8,14 +8,12 @@
 Both are read with ``torch.load(weights_only=True)``: a file that would run code is refused, never run.
 Every problem raises ``CheckpointError`` with one line naming the file and what was wrong; a file that
 is not a ``torch.save`` file at all (text, an image, a NumPy array, safetensors, ...) is named for what
-it is. Files are written readable by others as the umask allows (a shared machine's colleagues can
-load them), never half-written (``atomic_save``, through ``fileio``).
+it is.
 """
 
 from __future__ import annotations
 
 import hashlib
-
 import io
 import pickle
 import pickletools
@@ -251,12 +249,12 @@ def _check_and_load(model: AssignAddTransformer, state_dict: dict, path, zero_ke
     state_dict = {**state_dict, **{k: torch.zeros_like(expected[k]) for k in zero_keys}}
     missing = [k for k in expected if k not in state_dict and k not in buffers]
     unexpected = [k for k in state_dict if k not in expected]
-    if missing or unexpected:
-        parts = []
-        if missing:
-            parts.append(f"missing {', '.join(missing[:3])}{' ...' if len(missing) > 3 else ''}")
-        if unexpected:
-            parts.append(f"unexpected {', '.join(unexpected[:3])}{' ...' if len(unexpected) > 3 else ''}")
+    parts = [
+        f"{what} {', '.join(keys[:3])}{' ...' if len(keys) > 3 else ''}"
+        for what, keys in (("missing", missing), ("unexpected", unexpected))
+        if keys
+    ]
+    if parts:
         raise CheckpointError(f"{path}: state dict keys do not match the model: {'; '.join(parts)}")
     for k, t in state_dict.items():
         if not isinstance(t, torch.Tensor):
@@ -353,12 +351,9 @@ def state_sha256(model: AssignAddTransformer) -> str:
 
 
 def atomic_save(obj, path) -> None:
-    """``torch.save`` of ``obj`` to ``path``, whole or not at all (``fileio.atomic_write_with``: a temporary
-    file beside ``path``, flushed to disk, then renamed), readable by others as the umask allows (0644
-    under umask 022): colleagues on a shared machine can read a run's checkpoints.
-
-    Saved through a file object, so the zip's top folder is torch's fixed ``archive/`` rather than a name
-    taken from the temporary file: the same object gives the same bytes."""
+    """``torch.save`` of ``obj`` to ``path``, whole or not at all, readable by others as the umask allows
+    (``fileio.atomic_write_with``). Saved through a file object, so the zip's top folder is torch's fixed
+    ``archive/`` rather than a name taken from the temporary file: the same object gives the same bytes."""
     atomic_write_with(path, lambda fh: torch.save(obj, fh))
 
 

@@ -125,17 +125,14 @@ class Components:
     # ----- text for the claims' declared sites ---------------------------------------------------------
     @property
     def layer1(self) -> str:
-        """``blocks.{prev_layer}``, as the declared sites write it."""
         return f"blocks.{self.prev_layer}"
 
     @property
     def layer2(self) -> str:
-        """``blocks.{fetch_layer}``."""
         return f"blocks.{self.fetch_layer}"
 
     @property
     def mlp(self) -> str:
-        """``blocks.{mlp_layer}.mlp``."""
         return f"blocks.{self.mlp_layer}.mlp"
 
 

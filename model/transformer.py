@@ -19,17 +19,16 @@ pre-LayerNorm, as TransformerLens' ``normalization_type="LN"``: attention reads 
 ln2(resid_mid), the unembedding reads ln_final(x), where
     ln(x) = (x - mean(x)) / sqrt(mean((x - mean(x))^2) + 1e-5) * w + b   # over d_model
 
-Each piece is written once: the attention (``Attention.forward``), a block's two stages (``Block.attend``:
-ln1, attention, residual; ``Block.mlp_tail``: ln2, MLP, residual) and the unembedding (``unembed_tail``).
-The hooked forward, its ``last_only`` cut and the hook-free training step (``forward(hooked=False)``) are
-the one ``AssignAddTransformer.forward`` with flags; the interface checks call the tail after the last
-block's attention (``logits_from_resid_mid``).
+Each piece is written once (``Attention.forward``, ``Block.attend``, ``Block.mlp_tail``, ``unembed_tail``);
+the hooked forward, its ``last_only`` cut and the hook-free training step are the one
+``AssignAddTransformer.forward`` with flags.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field, replace
+from typing import ClassVar
 
 import torch
 import torch.nn as nn
@@ -44,11 +43,8 @@ from ..data.tokens import N_SPECIAL, Vocab, render, to_tokens
 class ModelConfig:
     """The architecture of SPEC §2.1, and the answers TransformerLens' utilities expect from a ``cfg``.
 
-    The fields are what a checkpoint stores (``to_dict``). ``device`` is not stored: the model keeps it
-    telling where its weights are, on every ``.to()``. The read-only properties below the fields are
-    the config fields ``transformer_lens.patching`` and ``ActivationCache`` (``decompose_resid``,
-    ``logit_attrs``, ``apply_ln_to_stack``, ...) read, fixed by this architecture: no LayerNorm, one
-    key/value head per query head, learned absolute positions, ReLU.
+    The fields are what a checkpoint stores (``to_dict``). Below them, the config fields that
+    ``transformer_lens.patching`` and ``ActivationCache`` read, fixed by this architecture.
     """
 
     d_vocab: int = 74
@@ -96,6 +92,9 @@ class ModelConfig:
         return self.d_vocab - self.d_vocab_out - N_SPECIAL
 
     # ----- fields TransformerLens reads, fixed by the architecture --------------------------------
+    eps: ClassVar[float] = 1e-5  # LayerNorm's epsilon, TransformerLens' default
+    n_key_value_heads: ClassVar[None] = None  # as many key/value heads as query heads (no grouped-query attention)
+
     @property
     def attn_only(self) -> bool:
         """True only for a model with no MLP at all (here Layer 2 has one; Layer 1's ``mlp_out`` is zero)."""
@@ -106,16 +105,6 @@ class ModelConfig:
         """None: no LayerNorm anywhere (SPEC §2.1), so ``apply_ln_to_stack`` returns the stack unchanged;
         ``"LN"`` with ``layernorm``: it centres the stack and divides by the cached ``hook_scale``."""
         return "LN" if self.layernorm else None
-
-    @property
-    def eps(self) -> float:
-        """LayerNorm's epsilon, TransformerLens' default."""
-        return 1e-5
-
-    @property
-    def n_key_value_heads(self) -> None:
-        """None: as many key/value heads as query heads (no grouped-query attention)."""
-        return None
 
     def to_dict(self) -> dict:
         """The stored fields; ``layernorm`` only when on, so the paper's config reads as it always has."""
@@ -149,7 +138,6 @@ class LayerNorm(nn.Module):
         self.hook_normalized = HookPoint()  # (..., d_model)
 
     def forward(self, x, hooked: bool = True):
-        """``hooked=False``: the same sums with no hook point on the way (the hook-free paths)."""
         dtype = x.dtype
         x = x.float()
         x = x - x.mean(-1, keepdim=True)
@@ -158,12 +146,10 @@ class LayerNorm(nn.Module):
 
 
 def _fire(point: HookPoint, x: torch.Tensor, hooked: bool) -> torch.Tensor:
-    """``x`` through the hook point ``point`` (``hooked``), or ``x`` itself (a hook-free path)."""
     return point(x) if hooked else x
 
 
 def _norm(ln: LayerNorm | None, x: torch.Tensor, hooked: bool = True) -> torch.Tensor:
-    """``ln(x)``, or ``x`` itself where the model has no LayerNorm."""
     return x if ln is None else ln(x, hooked)
 
 
@@ -300,8 +286,7 @@ class MLP(nn.Module):
         self.hook_post = HookPoint()
 
     def forward(self, x, hooked: bool = True, biases: bool = True):
-        """relu(x W_in + b_in) W_out + b_out at any positions (..., D); ``hooked=False``: no hook point
-        fires; ``biases=False``: the bias terms skipped (hook-free only)."""
+        """relu(x W_in + b_in) W_out + b_out at any positions (..., D)."""
         pre = x @ self.W_in
         pre = _fire(self.hook_pre, pre + self.b_in if biases else pre, hooked)
         out = _fire(self.hook_post, F.relu(pre), hooked) @ self.W_out
@@ -330,8 +315,7 @@ class Block(nn.Module):
         self.hook_resid_post = HookPoint()
 
     def forward(self, x, *, hooked: bool = True, biases: bool = True):
-        """(B, T, D) -> (B, T, D): ``attend`` then ``mlp_tail``. ``hooked=False``: no hook point fires (the
-        training step); ``biases=False``: the bias terms skipped, hook-free."""
+        """(B, T, D) -> (B, T, D): ``attend`` then ``mlp_tail``."""
         return self.mlp_tail(self.attend(x, hooked=hooked, biases=biases), hooked=hooked, biases=biases)
 
     def attend(self, x, *, hooked: bool = True, last: bool = False, biases: bool = True):
@@ -412,7 +396,7 @@ class AssignAddTransformer(HookedRootModule):
                     p.fill_(1.0)
                 else:
                     p.zero_()
-            for layer, block in enumerate(self.blocks):
+            for block in self.blocks:
                 if not block.has_mlp:
                     block.mlp.W_in.zero_()
                     block.mlp.W_out.zero_()
@@ -447,15 +431,10 @@ class AssignAddTransformer(HookedRootModule):
 
         ``last_only=True``: the caller reads the last position only; returns (B, 1, d_vocab_out). Every
         TransformerLens hook fires as in the full forward, with the same shapes; what no hook and no
-        output reads is skipped: the last block runs in full (every position) only through its last stage
-        whose hook points hold a hook (``Block.last_hooked_stage``, asked through TransformerLens' public
-        ``HookPoint.has_hooks``), and the rest at the last position alone. With no hook in it, its query,
-        attention output, MLP and unembedding run at the last position; with hooks no later than its
-        ``hook_resid_mid``, its attention runs in full and only the MLP and unembedding are cut; any later
-        hook (or ``ln_final``'s, or ``split_qkv_input``) gets the full forward. The logits then equal the
-        full forward's to float rounding (other matrix shapes), not to the bit. Hooks attached by other
-        means (torch's own ``register_forward_hook``, an nnsight trace) are not seen by that check: with
-        them, leave ``last_only`` off (the interventions engine's nnsight backend does).
+        output reads is skipped (``_last_position``). The logits then equal the full forward's to float
+        rounding (other matrix shapes), not to the bit. Hooks attached by other means (torch's own
+        ``register_forward_hook``, an nnsight trace) are not seen: with them, leave ``last_only`` off
+        (the interventions engine's nnsight backend does).
 
         ``hooked=False`` (the training step, ``training.fast_forward.last_logits``): no hook point fires,
         and each block's q, k and v come from three products (``Attention.forward``); ``biases=False``
@@ -480,9 +459,13 @@ class AssignAddTransformer(HookedRootModule):
         return self.unembed_tail(x, hooked=hooked, biases=biases)
 
     def _last_position(self, x: torch.Tensor, hooked: bool, biases: bool) -> torch.Tensor:
-        """The last block and the unembedding for the last position's logits (B, 1, d_vocab_out): the
-        block's stages run in full (every position, hooks firing) through the last one a hook needs
-        (``forward``), the rest at the last position alone, hook-free."""
+        """The last block and the unembedding for the last position's logits (B, 1, d_vocab_out).
+
+        The block runs in full (every position, hooks firing) through its last stage whose hook points
+        hold a hook (``Block.last_hooked_stage``), the rest at the last position alone, hook-free: with no
+        hook in it, its query, attention output, MLP and unembedding run at the last position; with hooks
+        no later than ``hook_resid_mid``, only the MLP and unembedding are cut; any later hook (or
+        ``ln_final``'s, or ``split_qkv_input``) gets the full forward."""
         last = self.blocks[-1]
         full = last.last_hooked_stage() if hooked else 0
         if hooked and (last.attn.split_qkv_input or _has_hooks(self.ln_final)):

@@ -41,6 +41,7 @@ class DocumentError(ValueError):
 
 def item_document(i: Item, fields: dict) -> dict:
     """One declared item as the document states it, its texts filled with ``fields``."""
+    t = i.threshold
     return {
         "name": i.name,
         "kind": i.kind.value,
@@ -48,12 +49,7 @@ def item_document(i: Item, fields: dict) -> dict:
         "statistic": fill(i.definition, fields),
         "site": fill(i.site, fields),
         "intervention": fill(i.intervention, fields),
-        "threshold": {
-            "value": i.threshold.value,
-            "direction": i.threshold.direction,
-            "bound": i.threshold.bound,
-            "reason": i.threshold.reason,
-        },
+        "threshold": {"value": t.value, "direction": t.direction, "bound": t.bound, "reason": t.reason},
         "controls": sorted(i.controls),
     }
 
@@ -115,19 +111,12 @@ def documented(doc: dict) -> type[Hypothesis]:
                 f"{cid}.{name}: the document's statistic, site, intervention, kind or controls differ from the "
                 "code's; a document may change bars and which items decide, not what is measured"
             )
-    items = tuple(
-        replace(
-            i,
-            threshold=Threshold(
-                float(given[i.name]["threshold"]["value"]),
-                given[i.name]["threshold"]["direction"],
-                given[i.name]["threshold"]["reason"],
-            ),
-            required=given[i.name]["required"],
-        )
-        for i in base.items
-    )
-    return type(f"Documented_{base.__name__}", (base,), {"items": items})
+    items = []
+    for i in base.items:  # what the code measures, with the document's bar and required flag
+        d = given[i.name]
+        bar = Threshold(float(d["threshold"]["value"]), d["threshold"]["direction"], d["threshold"]["reason"])
+        items.append(replace(i, threshold=bar, required=d["required"]))
+    return type(f"Documented_{base.__name__}", (base,), {"items": tuple(items)})
 
 
 @contextmanager

@@ -294,15 +294,12 @@ def fourier_figures(model, task, components: Components = PAPER) -> list[Figure]
         ax.set_ylabel("n (LHS operand)")
         ax.set_title(title, fontsize=9)
     fig.colorbar(im, ax=axes, fraction=0.025, pad=0.02)
-    caption = join(
-        [
-            "Input ",
-            tag("code", "PAD×12 + n m ="),
-            f" for all {N}×{N} (n, m); pre-activation at '='. Neuron {neuron} (the best fitted) has "
-            f"{float(r['fve'][i]):.1%} of its variance explained by frequency k = {k}. Across the "
-            f"{len(r['units'])} live neurons, median best-single-frequency FVE {float(r['fve'].median()):.1%}.",
-        ]
+    fve = (
+        f" for all {N}×{N} (n, m); pre-activation at '='. Neuron {neuron} (the best fitted) has "
+        f"{float(r['fve'][i]):.1%} of its variance explained by frequency k = {k}. Across the "
+        f"{len(r['units'])} live neurons, median best-single-frequency FVE {float(r['fve'].median()):.1%}."
     )
+    caption = join(["Input ", tag("code", "PAD×12 + n m ="), fve])
     figs = [_model_figure("fourier_neuron", "A Layer-2 MLP neuron and its Fourier fit", caption, fig)]
 
     share = fourier.frequency_share(r["power"][:, r["live"]]).numpy()  # (K,)

@@ -63,13 +63,9 @@ def escape(x) -> Markup:
 
 
 def _children(children) -> Markup:
-    out = []
-    for c in children:
-        if isinstance(c, (list, tuple)) or (hasattr(c, "__iter__") and not isinstance(c, str)):
-            out.append(_children(c))
-        else:
-            out.append(escape(c))
-    return Markup("".join(out))
+    """Text escaped, Markup as it is, any other iterable (a list, a generator) flattened."""
+    nested = [_children(c) if hasattr(c, "__iter__") and not isinstance(c, str) else escape(c) for c in children]
+    return Markup("".join(nested))
 
 
 def tag(name: str, /, *children, **attrs) -> Markup:

@@ -22,13 +22,8 @@ def matrix_figure_png(doc: dict) -> bytes:
             ax.text(j + 0.5, i + 0.5, x["verdict"], ha="center", va="center", fontsize=7)
     ax.set_xlim(0, len(claims))
     ax.set_ylim(len(mutants), 0)
-    ax.set_xticks(
-        [j + 0.5 for j in range(len(claims))],
-        [c.replace("_", " ") for c in claims],
-        rotation=30,
-        ha="right",
-        fontsize=7,
-    )
+    names = [c.replace("_", " ") for c in claims]
+    ax.set_xticks([j + 0.5 for j in range(len(claims))], names, rotation=30, ha="right", fontsize=7)
     ax.set_yticks([i + 0.5 for i in range(len(mutants))], mutants, fontsize=7)
     ax.tick_params(length=0)
     for side in ax.spines.values():

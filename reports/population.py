@@ -23,7 +23,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from . import html as H
-from .render import _md_table, dumps, fmt, fmt_interval
+from .render import _md_table, dumps, fmt_interval, fmt_threshold
 
 SCHEMA = "assignadd.verify.population/1"
 
@@ -42,20 +42,17 @@ def model_labels(paths: list[str]) -> list[str]:
 
 def _not_passing(claim: dict) -> list[dict]:
     """The required items of one claim's result that did not pass: name, status, value, interval, bar."""
-    out = []
-    for e in claim["evidence"]:
-        if e["required"] and e["status"] != "pass":
-            m, t = e["measurement"], e["threshold"]
-            out.append(
-                {
-                    "item": e["name"],
-                    "status": e["status"],
-                    "value": m["value"],
-                    "ci": m["ci"],
-                    "threshold": f"{t['bound']} {t['direction']} {fmt(t['value'])}",
-                }
-            )
-    return out
+    return [
+        {
+            "item": e["name"],
+            "status": e["status"],
+            "value": e["measurement"]["value"],
+            "ci": e["measurement"]["ci"],
+            "threshold": fmt_threshold(e["threshold"]),
+        }
+        for e in claim["evidence"]
+        if e["required"] and e["status"] != "pass"
+    ]
 
 
 def summarize(reports: list[dict], labels: list[str] | None = None) -> dict:
@@ -83,21 +80,16 @@ def series_summary(docs: list[dict], labels: list[str]) -> dict:
             raise ValueError(
                 f"{label}: measured with --n {d['settings']['n']}, the first run with {docs[0]['settings']['n']}"
             )
-    reports = [
-        {
-            "checkpoint": {
-                "path": d["source"],
-                "sha256": d["checkpoints"][-1]["sha256"],
-                "step": d["checkpoints"][-1]["step"],
-            },
-            "claims": list(d["series_claims"].values()),
-            "summary": {
-                "passed": sum(c["verdict"] == "pass" for c in d["series_claims"].values()),
-                "total": len(d["series_claims"]),
-            },
-        }
-        for d in docs
-    ]
+    reports = []
+    for d in docs:  # each run as a report: its last checkpoint, its series claims
+        last, claims = d["checkpoints"][-1], list(d["series_claims"].values())
+        reports.append(
+            {
+                "checkpoint": {"path": d["source"], "sha256": last["sha256"], "step": last["step"]},
+                "claims": claims,
+                "summary": {"passed": sum(c["verdict"] == "pass" for c in claims), "total": len(claims)},
+            }
+        )
     tool = {"name": "assignadd-report", "version": __version__}
     return across(
         reports, labels, tool, {"seed": docs[0]["settings"]["pool_seed"], "n": docs[0]["settings"]["n"], "only": None}
@@ -161,21 +153,24 @@ def across(reports: list[dict], labels: list[str], tool: dict, settings: dict) -
     }
 
 
-def _share(c: dict) -> str:
-    v, lo, hi = fmt_interval(c["share"], *c["ci"])
+def _with_interval(value, ci) -> str:
+    """``value [low, high]``, the interval rounded outwards (``render.fmt_interval``)."""
+    v, lo, hi = fmt_interval(value, *ci) if value is not None else ("n/a", "n/a", "n/a")
     return f"{v} [{lo}, {hi}]"
-
-
-def _item_words(x: dict) -> str:
-    v, lo, hi = fmt_interval(x["value"], *x["ci"]) if x["value"] is not None else ("n/a", "n/a", "n/a")
-    return f"{x['item']} {v} [{lo}, {hi}] ({x['status']}, bar {x['threshold']})"
 
 
 def _why(entry: dict) -> str:
     """What decided one model's verdict on a claim: its items that did not pass, else the reason."""
-    if entry["items"]:
-        return "; ".join(_item_words(x) for x in entry["items"])
-    return entry["reason"]
+    items = [
+        f"{x['item']} {_with_interval(x['value'], x['ci'])} ({x['status']}, bar {x['threshold']})"
+        for x in entry["items"]
+    ]
+    return "; ".join(items) or entry["reason"]
+
+
+def _not_held(doc: dict) -> list[tuple[str, str]]:
+    """Each (claim, model) that did not hold: the claim, and `` on MODEL (VERDICT): why``."""
+    return [(c["claim"], f" on {x['model']} ({x['verdict']}): {_why(x)}") for c in doc["claims"] for x in c["not_held"]]
 
 
 HEADER = ["claim", "holds in", "share [95% CI]", "not held (model: verdict)"]
@@ -186,11 +181,20 @@ def _rows(doc: dict) -> list[list[str]]:
         [
             c["claim"],
             f"{c['holds']} of {c['models']}",
-            _share(c),
+            _with_interval(c["share"], c["ci"]),
             ", ".join(f"{x['model']}: {x['verdict']}" for x in c["not_held"]) or "-",
         ]
         for c in doc["claims"]
     ]
+
+
+def _model_rows(doc: dict, verdict=str) -> tuple[list[str], list[list]]:
+    """The models table: its header, and per model its label, how many claims passed and each verdict."""
+    ids = [c["claim"] for c in doc["claims"]]
+    rows = [
+        [m["label"], f"{m['passed']} of {m['total']}", *(verdict(m["verdicts"][c]) for c in ids)] for m in doc["models"]
+    ]
+    return ["model", "passed", *ids], rows
 
 
 def terminal_table(doc: dict) -> str:
@@ -200,9 +204,7 @@ def terminal_table(doc: dict) -> str:
     lines = [f"{doc['summary']['models']} models, seed {doc['seed']}, pools of {doc['n']}", ""]
     lines += ["  ".join(h.ljust(w) for h, w in zip(HEADER, widths)).rstrip(), "  ".join("-" * w for w in widths)]
     lines += ["  ".join(s.ljust(w) for s, w in zip(r, widths)).rstrip() for r in rows]
-    details = [
-        f"  {c['claim']} on {x['model']} ({x['verdict']}): {_why(x)}" for c in doc["claims"] for x in c["not_held"]
-    ]
+    details = [f"  {claim}{why}" for claim, why in _not_held(doc)]
     if details:
         lines += ["", "Not held:", *details]
     everywhere = len(doc["summary"]["claims_held_everywhere"])
@@ -210,54 +212,30 @@ def terminal_table(doc: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+SHARE_NOTE = "A share's interval is exact (Clopper-Pearson, 95%)."
+
+
 def markdown(doc: dict) -> str:
     lines = [f"# The claims over {doc['summary']['models']} models", ""]
-    lines += [
-        f"Seed {doc['seed']}, pools of {doc['n']}; {SCHEMA}. A share's interval is exact (Clopper-Pearson, 95%).",
-        "",
-    ]
+    lines += [f"Seed {doc['seed']}, pools of {doc['n']}; {SCHEMA}. {SHARE_NOTE}", ""]
     lines += _md_table(HEADER, _rows(doc))
-    lines += ["", "## Models", ""]
-    ids = [c["claim"] for c in doc["claims"]]
-    lines += _md_table(
-        ["model", "passed", *ids],
-        [[m["label"], f"{m['passed']} of {m['total']}", *(m["verdicts"][c] for c in ids)] for m in doc["models"]],
-    )
-    details = [
-        f"- `{c['claim']}` on {x['model']} ({x['verdict']}): {_why(x)}" for c in doc["claims"] for x in c["not_held"]
-    ]
+    lines += ["", "## Models", ""] + _md_table(*_model_rows(doc))
+    details = [f"- `{claim}`{why}" for claim, why in _not_held(doc)]
     if details:
         lines += ["", "## Not held", "", *details]
     return "\n".join(lines) + "\n"
 
 
 def html_page(doc: dict) -> str:
-    ids = [c["claim"] for c in doc["claims"]]
-    claims_table = H.table(HEADER, _rows(doc))
-    models_table = H.table(
-        ["model", "passed", *ids],
-        [
-            [m["label"], f"{m['passed']} of {m['total']}", *(H.verdict(m["verdicts"][c]) for c in ids)]
-            for m in doc["models"]
-        ],
-        wide=True,
-    )
-    details = [
-        H.tag("li", H.tag("code", c["claim"]), f" on {x['model']} ({x['verdict']}): {_why(x)}")
-        for c in doc["claims"]
-        for x in c["not_held"]
-    ]
+    models = doc["summary"]["models"]
+    details = [H.tag("li", H.tag("code", claim), why) for claim, why in _not_held(doc)]
     return H.page(
-        f"assignadd: the claims over {doc['summary']['models']} models",
-        H.tag("h1", f"The claims over {doc['summary']['models']} models"),
-        H.tag(
-            "p",
-            f"Seed {doc['seed']}, pools of {doc['n']}. A share's interval is exact (Clopper-Pearson, 95%).",
-            class_="meta",
-        ),
-        claims_table,
+        f"assignadd: the claims over {models} models",
+        H.tag("h1", f"The claims over {models} models"),
+        H.tag("p", f"Seed {doc['seed']}, pools of {doc['n']}. {SHARE_NOTE}", class_="meta"),
+        H.table(HEADER, _rows(doc)),
         H.tag("h2", "Models"),
-        models_table,
+        H.table(*_model_rows(doc, H.verdict), wide=True),
         *((H.tag("h2", "Not held"), H.tag("ul", details)) if details else ()),
     )
 

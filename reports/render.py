@@ -189,14 +189,11 @@ def closest_control(e: dict) -> tuple[str, dict] | None:
         return None
     up = e["threshold"]["direction"] == ">="
 
-    def key(item):
+    def key(item):  # how far its conservative bound (its value where it has none) is from passing
         m = item[1]
-        ci = m.get("ci") or [None, None]
-        b = ci[0] if up else ci[1]
-        b = m.get("value") if b is None else b
-        if b is None:
-            return math.inf
-        return -b if up else b
+        bound = (m.get("ci") or [None, None])[0 if up else 1]
+        bound = m.get("value") if bound is None else bound
+        return math.inf if bound is None else (-bound if up else bound)
 
     return min(sorted(controls.items()), key=key)
 
@@ -224,10 +221,8 @@ HEADER = ["claim", "verdict", "key statistic [95% CI]", "threshold", "control (c
 def summary_line(report: dict) -> str:
     """``4 passed, 1 inconclusive, 1 failed of 6 run; 2 not run here: learning_phases (run: ...), ...``"""
     s = report["summary"]
-    parts = [f"{s['passed']} passed"]
-    for key, word in (("inconclusive", "inconclusive"), ("failed", "failed"), ("errors", "errored")):
-        if s.get(key):
-            parts.append(f"{len(s[key])} {word}")
+    words = (("inconclusive", "inconclusive"), ("failed", "failed"), ("errors", "errored"))
+    parts = [f"{s['passed']} passed"] + [f"{len(s[key])} {word}" for key, word in words if s.get(key)]
     line = f"{', '.join(parts)} of {s['total']} run"
     if s.get("interfaces_broken"):
         line += "; interface broken: " + ", ".join(s["interfaces_broken"])
@@ -490,7 +485,6 @@ def meta_p(*children, **attrs) -> H.Markup:
 
 
 def bullets(items) -> H.Markup:
-    """A list, one ``li`` per item."""
     return H.tag("ul", [H.tag("li", x) for x in items])
 
 

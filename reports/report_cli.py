@@ -15,6 +15,7 @@ from pathlib import Path
 
 from ..cli_util import Parser, exit_bad_input, folder_arg_problem
 from ..fileio import atomic_write_files, checkpoint_file_problem
+from .sweep_report import is_sweep_folder, main_for_sweep
 
 EPILOG = """examples:
   assignadd-report runs/seed42 --out out/seed42 --jobs 2
@@ -54,11 +55,6 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _holds_sweep(path: Path) -> bool:
-    """``path`` holds a ``sweep.json``, or one of its sub-folders does (``sweep_report.find_sweeps``)."""
-    return (path / "sweep.json").is_file() or any((p / "sweep.json").is_file() for p in path.iterdir())
-
-
 def _path_problem(path: Path) -> str | None:
     """Why ``path`` cannot be reported, from the file system alone: it is missing, is a file, or holds no
     checkpoint file (``*.pt``, ``*.pth``, in it or in its ``checkpoints`` folder) and no sweep. None when
@@ -66,14 +62,10 @@ def _path_problem(path: Path) -> str | None:
     if not path.exists():
         return f"{path}: no such folder"
     if not path.is_dir():
-        if checkpoint_file_problem(path) is None:
-            return (
-                f"{path}: not a folder (expected a run folder or a folder of checkpoints); "
-                f"for one checkpoint, run: assignadd-verify {path}"
-            )
-        return f"{path}: not a folder (expected a run folder or a folder of checkpoints)"
+        hint = f"; for one checkpoint, run: assignadd-verify {path}" if checkpoint_file_problem(path) is None else ""
+        return f"{path}: not a folder (expected a run folder or a folder of checkpoints){hint}"
     try:
-        if _holds_sweep(path):
+        if is_sweep_folder(path):
             return None
         folders = [path, *([path / "checkpoints"] if (path / "checkpoints").is_dir() else [])]
         if any(f.suffix in (".pt", ".pth") and f.is_file() for folder in folders for f in folder.iterdir()):
@@ -91,7 +83,7 @@ def _check_input(args) -> Path:
         problem = _path_problem(path)
         if problem is not None:
             exit_bad_input(problem)
-        if len(args.path) > 1 and _holds_sweep(path):
+        if len(args.path) > 1 and is_sweep_folder(path):
             exit_bad_input(f"{path}: a sweep is reported on its own; several paths must each be a run's series")
     path = Path(args.path[0])
     out = (
@@ -102,13 +94,10 @@ def _check_input(args) -> Path:
     problem = folder_arg_problem(out)
     if problem is not None:
         exit_bad_input(problem)
-    if not _holds_sweep(path):  # the options of a series (a sweep report has none of them)
-        if args.every < 1:
-            exit_bad_input(f"--every must be at least 1, got {args.every}")
-        if args.n < 10:
-            exit_bad_input(f"--n must be at least 10, got {args.n}")
-        if args.jobs < 1:
-            exit_bad_input(f"--jobs must be at least 1, got {args.jobs}")
+    if not is_sweep_folder(path):  # the options of a series (a sweep report has none of them)
+        for flag, value, least in (("--every", args.every, 1), ("--n", args.n, 10), ("--jobs", args.jobs, 1)):
+            if value < least:
+                exit_bad_input(f"{flag} must be at least {least}, got {value}")
         if args.claims < 0:
             exit_bad_input(f"--claims must be 0 (none) or positive, got {args.claims}")
     return out.resolve()
@@ -117,8 +106,6 @@ def _check_input(args) -> Path:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     out = _check_input(args)
-    from .sweep_report import is_sweep_folder, main_for_sweep
-
     if len(args.path) == 1 and is_sweep_folder(args.path[0]):  # made by assignadd-sweep (or an f and an r sweep)
         return main_for_sweep(args.path[0], out, quiet=args.quiet)
     from . import population

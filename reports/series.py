@@ -171,10 +171,9 @@ def compute_series(
     registered claim: a claim run with its controls and interventions costs tens of CPU-seconds, the
     curves under one. Raises ``SeriesError`` (one line) for bad input; nothing is written here.
     """
-    if n < 10:
-        raise SeriesError(f"--n must be at least 10, got {n}")
-    if jobs < 1:
-        raise SeriesError(f"--jobs must be at least 1, got {jobs}")
+    for flag, value, least in (("--n", n, 10), ("--jobs", jobs, 1)):
+        if value < least:
+            raise SeriesError(f"{flag} must be at least {least}, got {value}")
     if claims < 0:
         raise SeriesError(f"--claims must be 0 (none) or positive, got {claims}")
     root = Path(path)
@@ -241,25 +240,21 @@ def claims_first_hold(checkpoints: list[dict]) -> dict:
     """Per claim: the first evaluated step from which it passes at every later evaluated checkpoint, and
     the evaluated step just before it, where it did not (None when it held from the first evaluated
     checkpoint): the claim began to hold somewhere between the two, known no better than the
-    ``--claims`` checkpoints place it."""
+    ``--claims`` checkpoints place it (where ``verdict_timeline`` says it settles, for a pass)."""
     evaluated = [c for c in checkpoints if "claims" in c]
     ids = sorted({cid for c in evaluated for cid in c["claims"]})
     out = {}
     for cid in ids:
         verdicts = [(c["step"], c["claims"].get(cid, {}).get("verdict")) for c in evaluated]
-        first, before = None, None
-        for step, v in reversed(verdicts):
-            if v != "pass":
-                before = step if first is not None else None
-                break
-            first = step
+        settled = verdict_timeline([s for s, _ in verdicts], [v for _, v in verdicts])
+        holds = settled["final"] == "pass"
         # every change of verdict is listed; a pass followed by anything else is a flip back
         changes = [(a[0], b[0], a[1], b[1]) for a, b in zip(verdicts, verdicts[1:]) if a[1] != b[1]]
         out[cid] = {
-            "first_step_holding": first,
-            "last_step_not_holding": before,
-            "evaluated_steps": [s for s, _ in verdicts],
-            "verdicts": [v for _, v in verdicts],
+            "first_step_holding": settled["settles_at"] if holds else None,
+            "last_step_not_holding": settled["settled_after"] if holds else None,
+            "evaluated_steps": settled["steps"],
+            "verdicts": settled["verdicts"],
             "verdict_changes": len(changes),
             "flips_back": [
                 {"from_step": a, "to_step": b, "from": va, "to": vb} for a, b, va, vb in changes if va == "pass"
@@ -371,14 +366,12 @@ def claims_timeline(checkpoints: list[dict]) -> dict:
 
 def timeline_text(t: dict) -> str:
     """A claim's timeline in one line: its final verdict, where it settled, and every flip."""
-    if t["final"] in DECIDED:
-        where = (
-            f"{t['final']} at all {len(t['steps'])} evaluated checkpoints"
-            if t["settled_after"] is None
-            else f"settles {t['final']} between steps {t['settled_after']} and {t['settles_at']}"
-        )
-    else:
+    if t["final"] not in DECIDED:
         where = f"not settled: {t['final'] or 'no verdict'} at the last evaluated checkpoint"
+    elif t["settled_after"] is None:
+        where = f"{t['final']} at all {len(t['steps'])} evaluated checkpoints"
+    else:
+        where = f"settles {t['final']} between steps {t['settled_after']} and {t['settles_at']}"
     flips = "; ".join(f"{f['from']} -> {f['to']} between steps {f['from_step']} and {f['to_step']}" for f in t["flips"])
     flag = f" [FLAGGED: {'; '.join(t['flag_reasons'])}]" if t["flagged"] else ""
     return where + (f"; flips: {flips}" if flips else "; no flip") + flag
@@ -441,30 +434,25 @@ def summary_lines(doc: dict) -> list[str]:
     and each per-checkpoint claim's timeline. An item the series could not measure says why."""
     ph, rule = doc["phases"], doc["phases"]["rule"]
     lines = [f"  {p['id']:<17} {phase_text(p, rule['learned'])}" for p in ph["phases"]]
-    jump = ph["assignment_jump"]
-    if jump["fraction_interval"][0] is None:
-        spike = f"not measured: {not_measured_why(ph, 'assignment_jump')} ({jump['state']})"
-    else:
-        spike = (
-            f"{fmt_span(jump['fraction_interval'], '-')} of its rise within {jump['width_steps']} steps after "
-            f"addition is learned, rising at least {rule.get('jump_contrast')}x as fast as the "
-            f"{rule.get('jump_flank_steps')} steps on either side ({jump['state']})"
-        )
-    lines.append(f"  assignment spike: {spike}")
-    for s in ph["separations"]:
-        if s["gap_steps"] is not None:
-            lines.append(
-                f"  {s['earlier']} -> {s['later']}: {s['gap_steps']} steps between onsets "
-                f"({fmt_span(s['gap_interval'], '-')} as the checkpoints place them)"
-            )
-    ref = ph["restricted_refinement"]
-    if ref["fraction_interval"][0] is None:
-        refinement = f"not measured: {not_measured_why(ph, 'restricted_refinement')} ({ref['state']})"
-    else:
-        refinement = (
-            f"{fmt_span(ref['fraction_interval'], '-')} of what remains within {ref['width_steps']} steps "
-            f"({ref['state']})"
-        )
+
+    def window(key: str, share: str) -> str:  # the assignment spike or the restricted-slot refinement
+        x = ph[key]
+        if x["fraction_interval"][0] is None:
+            return f"not measured: {not_measured_why(ph, key)} ({x['state']})"
+        return f"{fmt_span(x['fraction_interval'], '-')} {share.format(x['width_steps'])} ({x['state']})"
+
+    spike = (
+        f"of its rise within {{}} steps after addition is learned, rising at least {rule.get('jump_contrast')}x as "
+        f"fast as the {rule.get('jump_flank_steps')} steps on either side"
+    )
+    lines.append(f"  assignment spike: {window('assignment_jump', spike)}")
+    lines += [
+        f"  {s['earlier']} -> {s['later']}: {s['gap_steps']} steps between onsets "
+        f"({fmt_span(s['gap_interval'], '-')} as the checkpoints place them)"
+        for s in ph["separations"]
+        if s["gap_steps"] is not None
+    ]
+    refinement = window("restricted_refinement", "of what remains within {} steps")
     lines.append(f"  restricted-slot refinement: {refinement}")
     lines += [f"  {cid}: {r['verdict']} ({r['reason']})" for cid, r in doc["series_claims"].items()]
     lines += [f"  {cid}: {timeline_text(t)}" for cid, t in doc["verdict_timeline"].items()]

@@ -56,14 +56,6 @@ PHASE_STYLES = {"addition": ":", "assignment": "--", "restricted_slots": "-."}  
 ONSETS_NOTE = "black lines: detected phase onsets (dotted addition, dashed assignment, dash-dot restricted slots)"
 
 
-def _mark_phases(ax, doc):
-    for p in doc["phases"]["phases"]:
-        if p["onset_step"] is not None:
-            ax.axvline(
-                p["onset_step"], color="black", ls=PHASE_STYLES.get(p["id"], "-"), lw=1, label=f"onset: {p['id']}"
-            )
-
-
 def _panels(doc, panels, title) -> bytes:
     plt = pyplot()
     steps = [c["step"] for c in doc["checkpoints"]]
@@ -74,7 +66,10 @@ def _panels(doc, panels, title) -> bytes:
             ys = [c["values"].get(m) for c in doc["checkpoints"]]
             ys = [float("nan") if y is None else y for y in ys]
             ax.plot(steps, ys, marker="." if len(steps) < 60 else None, lw=1.2, label=m.removeprefix("acc_"))
-        _mark_phases(ax, doc)
+        for p in doc["phases"]["phases"]:
+            if p["onset_step"] is not None:
+                style = PHASE_STYLES.get(p["id"], "-")
+                ax.axvline(p["onset_step"], color="black", ls=style, lw=1, label=f"onset: {p['id']}")
         ax.set_title(name, fontsize=10)
         ax.set_xlabel("training step")
         ax.set_ylim(-0.02, 1.02)
@@ -196,6 +191,14 @@ def _flip_cell(t: dict) -> list:
     return out
 
 
+TIMELINE_NOTE = H.tag(
+    "p",
+    "A flip is a change between consecutive decided verdicts (pass, fail) at the checkpoints where claims ran; an "
+    "inconclusive or error verdict in between neither makes nor hides one. A claim settles at the first step from "
+    "which its verdict stays at its last one. Flagged: more than one flip (the mechanism came and went), or an error.",
+)
+
+
 def timeline_section(doc: dict) -> list:
     """Per claim, its verdict at every checkpoint where claims ran (a strip of P, F, I, E), where it
     settles and every flip with the items that moved; a claim that flips more than once, or that gave an
@@ -205,25 +208,12 @@ def timeline_section(doc: dict) -> list:
     if not timelines:
         return head + [H.tag("p", "No per-checkpoint claim was run (--claims 0).")]
     steps = timelines[0][1]["steps"]
-    flagged = [(cid, t) for cid, t in timelines if t["flagged"]]
-    head += [
-        H.tag(
-            "p",
-            "A flip is a change between consecutive decided verdicts (pass, fail) at the checkpoints where claims "
-            "ran; an inconclusive or error verdict in between neither makes nor hides one. A claim settles at the "
-            "first step from which its verdict stays at its last one. Flagged: more than one flip (the mechanism "
-            "came and went), or an error.",
-        ),
-        H.tag(
-            "p",
-            H.tag("b", "FLAGGED: ", class_="fail"),
-            H.join([[H.breakable(cid), f" ({'; '.join(t['flag_reasons'])})"] for cid, t in flagged], "; "),
-            class_="summary",
-            id="timeline-flagged",
-        )
-        if flagged
-        else H.tag("p", "No claim flips more than once, and none gave an error.", class_="summary"),
-    ]
+    flagged = [[H.breakable(cid), f" ({'; '.join(t['flag_reasons'])})"] for cid, t in timelines if t["flagged"]]
+    if flagged:
+        flags = [H.tag("b", "FLAGGED: ", class_="fail"), H.join(flagged, "; ")]
+        head += [TIMELINE_NOTE, H.tag("p", flags, class_="summary", id="timeline-flagged")]
+    else:
+        head += [TIMELINE_NOTE, H.tag("p", "No claim flips more than once, and none gave an error.", class_="summary")]
     rows = []
     for cid, t in timelines:
         settles = "not settled" if t["settles_at"] is None else str(t["settles_at"])

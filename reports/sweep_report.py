@@ -246,7 +246,7 @@ def _sweep_section(doc: dict, s: dict, png: bytes | None) -> list:
             _word(q.get("status") or q["generalizes"]),
             num(_word(q["steps_trained"])),
             _word(q["stopped_early"]),
-            num(_minutes(q.get("train_wall_s"))),
+            num("–" if q.get("train_wall_s") is None else f"{q['train_wall_s'] / 60:.0f} min"),
         ]
         for q in s["points"]
     ]
@@ -266,10 +266,6 @@ def _sweep_section(doc: dict, s: dict, png: bytes | None) -> list:
 
 def _points(doc: dict) -> int:
     return sum(len(s["points"]) for s in doc["sweeps"])
-
-
-def _minutes(seconds) -> str:
-    return "–" if seconds is None else f"{seconds / 60:.0f} min"
 
 
 def render_html(doc: dict, figures: dict[str, bytes] | None = None) -> str:

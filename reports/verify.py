@@ -7,12 +7,10 @@ for the claims it collected.
     >>> v.report["summary"]["passed"], v.report["claims"][0]["verdict"]
     (7, 'pass')
 
-The checkpoint is loaded and its components located once; the claims then run side by side in forked
-workers (``hypotheses.session.ClaimRunner``) while this process checks the interfaces
-(``hypotheses.interfaces``). ``report`` is report.json's document (byte-identical for the same
-checkpoint, seed and options); ``timings`` what took how long (timings.json), which no verdict reads.
-The claims and the interface checks run through ``hypotheses.session.run_claims``, as every mutant's do
-in ``assignadd-mutants``; ``verify`` also takes a ``Context`` holding a model in memory instead of a file.
+The checkpoint is loaded and its components located once; then ``hypotheses.session.run_claims``, as for
+every mutant in ``assignadd-mutants``, runs the claims side by side in forked workers while this process
+checks the interfaces (``hypotheses.interfaces``). The report is byte-identical for the same checkpoint,
+seed and options; no verdict reads the timings.
 """
 
 from __future__ import annotations

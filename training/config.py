@@ -3,12 +3,27 @@ checks its flags with these before torch is imported (docs/errors.md)."""
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 
 class TrainError(ValueError):
     """A bad training option or an incompatible run folder."""
+
+
+def read_run_json(run_json: Path) -> dict | None:
+    """An existing run folder's run.json (a JSON object), or None where there is none."""
+    if not run_json.exists():
+        return None
+    try:
+        existing = json.loads(run_json.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise TrainError(f"{run_json}: not valid JSON ({e})") from None
+    if not isinstance(existing, dict):
+        raise TrainError(f"{run_json}: expected a JSON object, found {type(existing).__name__}")
+    return existing
 
 
 @dataclass
@@ -46,20 +61,15 @@ class TrainConfig:
 
     def validate(self) -> None:
         self._validate_architecture()
+        decay, precision = self.weight_decay, self.precision
         checks = [
             (self.steps >= 1, f"--steps must be at least 1, got {self.steps}"),
             (self.batch_size >= 1, f"--batch-size must be at least 1, got {self.batch_size}"),
             (math.isfinite(self.lr) and self.lr > 0, f"--lr must be a positive number, got {self.lr}"),
-            (
-                math.isfinite(self.weight_decay) and self.weight_decay >= 0,
-                f"--weight-decay must be >= 0, got {self.weight_decay}",
-            ),
+            (math.isfinite(decay) and decay >= 0, f"--weight-decay must be >= 0, got {decay}"),
             (0 < self.f <= 1, f"--f must be in (0, 1], got {self.f}"),
             (0 <= self.r <= 1, f"--r must be in [0, 1], got {self.r}"),
-            (
-                self.precision in ("auto", "fp32", "bf16"),
-                f"--precision must be auto, fp32 or bf16, got {self.precision}",
-            ),
+            (precision in ("auto", "fp32", "bf16"), f"--precision must be auto, fp32 or bf16, got {precision}"),
             (self.checkpoint_every >= 1, f"--checkpoint-every must be at least 1, got {self.checkpoint_every}"),
             (self.eval_every >= 1, f"--eval-every must be at least 1, got {self.eval_every}"),
             (self.eval_size >= 1, f"--eval-size must be at least 1, got {self.eval_size}"),
@@ -158,20 +168,14 @@ class TrainConfig:
         """The fields that make two runs the same run (a resume must match them); the architecture and
         the task's shape are compared through run.json's ``model_config`` and ``task``."""
         d = asdict(self)
-        for k in ("steps", "device", "threads", "eval_every", "eval_size", "checkpoint_every", *_RECORDED_ELSEWHERE):
+        may_differ = ("steps", "device", "threads", "eval_every", "eval_size", "checkpoint_every", "precision")
+        architecture = ("n_layers", "n_heads", "d_model", "d_head", "d_mlp", "mlp_layers", "layernorm")
+        for k in (*may_differ, *architecture, "modulus", "n_vars"):
             d.pop(k)
         d["betas"] = list(self.betas)
         d["bf16"] = self.use_bf16
-        d.pop("precision")
         return d
 
     def checkpoint_run(self) -> dict:
         """What each checkpoint of the run records of it (``run``): its seed and its arithmetic."""
         return {"seed": self.seed, "bf16": self.use_bf16}
-
-
-# TrainConfig fields that run.json records in ``model_config`` and ``task`` rather than in ``train``.
-_RECORDED_ELSEWHERE = (
-    *("n_layers", "n_heads", "d_model", "d_head", "d_mlp", "mlp_layers", "layernorm"),  # in model_config
-    *("modulus", "n_vars"),  # in task
-)

@@ -85,7 +85,7 @@ class SweepConfig:
         self.values = tuple(float(v) for v in self.values)
         self.seeds = tuple(int(s) for s in self.seeds)
         if self.fixed is None and self.param in PARAMS:
-            self.fixed = FIXED_DEFAULTS["r" if self.param == "f" else "f"]
+            self.fixed = FIXED_DEFAULTS[self.other]
 
     @property
     def other(self) -> str:
@@ -145,22 +145,19 @@ class SweepConfig:
             self.train_config(self.points()[0]).validate()
         except TrainError as e:
             raise SweepError(str(e)) from None
-        if self.param == "f" or self.other == "f":
-            from ..data import Task
+        from ..data import Task
 
-            refused = []
-            for f in sorted({p.f for p in self.points()}):
-                missing = Task(f, 1.0, self.split_seed).numbers_missing_from_training()
-                if missing:
-                    refused.append(
-                        f"f={format_value(f)} (numbers {', '.join(map(str, missing[:5]))}"
-                        f"{' ...' if len(missing) > 5 else ''})"
-                    )
-            if refused:
-                raise SweepError(
-                    "a split leaves some number out of every training pair, so no model could learn "
-                    f"it: {'; '.join(refused)}; raise the smallest f"
-                )
+        refused = []
+        for f in sorted({p.f for p in self.points()}):
+            missing = Task(f, 1.0, self.split_seed).numbers_missing_from_training()
+            if missing:
+                more = " ..." if len(missing) > 5 else ""
+                refused.append(f"f={format_value(f)} (numbers {', '.join(map(str, missing[:5]))}{more})")
+        if refused:
+            raise SweepError(
+                "a split leaves some number out of every training pair, so no model could learn "
+                f"it: {'; '.join(refused)}; raise the smallest f"
+            )
 
     def grid(self) -> dict:
         """What makes two sweeps the same sweep (a restart must match it). Needs a decided precision."""
@@ -175,16 +172,10 @@ class SweepConfig:
             "values": sorted(self.values),
             "seeds": list(self.seeds),
             "fixed": {self.other: self.fixed},
-            "steps": self.steps,
-            "batch_size": self.batch_size,
-            "lr": self.lr,
-            "weight_decay": self.weight_decay,
+            **{k: getattr(self, k) for k in ("steps", "batch_size", "lr", "weight_decay")},
             "betas": list(cfg.betas),
             "bf16": cfg.use_bf16,
-            "split_seed": self.split_seed,
-            "eval_every": self.eval_every,
-            "eval_size": self.eval_size,
-            "checkpoint_every": self.checkpoint_every,
+            **{k: getattr(self, k) for k in ("split_seed", "eval_every", "eval_size", "checkpoint_every")},
             "early_stop": self.early_stop_rule(),
         }
 

@@ -281,9 +281,8 @@ def cpu_name() -> str:
     if platform.system() == "Darwin":
         try:
             sysctl = ["sysctl", "-n", "machdep.cpu.brand_string"]
-            return (
-                subprocess.run(sysctl, capture_output=True, text=True, timeout=5).stdout.strip() or platform.machine()
-            )
+            brand = subprocess.run(sysctl, capture_output=True, text=True, timeout=5).stdout.strip()
+            return brand or platform.machine()
         except (OSError, subprocess.SubprocessError):
             pass
     return platform.processor() or platform.machine()

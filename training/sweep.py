@@ -5,27 +5,32 @@ Started again, a sweep skips the points that have a ``final.pt`` and resumes the
 resumes exactly); an existing folder with another grid is refused. Points run on a local pool of
 single-thread processes, or as Ray tasks.
 
-Precision: ``auto`` is decided once for the whole sweep (``resolve_sweep_precision``: measured on the
-step the points will run, on the workers' threads; a restarted sweep keeps what
-``sweep.json`` records), and every point trains in it. With Ray the measurement is the driver's: on a
-cluster of other machines, give ``--precision`` explicitly.
+Precision: ``auto`` is decided once for the whole sweep (``resolve_sweep_precision``), and every point
+trains in it. With Ray the measurement is the driver's: on a cluster of other machines, give
+``--precision`` explicitly.
 """
 
 from __future__ import annotations
 
 import multiprocessing
+import socket
 import threading
 import time
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from contextlib import contextmanager
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Callable
 
+import torch
+from tqdm.auto import tqdm
+
 from ..data import Task
 from .grid import EarlyStop, SweepConfig, SweepError
-from .precision import PrecisionChoice
+from .precision import PrecisionChoice, choose_precision
 from .sweep_folder import check_out_folder, last_logged_step, point_status, points_dir, read_grid_file, write_grid_file
-from .train import TrainConfig, log_stderr, recorded_precision, train
+from .threads import torch_threads
+from .train import TrainConfig, log_stderr, recorded_precision, step_probe, train
 
 
 def resolve_sweep_precision(out, cfg: SweepConfig, *, threads: int | None = None) -> PrecisionChoice:
@@ -37,31 +42,19 @@ def resolve_sweep_precision(out, cfg: SweepConfig, *, threads: int | None = None
     if (Path(out) / "sweep.json").is_file():
         recorded = recorded_precision(read_grid_file(out).get("grid"))
         if recorded is not None:
-            return PrecisionChoice.kept(
-                recorded, f"auto, continued: sweep.json records {recorded}, chosen when the sweep started"
-            )
-    import torch
-
-    from .precision import choose_precision
-    from .train import step_probe
-
+            reason = f"auto, continued: sweep.json records {recorded}, chosen when the sweep started"
+            return PrecisionChoice.kept(recorded, reason)
     first = cfg.points()[0]
-    before = torch.get_num_threads()
-    try:
-        if threads:
-            torch.set_num_threads(threads)
+    with torch_threads(threads or torch.get_num_threads()):
         return choose_precision(cfg.device, step_probe(cfg.train_config(first), Task(first.f, first.r, cfg.split_seed)))
-    finally:
-        torch.set_num_threads(before)
 
 
 def open_sweep(
     out, cfg: SweepConfig, options: dict | None = None, *, threads: int | None = None
 ) -> tuple[Path, PrecisionChoice]:
-    """Check the grid and the folder, decide the sweep's precision (``resolve_sweep_precision``, after
-    the checks: a bad option is an error before a second of timing), then create the sweep folder or
-    check that an existing one holds this grid, and write ``sweep.json``
-    (``sweep_folder.write_grid_file``). Returns the folder and the decision."""
+    """Check the grid and the folder, then decide the sweep's precision (``resolve_sweep_precision``: a bad
+    option is an error before a second of timing) and write ``sweep.json`` (``sweep_folder.write_grid_file``,
+    which checks that an existing folder holds this grid). Returns the folder and the decision."""
     cfg.validate()
     out = check_out_folder(out)
     precision = resolve_sweep_precision(out, cfg, threads=threads)
@@ -80,76 +73,47 @@ def train_point(point_dir: str, train_cfg: dict, param: str, patience: int, prec
     return {"point": Path(point_dir).name, "step": last_logged_step(point_dir), "seconds": round(time.time() - t0, 1)}
 
 
-class GridProgress:
+@contextmanager
+def grid_progress(out: Path, cfg: SweepConfig, running: int, enabled: bool = True, every: float = 2.0):
     """One progress bar over the whole grid, read from the point folders every ``every`` seconds (the
     same for every backend: the folders are the only shared state). Units are training steps; the ETA
-    assumes every unfinished point runs to ``steps``, so with early stopping it is an upper bound."""
+    assumes every unfinished point runs to ``steps``, so with early stopping it is an upper bound.
+    Yields ``note(message)``, which writes a line above the bar (nothing when not ``enabled``)."""
+    if not enabled:
+        yield lambda message: None
+        return
+    points = cfg.points()
 
-    def __init__(self, out: Path, cfg: SweepConfig, running: int, enabled: bool = True, every: float = 2.0):
-        self.out, self.cfg, self.running, self.enabled, self.every = out, cfg, running, enabled, every
-        self.points = cfg.points()
-        self._stop = threading.Event()
-        self._thread = None
-        self.bar = None
+    def trained_and_done() -> tuple[int, int]:
+        statuses = [point_status(points_dir(out) / p.name) for p in points]
+        steps = sum(cfg.steps if status == "done" else min(s, cfg.steps) for status, s in statuses)
+        return steps, sum(status == "done" for status, _ in statuses)
 
-    def _counts(self) -> tuple[int, int]:
-        steps, done = 0, 0
-        for p in self.points:
-            status, s = point_status(points_dir(self.out) / p.name)
-            if status == "done":
-                done += 1
-                steps += self.cfg.steps
-            else:
-                steps += min(s, self.cfg.steps)
-        return steps, done
+    def refresh() -> None:
+        steps, done = trained_and_done()
+        bar.update(max(0, steps - bar.n))
+        bar.set_postfix_str(f"points done {done}/{len(points)}, running {min(running, len(points) - done)}")
 
-    def __enter__(self):
-        if not self.enabled:
-            return self
-        from tqdm.auto import tqdm
-
-        steps, done = self._counts()
-        self.bar = tqdm(
-            total=len(self.points) * self.cfg.steps,
-            initial=steps,
-            unit="step",
-            dynamic_ncols=True,
-            desc=f"sweep {self.cfg.param}",
-        )
-        self._set_postfix(done)
-        self._thread = threading.Thread(target=self._loop, daemon=True)
-        self._thread.start()
-        return self
-
-    def _set_postfix(self, done: int) -> None:
-        n = len(self.points)
-        self.bar.set_postfix_str(f"points done {done}/{n}, running {min(self.running, n - done)}")
-
-    def refresh(self) -> None:
-        if self.bar is None:
-            return
-        steps, done = self._counts()
-        self.bar.update(max(0, steps - self.bar.n))
-        self._set_postfix(done)
-
-    def note(self, message: str) -> None:
-        if self.bar is not None:
-            self.bar.write(message)
-
-    def _loop(self):
-        while not self._stop.wait(self.every):
+    def poll() -> None:
+        while not stop.wait(every):
             try:
-                self.refresh()
+                refresh()
             except OSError:  # a file being replaced as we read it: the next poll sees it
                 pass
 
-    def __exit__(self, *exc):
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
-        if self.bar is not None:
-            self.refresh()
-            self.bar.close()
+    total = len(points) * cfg.steps
+    bar = tqdm(total=total, initial=trained_and_done()[0], unit="step", dynamic_ncols=True, desc=f"sweep {cfg.param}")
+    refresh()
+    stop = threading.Event()
+    thread = threading.Thread(target=poll, daemon=True)
+    thread.start()
+    try:
+        yield bar.write
+    finally:
+        stop.set()
+        thread.join()
+        refresh()
+        bar.close()
 
 
 def run_sweep(
@@ -175,31 +139,27 @@ def run_sweep(
         raise SweepError(f"--jobs must be at least 1, got {jobs}")
     if ray_address and backend != "ray":
         raise SweepError("--ray-address needs --backend ray")
-    if backend == "ray":
-        try:
-            import ray
-        except ImportError:
-            ray = None
-        if not hasattr(ray, "remote"):  # missing, or a stray 'ray' folder seen as a namespace package
-            raise SweepError("--backend ray needs Ray: pip install 'assignadd[ray]'")
     options = {"backend": backend, "jobs": jobs, "ray_address": ray_address, "device": cfg.device}
-    ray_started = _connect_ray(ray_address, jobs) if backend == "ray" else False  # before anything is written
+    stop_ray = _connect_ray(ray_address, jobs) if backend == "ray" else None  # before anything is written
     try:
-        return _run_grid(out, cfg, options, backend, jobs, ray_address, progress, log)
+        return _run_grid(out, cfg, options, backend, jobs, progress, log)
     finally:
-        if ray_started:
-            import ray
-
-            ray.shutdown()
+        if stop_ray is not None:
+            stop_ray()
 
 
-def _connect_ray(address: str | None, jobs: int) -> bool:
-    """Start a local Ray instance of ``jobs`` CPUs, or join the cluster at ``address``; True if this call
-    started Ray (and so must shut it down). A cluster that cannot be reached is a SweepError."""
-    import ray
-
+def _connect_ray(address: str | None, jobs: int) -> Callable[[], None] | None:
+    """Start a local Ray instance of ``jobs`` CPUs, or join the cluster at ``address``; returns
+    ``ray.shutdown`` where this call started Ray (the caller must stop it), else None. Ray not installed,
+    or a cluster that cannot be reached, is a SweepError."""
+    try:
+        import ray
+    except ImportError:
+        ray = None
+    if not hasattr(ray, "remote"):  # missing, or a stray 'ray' folder seen as a namespace package
+        raise SweepError("--backend ray needs Ray: pip install 'assignadd[ray]'")
     if ray.is_initialized():
-        return False
+        return None
     _check_reachable(address)
     try:
         if address:
@@ -210,14 +170,12 @@ def _connect_ray(address: str | None, jobs: int) -> bool:
         where = f"the Ray cluster at {address}" if address else "a local Ray instance"
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise SweepError(f"--backend ray: cannot start or reach {where}: {first}") from None
-    return True
+    return ray.shutdown
 
 
 def _check_reachable(address: str | None, timeout: float = 5.0) -> None:
     """A ``host:port`` address must accept a TCP connection within ``timeout`` seconds: Ray itself
     waits minutes for a cluster that is not there. (``auto`` and ``ray://`` addresses are left to Ray.)"""
-    import socket
-
     if not address or address == "auto" or "://" in address:
         return
     host, _, port = address.rpartition(":")
@@ -229,7 +187,7 @@ def _check_reachable(address: str | None, timeout: float = 5.0) -> None:
         raise SweepError(f"--ray-address {address}: no Ray cluster answers there ({e.strerror or e})") from None
 
 
-def _run_grid(out, cfg, options, backend, jobs, ray_address, progress, log) -> list[dict]:
+def _run_grid(out, cfg, options, backend, jobs, progress, log) -> list[dict]:
     threads = 1 if cfg.device == "cpu" and (jobs > 1 or backend == "ray") else None
     out, choice = open_sweep(out, cfg, options, threads=threads)
     cfg = replace(cfg, precision=choice.chosen)
@@ -244,23 +202,18 @@ def _run_grid(out, cfg, options, backend, jobs, ray_address, progress, log) -> l
             summary.append({"point": p.name, "status": "skipped (finished)", "step": step})
         else:
             todo.append(p)
-    with GridProgress(out, cfg, jobs, enabled=progress) as bar:
+    with grid_progress(out, cfg, jobs, enabled=progress) as note:
 
         def record(result: dict):
             reason = "early stop" if result["step"] < cfg.steps else "full length"
-            bar.note(f"{result['point']}: finished at step {result['step']} ({reason}, {result['seconds']} s)")
+            note(f"{result['point']}: finished at step {result['step']} ({reason}, {result['seconds']} s)")
             summary.append({"point": result["point"], "status": f"trained ({reason})", "step": result["step"]})
 
         # One argument tuple of ``train_point`` per unfinished point (absolute folders: Ray workers
         # may run elsewhere than the driver's working directory).
+        folder = points_dir(out).resolve()
         args = [
-            (
-                str(points_dir(out).resolve() / p.name),
-                asdict(cfg.train_config(p, threads)),
-                cfg.param,
-                cfg.early_stop,
-                precision,
-            )
+            (str(folder / p.name), asdict(cfg.train_config(p, threads)), cfg.param, cfg.early_stop, precision)
             for p in todo
         ]
         if backend == "ray":
@@ -278,12 +231,10 @@ def _run_processes(args, jobs, record):
     # spawn, not fork: a forked child inherits torch's thread pools mid-state.
     ctx = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
-        futures = {pool.submit(train_point, *a) for a in args}
+        futures = [pool.submit(train_point, *a) for a in args]
         try:
-            while futures:
-                done, futures = wait(futures, return_when=FIRST_COMPLETED)
-                for fut in done:
-                    record(fut.result())
+            for fut in as_completed(futures):
+                record(fut.result())
         except BaseException:
             for fut in futures:
                 fut.cancel()

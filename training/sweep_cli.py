@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import fields
 from pathlib import Path
 
 from ..cli_util import Parser, exit_bad_input, folder_arg_problem
+from .config import TrainError
+from .grid import SweepConfig, SweepError
 from .train_cli import add_run_options
 
 EPILOG = """examples:
@@ -92,28 +95,13 @@ def check_out(out) -> None:
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
-    given_fixed = args.r if args.param == "f" else args.f
-    swept_given = args.f if args.param == "f" else args.r
-    if swept_given is not None:
+    if getattr(args, args.param) is not None:
         exit_bad_input(f"--{args.param} is the swept parameter; give its values with --values")
     check_out(args.out)
-    from .config import TrainError
-    from .grid import SweepConfig, SweepError
-
-    cfg = SweepConfig(
-        param=args.param,
-        values=tuple(args.values),
-        seeds=tuple(args.seeds),
-        fixed=given_fixed,
-        steps=args.steps,
-        batch_size=args.batch_size,
-        eval_every=args.eval_every,
-        eval_size=args.eval_size,
-        checkpoint_every=args.checkpoint_every,
-        early_stop=args.early_stop,
-        device=args.device,
-        precision=args.precision,
-    )
+    # each option but --out, --f and --r (the fixed one is ``fixed``) and how the points run (--backend, --jobs,
+    # --ray-address, --quiet) is the SweepConfig field of its name
+    options = {f.name: getattr(args, f.name) for f in fields(SweepConfig) if hasattr(args, f.name)}
+    cfg = SweepConfig(**options, fixed=args.r if args.param == "f" else args.f)
     try:
         cfg.validate()  # before torch is imported: a bad option is answered at once
         from .sweep import run_sweep

@@ -87,8 +87,7 @@ def write_grid_file(out, cfg: SweepConfig, options: dict | None, precision: dict
                 f"{out}: holds a sweep with another grid ({what}{'; ...' if len(diff) > 4 else ''}); "
                 "use another --out, or the same options to continue it"
             )
-    out.mkdir(parents=True, exist_ok=True)
-    points_dir(out).mkdir(exist_ok=True)
+    points_dir(out).mkdir(parents=True, exist_ok=True)
     doc = {
         "format": GRID_FORMAT,
         "grid": grid,
@@ -102,10 +101,8 @@ def write_grid_file(out, cfg: SweepConfig, options: dict | None, precision: dict
 
 def point_status(point_dir) -> tuple[str, int]:
     """``("done", step)`` with a final.pt, ``("partial", step)`` with logged progress, else ``("new", 0)``."""
-    point_dir = Path(point_dir)
-    final = point_dir / "final.pt"
     step = last_logged_step(point_dir)
-    if final.exists():
+    if (Path(point_dir) / "final.pt").exists():
         return "done", step
     return ("partial", step) if step > 0 else ("new", 0)
 

@@ -40,14 +40,6 @@ def usable_cores() -> int:
         return os.cpu_count() or 1
 
 
-def load_average() -> list[float] | None:
-    """The 1, 5 and 15-minute load averages, where the OS has them."""
-    try:
-        return [round(x, 2) for x in os.getloadavg()]
-    except (AttributeError, OSError):
-        return None
-
-
 @dataclass
 class ThreadChoice(Choice):
     """How many torch threads a run trains on, and why: written to ``run.json`` and logged."""
@@ -157,7 +149,10 @@ def choose_threads(
     """Time the probe's full-size step in ``precision`` on 1 thread and on ``cores`` (default: the usable
     cores) and decide (``decide``). torch's thread count is left as it was: the caller applies the choice."""
     cores = cores or usable_cores()
-    load = load_average()
+    try:
+        load = [round(x, 2) for x in os.getloadavg()]
+    except (AttributeError, OSError):  # an OS without load averages
+        load = None
     with torch_threads(torch.get_num_threads()):  # measure sets its own counts
         steps = {n: probe.make(precision, "workload") for n in dict.fromkeys((1, cores))}
         t0 = clock()

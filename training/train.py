@@ -28,12 +28,13 @@ from typing import Callable
 
 import torch
 import torch.nn.functional as F
+from tqdm.auto import tqdm
 
 from ..data import POOL_NAMES, Task
 from ..fileio import atomic_write
 from ..model.checkpoint import atomic_save, save_checkpoint
 from ..model.transformer import AssignAddTransformer
-from .config import TrainConfig, TrainError
+from .config import TrainConfig, TrainError, read_run_json
 from .fast_forward import last_logits
 from .precision import SCOUT_BATCH, PrecisionChoice, StepProbe, choose_precision
 from .threads import ThreadChoice, choose_threads, recorded_threads, torch_threads, usable_cores
@@ -67,13 +68,13 @@ def training_step(
     bf16: bool,
     biases: bool,
 ) -> torch.Tensor:
-    """One optimizer step of SPEC §3 on ``tokens (B, T)``, ``labels (B,)``: the fast-path forward
-    (under bf16 autocast if ``bf16``), cross-entropy at the last position in fp32, backward, AdamW.
-    Returns the loss; the step's gradients stay on the parameters. The step ``train`` runs, and the
-    one ``training.precision`` times."""
+    """One optimizer step of SPEC §3 on ``tokens (B, T)``, ``labels (B,)``, moved to ``device``: the
+    fast-path forward (under bf16 autocast if ``bf16``), cross-entropy at the last position in fp32,
+    backward, AdamW. Returns the loss; the step's gradients stay on the parameters. The step ``train``
+    runs, and the one ``training.precision`` times."""
     with torch.autocast("cuda" if device.startswith("cuda") else "cpu", dtype=torch.bfloat16, enabled=bf16):
-        logits = last_logits(model, tokens, biases=biases)  # (B, d_vocab_out)
-    loss = F.cross_entropy(logits.float(), labels)
+        logits = last_logits(model, tokens.to(device), biases=biases)  # (B, d_vocab_out)
+    loss = F.cross_entropy(logits.float(), labels.to(device))
     opt.zero_grad(set_to_none=True)
     loss.backward()
     opt.step()
@@ -94,23 +95,12 @@ def step_probe(cfg: TrainConfig, task: Task) -> StepProbe:
 
         def step():
             tokens, labels = task.training_batch(cfg.seed, next(steps), batch[size])
-            loss = training_step(
-                model,
-                opt,
-                tokens.to(cfg.device),
-                labels.to(cfg.device),
-                device=cfg.device,
-                bf16=precision == "bf16",
-                biases=biases,
-            )
+            loss = training_step(model, opt, tokens, labels, device=cfg.device, bf16=precision == "bf16", biases=biases)
             return loss.item(), [p.grad for p in model.trainable_parameters if p.grad is not None]
 
         return step
 
-    def shape(size):
-        return {"step": "train", "models": 1, "batch_size": batch[size]}
-
-    return StepProbe(make, scout=shape("scout"), workload=shape("workload"))
+    return StepProbe(make, **{size: {"step": "train", "models": 1, "batch_size": b} for size, b in batch.items()})
 
 
 def recorded_precision(settings: dict | None) -> str | None:
@@ -127,9 +117,8 @@ def resolve_precision(cfg: TrainConfig, task: Task, header: dict | None = None) 
         return PrecisionChoice.given(cfg.precision)
     recorded = recorded_precision((header or {}).get("train"))
     if recorded is not None:
-        return PrecisionChoice.kept(
-            recorded, f"auto, resumed: run.json records {recorded}, chosen when the run started"
-        )
+        reason = f"auto, resumed: run.json records {recorded}, chosen when the run started"
+        return PrecisionChoice.kept(recorded, reason)
     return choose_precision(cfg.device, step_probe(cfg, task))
 
 
@@ -233,19 +222,6 @@ def open_run(run_dir, cfg: TrainConfig, precision: PrecisionChoice | None = None
     return OpenRun(run_dir, cfg, task, model, opt, start, precision, threads)
 
 
-def read_run_json(run_json: Path) -> dict | None:
-    """An existing run folder's run.json (a JSON object), or None where there is none."""
-    if not run_json.exists():
-        return None
-    try:
-        existing = json.loads(run_json.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise TrainError(f"{run_json}: not valid JSON ({e})") from None
-    if not isinstance(existing, dict):
-        raise TrainError(f"{run_json}: expected a JSON object, found {type(existing).__name__}")
-    return existing
-
-
 def train(
     run_dir,
     cfg: TrainConfig,
@@ -275,57 +251,43 @@ def train(
 def _train_steps(run: OpenRun, *, progress: bool, stop_after: int | None, early_stop) -> Path:
     """``train``'s loop over the steps from ``run.start``, on the threads already set."""
     run_dir, cfg, task, model, opt, start = run.run_dir, run.cfg, run.task, run.model, run.opt, run.start
-    prepare_run_folder(run_dir, start)
+    files = RunFiles(run_dir, task.config.to_dict(), cfg.checkpoint_run())
+    files.prepare(start)
     pools = {name: task.pool(name, cfg.eval_size, seed=1) for name in POOL_NAMES}  # SPEC §1.4's, seed 1
     use_bias = not model.biases_are_zero()
-    files = RunFiles(run_dir, task.config.to_dict(), cfg.checkpoint_run())
     t0 = time.time()
     if start == 0:
         accs = files.evaluate(model, pools, 0, None, t0)
-        files.save_step(model, 0, accs)
-    bar = None
-    if progress:
-        from tqdm.auto import tqdm
-
-        desc = f"train seed={cfg.seed} threads={run.threads.chosen}"
-        bar = tqdm(total=cfg.steps, initial=start, desc=desc, unit="step", dynamic_ncols=True)
+        files.save(model, 0, accs)
+    desc = f"train seed={cfg.seed} threads={run.threads.chosen}"
+    bar = tqdm(total=cfg.steps, initial=start, desc=desc, unit="step", dynamic_ncols=True, disable=not progress)
     model.train()
     running, n_running = 0.0, 0
     step = start
     accs: dict = {}
-    try:
+    with bar:
         while step < cfg.steps:
             tokens, labels = task.training_batch(cfg.seed, step, cfg.batch_size)
-            tokens, labels = tokens.to(cfg.device), labels.to(cfg.device)
             loss = training_step(model, opt, tokens, labels, device=cfg.device, bf16=cfg.use_bf16, biases=use_bias)
             step += 1
             running += loss.item()
             n_running += 1
-            if bar is not None:
-                bar.update(1)
+            bar.update(1)
             evaluated = step % cfg.eval_every == 0 or step == cfg.steps
             if evaluated:
                 accs = files.evaluate(model, pools, step, round(running / n_running, 6), t0)
                 running, n_running = 0.0, 0
-                if bar is not None:
-                    bar.set_postfix(
-                        {
-                            "loss": f"{loss.item():.3f}",
-                            **{p.split("_")[0] + ("h" if "heldout" in p else "r"): f"{accs[p]:.2f}" for p in KEY_POOLS},
-                        }
-                    )
+                key_accs = {p.split("_")[0] + ("h" if "heldout" in p else "r"): f"{accs[p]:.2f}" for p in KEY_POOLS}
+                bar.set_postfix({"loss": f"{loss.item():.3f}", **key_accs})
             stop_now = evaluated and early_stop is not None and early_stop(step, accs)
             if step % cfg.checkpoint_every == 0 or step == cfg.steps or stop_now:
-                files.save_step(model, step, accs)
+                files.save(model, step, accs)
                 files.save_resume(model, opt, step)
             if stop_now:
                 break
             if stop_after is not None and step - start >= stop_after:
                 return files.resume
-    finally:
-        if bar is not None:
-            bar.close()
-    return files.save_final(model, step, accs)
+    return files.save(model, step, accs, final=True)
 
 
 # ----- the run folder's files ------------------------------------------------------------------------
@@ -345,53 +307,39 @@ class RunFiles:
     def resume(self) -> Path:
         return self.run_dir / "resume.pt"
 
+    def prepare(self, start: int) -> None:
+        """Make ``checkpoints/`` and drop the log lines written after ``start``, the step the run resumes
+        from (a run killed between the two writes); at 0 the run starts afresh, step 0's evaluation included."""
+        (self.run_dir / "checkpoints").mkdir(exist_ok=True)
+        if not self.log.exists():
+            return
+        keep = []
+        for line in self.log.read_text().splitlines() if start > 0 else []:
+            try:
+                if json.loads(line)["step"] <= start:
+                    keep.append(line)
+            except (json.JSONDecodeError, KeyError, TypeError):
+                continue
+        atomic_write(self.log, "".join(l + "\n" for l in keep))
+
     def evaluate(self, model: AssignAddTransformer, pools: dict, step: int, loss, t0: float) -> dict:
         """Every pool's accuracy (6 decimals) at ``step``, appended to ``metrics.jsonl`` as one line
         ``{"step", "loss", "accuracy", "wall_s"}`` and returned; ``model`` is left in train mode."""
         model.eval()
         accs = {name: round(accuracy(model, *pools[name]), 6) for name in POOL_NAMES}
         model.train()
+        record = {"step": step, "loss": loss, "accuracy": accs, "wall_s": round(time.time() - t0, 2)}
         with self.log.open("a") as fh:
-            fh.write(
-                json.dumps({"step": step, "loss": loss, "accuracy": accs, "wall_s": round(time.time() - t0, 2)}) + "\n"
-            )
+            fh.write(json.dumps(record) + "\n")
         return accs
 
-    def save_step(self, model: AssignAddTransformer, step: int, accs: dict) -> None:
-        """``checkpoints/step_NNNNNN.pt``, without the all-zero frozen tensors (series files stay small)."""
-        save_checkpoint(
-            model,
-            self.run_dir / "checkpoints" / f"step_{step:06d}.pt",
-            task=self.task_meta,
-            step=step,
-            metrics=accs,
-            run=self.run_meta,
-            drop_zero_frozen=True,
-        )
+    def save(self, model: AssignAddTransformer, step: int, accs: dict, *, final: bool = False) -> Path:
+        """``checkpoints/step_NNNNNN.pt``, without the all-zero frozen tensors (series files stay small);
+        with ``final``, ``final.pt``: the weights after the run's last step, every tensor included."""
+        path = self.run_dir / "final.pt" if final else self.run_dir / "checkpoints" / f"step_{step:06d}.pt"
+        meta = {"task": self.task_meta, "step": step, "metrics": accs, "run": self.run_meta}
+        save_checkpoint(model, path, **meta, drop_zero_frozen=not final)
+        return path
 
     def save_resume(self, model: AssignAddTransformer, opt: torch.optim.Optimizer, step: int) -> None:
-        """``resume.pt``: the weights and the optimizer state to continue from ``step``."""
         atomic_save({"step": step, "state_dict": model.state_dict(), "optimizer": opt.state_dict()}, self.resume)
-
-    def save_final(self, model: AssignAddTransformer, step: int, accs: dict) -> Path:
-        """``final.pt``: the weights after the run's last step, every tensor included."""
-        final = self.run_dir / "final.pt"
-        save_checkpoint(model, final, task=self.task_meta, step=step, metrics=accs, run=self.run_meta)
-        return final
-
-
-def prepare_run_folder(run_dir: Path, start: int) -> None:
-    """Make ``checkpoints/`` and drop the log lines written after ``start``, the step the run resumes
-    from (a run killed between the two writes); at 0 the run starts afresh, step 0's evaluation included."""
-    (run_dir / "checkpoints").mkdir(exist_ok=True)
-    log_path = run_dir / "metrics.jsonl"
-    if not log_path.exists():
-        return
-    keep = []
-    for line in log_path.read_text().splitlines() if start > 0 else []:
-        try:
-            if json.loads(line)["step"] <= start:
-                keep.append(line)
-        except (json.JSONDecodeError, KeyError, TypeError):
-            continue
-    atomic_write(log_path, "".join(l + "\n" for l in keep))

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from dataclasses import fields
 from pathlib import Path
 
 from ..cli_util import Parser, exit_bad_input, folder_arg_problem
+from .config import TrainConfig, TrainError, read_run_json
 
 EPILOG = """progress bar: at each evaluation (--eval-every), the loss of the last batch and the accuracy
 on four pools of --eval-size sequences (docs/spec.md §1.4):
@@ -106,28 +106,21 @@ def check_run_dir(run_dir) -> None:
     """Exit 2 when ``run_dir`` cannot hold a run (a file, or under one; not writable) or holds a
     ``run.json`` that is not a JSON object, before torch is imported. Opening the run checks the rest:
     its settings against the options (``training.train.open_run``)."""
-    run_dir = Path(run_dir)
-    problem = folder_arg_problem(run_dir)
+    problem = folder_arg_problem(Path(run_dir))
     if problem is not None:
         exit_bad_input(problem)
-    run_json = run_dir / "run.json"
-    if not run_json.exists():
-        return
+    run_json = Path(run_dir) / "run.json"
     try:
-        existing = json.loads(run_json.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        exit_bad_input(f"{run_json}: not valid JSON ({e})")
+        read_run_json(run_json)
+    except TrainError as e:
+        exit_bad_input(str(e))
     except OSError as e:
         exit_bad_input(f"{run_json}: cannot read ({e.strerror or e})")
-    if not isinstance(existing, dict):
-        exit_bad_input(f"{run_json}: expected a JSON object, found {type(existing).__name__}")
 
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     check_run_dir(args.run_dir)
-    from .config import TrainConfig, TrainError
-
     # each option (but RUN_DIR and --quiet) is the TrainConfig field of its name; "all" needs --n-layers
     options = {f.name: getattr(args, f.name) for f in fields(TrainConfig) if hasattr(args, f.name)}
     if args.mlp_layers == "all":

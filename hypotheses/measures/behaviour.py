@@ -53,13 +53,12 @@ def operand_value_interchange(
     B = len(tokens)
     drawn = torch.from_numpy(rng.integers(0, 2, size=B))
     which = drawn if which is None else which.long()
-    pos = src[torch.arange(B), which]
-    other_pos = src[torch.arange(B), 1 - which]
-    x = tokens[torch.arange(B), pos]
-    y = tokens[torch.arange(B), other_pos]
+    rows = torch.arange(B)
+    pos, other_pos = src[rows, which], src[rows, 1 - which]
+    x, y = tokens[rows, pos], tokens[rows, other_pos]
     # candidate new values: x' != x with the (ordered) pair allowed
     cand = torch.where(which[:, None] == 0, allowed[:, y].T, allowed[y, :])  # (B, N): row b -> x' allowed?
-    cand[torch.arange(B), x] = False
+    cand[rows, x] = False
     has = cand.any(dim=1) & (pos >= 0) & (other_pos >= 0)
     scores = torch.from_numpy(rng.random((B, N))) * cand
     new_x = scores.argmax(dim=1)
@@ -82,13 +81,8 @@ def operand_value_interchange(
         source[k, d] = torch.where(tokens[k, d] == new_x, (new_x + 1) % N, new_x)
         patch_pos = d
         before = run(model, tokens, [], read=[RESID_AFTER_LAYER1], last_only=True).activations[RESID_AFTER_LAYER1]
-    out = run(
-        model,
-        tokens,
-        [Patch(Site(RESID_AFTER_LAYER1, positions=patch_pos), source)],
-        last_only=True,
-        read=[RESID_AFTER_LAYER1],
-    )
+    patch = Patch(Site(RESID_AFTER_LAYER1, positions=patch_pos), source)
+    out = run(model, tokens, [patch], last_only=True, read=[RESID_AFTER_LAYER1])
     acted = None
     if wrong_site:  # the mean change the edit made where it patched
         change = (out.activations[RESID_AFTER_LAYER1] - before)[k, patch_pos].norm(dim=-1)

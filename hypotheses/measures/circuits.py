@@ -35,24 +35,17 @@ def positional_prev_token_rows(model: AssignAddTransformer, *, components: Compo
     """For each query q in 1..11 of S (above), with keys > q, q itself and q-2 masked: is argmax q-1?
     (The authors mask q and q-2 so the measure asks 'previous token rather than itself or the one
     before', the contrast that matters in a 'var value' pair.) Bool (11,)."""
-    S = positional_qk(model, components=components).clone()
-    n = S.shape[0]
-    out = []
-    for q in range(1, n):
-        row = S[q].clone()
-        row[q:] = -torch.inf
-        if q >= 2:
-            row[q - 2] = -torch.inf
-        out.append(bool(row.argmax() == q - 1))
-    return torch.tensor(out)
+    S = positional_qk(model, components=components)
+    q, k = torch.arange(len(S))[:, None], torch.arange(len(S))[None, :]
+    masked = S.masked_fill((k >= q) | (k == q - 2), -torch.inf)
+    return (masked.argmax(-1) == q[:, 0] - 1)[1:]
 
 
 def variable_ov1_embeddings(model: AssignAddTransformer, *, components: Components = PAPER) -> torch.Tensor:
     """E_var OV_1: what the previous-token head writes when it attends to each variable token. (n_vars, d_model)."""
     a, head = _attn(model, components.prev_layer), components.prev_head
-    cfg = model.cfg
-    first_var = cfg.first_var
-    E_var = model.embed.W_E[first_var : first_var + cfg.n_vars]
+    first_var = model.cfg.first_var
+    E_var = model.embed.W_E[first_var : first_var + model.cfg.n_vars]
     return (E_var @ a.W_V[head] @ a.W_O[head]).detach()
 
 
@@ -86,7 +79,7 @@ def identity_qk_interaction(model: AssignAddTransformer, *, components: Componen
 def identity_qk_diagonal(
     model: AssignAddTransformer, *, components: Components = PAPER
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Per row of M: (is the argmax the diagonal? bool (V,), margin = M_ii - max_{j != i} M_ij (V,))."""
+    """``diagonal_margin`` of M (``identity_qk_matrix``)."""
     return diagonal_margin(identity_qk_matrix(model, components=components))
 
 
@@ -188,8 +181,7 @@ def last_position_correct(
     batch = batch or engine.CLEAN_CHUNK
     dev = next(model.parameters()).device
     out = []
-    with torch.no_grad():
-        for i in range(0, len(tokens), batch):
-            answer = run(model, tokens[i : i + batch].to(dev), [], last_only=True).last_logits.argmax(-1)
-            out.append(answer.to(labels.device) == labels[i : i + batch])
+    for i in range(0, len(tokens), batch):
+        answer = run(model, tokens[i : i + batch].to(dev), [], last_only=True).last_logits.argmax(-1)
+        out.append(answer.to(labels.device) == labels[i : i + batch])
     return torch.cat(out)

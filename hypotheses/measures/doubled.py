@@ -62,7 +62,9 @@ def doubled_sets(task, seed: int, per_pair_and_form: int = PER_PAIR_AND_FORM) ->
     return {"tokens": tokens, "labels": labels, "twins": twins, "doubled": doubled, "pairs": torch.from_numpy(pairs)}
 
 
-def ideal_input_runs(model, sets: dict, break_routing: dict | None = None, *, components: Components = PAPER) -> dict:
+def ideal_input_runs(
+    model, sets: dict, break_routing: torch.Tensor | None = None, *, components: Components = PAPER
+) -> dict:
     """The model's answers on the sequences, and with Layer 2's output at `=` replaced by the constant
     twin's (the addition module fed a perfectly routed input). ``break_routing``: a donor map for
     ``blocks.0.hook_attn_out`` (``scrubbing.scrub_plans``' removed value-token identity) applied in
@@ -77,12 +79,11 @@ def ideal_input_runs(model, sets: dict, break_routing: dict | None = None, *, co
     acted = {}
     extra_edits = []
     if break_routing is not None:
-        donor = break_routing
-        moved = donor != torch.arange(B * T)
+        moved = break_routing != torch.arange(B * T)
 
         def broken(act, hook):
             flat = act.reshape(B * T, -1)
-            new = flat[donor]
+            new = flat[break_routing]
             acted["routing_broken"] = float((new[moved] - flat[moved]).norm(dim=-1).mean()) if moved.any() else 0.0
             return new.reshape(act.shape)
 

@@ -22,6 +22,7 @@ import math
 
 import torch
 
+from ...data import operand_sources
 from ...data.tokens import POS_EQ, POS_LHS, POS_PLUS, POS_RHS, SEQ_LEN, VOCAB, Vocab
 from ...model import AssignAddTransformer
 from ...model.components import PAPER, Components
@@ -96,15 +97,6 @@ def frequency_coefficients(grid: torch.Tensor) -> torch.Tensor:
     return torch.einsum("kjnm,nmd->kjd", B, a) / (N * N / 2)
 
 
-def frequency_power(grid: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """(power [K, d], total variance [d]) of the centred grid: power_k(unit) = Σ_j C² <b, b>."""
-    N = grid.shape[0]
-    C = frequency_coefficients(grid)
-    power = (C**2).sum(dim=1) * (N * N / 2)  # (K, d)
-    total = ((grid - grid.mean(dim=(0, 1), keepdim=True)) ** 2).sum(dim=(0, 1))  # (d,)
-    return power, total
-
-
 def mlp_input_scale(
     model: AssignAddTransformer, resid_grid: torch.Tensor, *, components: Components = PAPER
 ) -> torch.Tensor:
@@ -114,23 +106,18 @@ def mlp_input_scale(
     return model.blocks[components.mlp_layer].mlp.W_in.detach().double().norm(dim=0) * rms
 
 
-def live_units(total: torch.Tensor, n_cells: int, scale: torch.Tensor | None = None) -> torch.Tensor:
-    """Units whose grid standard deviation is at least DEAD_FRACTION x ``scale`` (per unit; default: the
-    mean unit standard deviation). ``total`` is the summed squared deviation over ``n_cells``. Bool (d,)."""
-    std = (total / n_cells).sqrt()
-    ref = std.mean() if scale is None else scale
-    return (std > DEAD_FRACTION * ref) & (std > 0)
-
-
 def neuron_fve(grid: torch.Tensor, scale: torch.Tensor | None = None) -> dict:
-    """Per live unit (``live_units`` with ``scale``): the best single frequency and the fraction of its
-    grid variance it explains.
+    """Per live unit (grid standard deviation above DEAD_FRACTION x ``scale``, per unit; default: the mean
+    unit standard deviation): the best single frequency and the fraction of its grid variance it explains.
 
     Returns {"best_k" (L,) 1-based, "fve" (L,), "units" (L,) indices of live units, "power" [K, d],
     "total" [d], "live" bool [d]}.
     """
-    power, total = frequency_power(grid)
-    live = live_units(total, grid.shape[0] * grid.shape[1], scale)
+    N = grid.shape[0]
+    power = (frequency_coefficients(grid) ** 2).sum(dim=1) * (N * N / 2)  # (K, d): power_k = Σ_j C² <b, b>
+    total = ((grid - grid.mean(dim=(0, 1), keepdim=True)) ** 2).sum(dim=(0, 1))  # (d,): ||a||²
+    std = (total / (N * N)).sqrt()
+    live = (std > DEAD_FRACTION * (std.mean() if scale is None else scale)) & (std > 0)
     fve_all = power[:, live] / total[live]  # (K, L)
     out = {"power": power, "total": total, "live": live}
     if fve_all.shape[1] == 0:
@@ -155,17 +142,13 @@ KEY_SHARE_FACTOR = 2.0
 # positive rescaling of a ReLU neuron cannot move the key set (re-registered: docs/claims/fourier_neurons.md).
 
 
-def output_weight_norms(model: AssignAddTransformer, *, components: Components = PAPER) -> torch.Tensor:
-    """||W_out[u]|| per Layer-2 neuron (d_mlp,) float64: the scale at which neuron u's activation reaches
-    the residual stream. power_k(u) x ||W_out[u]||² is unchanged when W_in[:, u], b_in[u] are multiplied
-    by c > 0 and W_out[u] divided by c (the same function, relu being positively homogeneous)."""
-    return model.blocks[components.mlp_layer].mlp.W_out.detach().double().norm(dim=1)
-
-
 def key_frequency_share(model: AssignAddTransformer, r: dict, *, components: Components = PAPER) -> torch.Tensor:
-    """The spectrum the key-frequency rule reads (K,): ``frequency_share`` of the live neurons' power,
-    each neuron's column times ||W_out[u]||² (``neuron_fve``'s result ``r``)."""
-    weighted = r["power"] * output_weight_norms(model, components=components)[None, :] ** 2
+    """The spectrum the key-frequency rule reads (K,): ``frequency_share`` of the live neurons' power
+    (``neuron_fve``'s result ``r``), each neuron's column times ||W_out[u]||², the scale at which its
+    activation reaches the residual stream: multiplying W_in[:, u], b_in[u] by c > 0 and dividing W_out[u]
+    by c (the same function, relu being positively homogeneous) leaves the product unchanged."""
+    out_norms = model.blocks[components.mlp_layer].mlp.W_out.detach().double().norm(dim=1)  # (d_mlp,)
+    weighted = r["power"] * out_norms[None, :] ** 2
     return frequency_share(weighted[:, r["live"]])
 
 
@@ -176,8 +159,7 @@ def key_frequencies(
     over its live Layer-2 neurons."""
     vocab = vocab or model.vocab  # the model's own vocabulary (its modulus and variables)
     grid = grids(model, vocab, components=components) if grid is None else grid
-    pre = grid[MLP2_PRE]
-    r = neuron_fve(pre, mlp_input_scale(model, grid[RESID_MID2], components=components))
+    r = neuron_fve(grid[MLP2_PRE], mlp_input_scale(model, grid[RESID_MID2], components=components))
     share = key_frequency_share(model, r, components=components)
     K = share.shape[0]
     return [int(k) + 1 for k in (share >= KEY_SHARE_FACTOR / K).nonzero().flatten().tolist()]
@@ -264,10 +246,8 @@ def answer_centroids(
     x = grid[RESID_MID2].reshape(N * N, -1)
     post = unembedding_input(model, x, components=components)
     _, sums = grid_tokens(vocab)
-    return (
-        torch.zeros(N, post.shape[1], dtype=torch.float64, device=post.device).index_add_(0, sums.to(post.device), post)
-        / N
-    )
+    totals = torch.zeros(N, post.shape[1], dtype=torch.float64, device=post.device)
+    return totals.index_add_(0, sums.to(post.device), post) / N
 
 
 def key_frequency_edits(
@@ -305,8 +285,7 @@ def key_frequency_edits(
     each edit moves the input). ``grid``: the model's ``grids`` if already computed.
     """
     vocab = model.vocab  # the model's own vocabulary (its modulus and variables)
-    from ...data import operand_sources
-    from ...interventions import capture
+    from ...interventions import capture, random_subspace
 
     grid = grids(model, vocab, components=components) if grid is None else grid
     key = key_frequencies(model, vocab, grid, components=components)
@@ -330,8 +309,6 @@ def key_frequency_edits(
     # A placebo that acts on any model: as many random directions as the key frequencies occupy, removed
     # about μ. (Not drawn orthogonal to them: a model with nothing outside its key frequencies, such as
     # a hand-built one, has no content there, and a placebo that changes nothing is no control.)
-    from ...interventions import random_subspace
-
     key_dirs = frequency_directions(resid_grid, key)
     rank = max(int(key_dirs.shape[0]), 1)
     Q = random_subspace(x.shape[-1], rank, seed, label="placebo directions").to(x.dtype)
@@ -362,26 +339,25 @@ def key_frequency_edits(
     }
 
 
-def embedding_spectrum(model: AssignAddTransformer) -> torch.Tensor:
-    """Fourier spectrum of the number embeddings W_E[0:N] (centred over numbers): the share of their
+def _spectrum(W: torch.Tensor, dim: int) -> torch.Tensor:
+    """The Fourier spectrum of a 2-d ``W`` along ``dim`` (of size N, centred along it): the share of its
     variance at each frequency k = 1..⌊N/2⌋ (K,)."""
-    N = model.vocab.modulus
-    E = model.embed.W_E[:N].detach().double()
-    E = E - E.mean(0, keepdim=True)
-    F = torch.fft.rfft(E, dim=0)[1 : N // 2 + 1]  # (K, d)
-    p = (F.abs() ** 2).sum(1)
-    return p / p.sum()
+    W = W.detach().double()
+    W = W - W.mean(dim, keepdim=True)
+    F = torch.fft.rfft(W, dim=dim).narrow(dim, 1, W.shape[dim] // 2)
+    p = (F.abs() ** 2).sum(1 - dim)
+    return p / p.sum() if p.sum() > 0 else p
+
+
+def embedding_spectrum(model: AssignAddTransformer) -> torch.Tensor:
+    """``_spectrum`` of the number embeddings W_E[0:N] over the numbers."""
+    return _spectrum(model.embed.W_E[: model.vocab.modulus], dim=0)
 
 
 def logit_spectrum(model: AssignAddTransformer, *, components: Components = PAPER) -> torch.Tensor:
-    """Fourier spectrum of W_logit = W_out W_U of Layer 2 (what each neuron writes to each answer logit,
-    (d_mlp, N)) over the answer axis: share of its variance per frequency (K,)."""
-    W = (model.blocks[components.mlp_layer].mlp.W_out @ model.unembed.W_U).detach().double()
-    W = W - W.mean(1, keepdim=True)
-    N = W.shape[1]
-    F = torch.fft.rfft(W, dim=1)[:, 1 : N // 2 + 1]
-    p = (F.abs() ** 2).sum(0)
-    return p / p.sum() if p.sum() > 0 else p
+    """``_spectrum`` of W_logit = W_out W_U of Layer 2 (what each neuron writes to each answer logit,
+    (d_mlp, N)) over the answer axis."""
+    return _spectrum(model.blocks[components.mlp_layer].mlp.W_out @ model.unembed.W_U, dim=1)
 
 
 # ----- for figures -------------------------------------------------------------------------------

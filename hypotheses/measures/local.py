@@ -111,46 +111,37 @@ def identity_edits(
     ``circuits.layer1_activations`` on ``tokens`` where the caller has them (the same bits: one forward fewer).
     """
     B, T = tokens.shape
+    c = components
     vals = value_positions(tokens, model.vocab)
     b, t = vals.nonzero(as_tuple=True)
-    var_id = (tokens[b, t - 1] - model.cfg.first_var).numpy()
-    c = components
+    var_id = tokens[b, t - 1] - model.cfg.first_var
     attn_out, pattern = (clean["attn_out"], clean["pattern"]) if clean else _layer1_out(model, tokens, components=c)
-    in_train = numpy_rng(seed, "identity probe split").random(B) < 0.5
-    train = in_train[b.numpy()]
-    probe = RidgeProbe(attn_out[b, t][torch.from_numpy(train)], torch.from_numpy(var_id[train]))
-
-    def read(acts):
-        return probe.predict(acts[b, t][torch.from_numpy(~train)])
-
-    test_b, test_t = b[~train], t[~train]
-    v = torch.from_numpy(var_id[~train])
-    mask = torch.zeros(B, T, dtype=torch.bool)
-    mask[test_b, test_t] = True
-
+    in_train = torch.from_numpy(numpy_rng(seed, "identity probe split").random(B) < 0.5)
+    train = in_train[b]
+    probe = RidgeProbe(attn_out[b, t][train], var_id[train])
+    v = var_id[~train]
+    mask = torch.zeros(B, T, dtype=torch.bool)  # the held-out value tokens, in the order of v
+    mask[b[~train], t[~train]] = True
     prev_key = torch.full((B, T), -1, dtype=torch.long)
-    prev_key[test_b, test_t] = test_t - 1
+    prev_key[b[~train], t[~train]] = t[~train] - 1
 
     # the redirect arms: in each held-out sequence with two or more assignments, one value token t0
     # and another assignment's value token d (variable w at d - 1)
     g = torch_generator(seed, "identity_edits.redirect")
-    scores = torch.rand(B, T, generator=g) * vals * torch.from_numpy(~in_train)[:, None]
+    scores = torch.rand(B, T, generator=g) * vals * ~in_train[:, None]
     top = scores.topk(2, dim=-1)
-    has_other = top.values[:, 1] > 0
-    rb = has_other.nonzero().squeeze(1)
+    rb = (top.values[:, 1] > 0).nonzero().squeeze(1)
     t0, d = top.indices[rb, 0], top.indices[rb, 1]
     w = tokens[rb, d - 1] - model.cfg.first_var
     r_mask = torch.zeros(B, T, dtype=torch.bool)
     r_mask[rb, t0] = True
     target_var = torch.full((B, T), -1, dtype=torch.long)
     target_var[rb, t0] = d - 1
-    target_value = torch.full((B, T), -1, dtype=torch.long)
-    target_value[rb, t0] = d
 
-    def read_at(acts):
-        return probe.predict(acts[rb, t0])
+    def edited(keys, m, mode):
+        """The probe's reading at rows ``m`` with those rows of the pattern edited (``_rows_to``), and
+        ``acted``: the mean absolute change the edit made to them."""
 
-    def edited(keys, m, mode, reader):
         def edits_for(rows):  # per sequence: each piece gets its own rows of the mask and the keys
             k, mr = keys[rows], m[rows]
             if not mr.any():  # no targeted row in this piece: nothing to edit there
@@ -158,19 +149,18 @@ def identity_edits(
             return [Replace(Site(c.PATTERN_1, positions=mr), lambda p, hook: _rows_to(p, k, mr, mode, c.prev_head))]
 
         acts, new_pattern = _layer1_out(model, tokens, edits_for, components=c)
-        acted = float((new_pattern - pattern)[m].abs().sum(-1).mean())
-        return reader(acts), acted
+        return probe.predict(acts[m]), float((new_pattern - pattern)[m].abs().sum(-1).mean())
 
-    prev, acted_prev = edited(prev_key, mask, "remove", read)
-    other, acted_other = edited(prev_key, mask, "dilute", read)
+    prev, acted_prev = edited(prev_key, mask, "remove")
+    other, acted_other = edited(prev_key, mask, "dilute")
     if redirect and len(rb):
-        red, acted_red = edited(target_var, r_mask, "onehot", read_at)
-        red_val, acted_val = edited(target_value, r_mask, "onehot", read_at)
+        red, acted_red = edited(target_var, r_mask, "onehot")
+        red_val, acted_val = edited(target_var + 1, r_mask, "onehot")  # d, the assignment's value token
     else:
         red = red_val = w = torch.zeros(0, dtype=torch.long)
         acted_red = acted_val = 0.0
     return {
-        "clean": read(attn_out) == v,
+        "clean": probe.predict(attn_out[mask]) == v,
         "previous_removed": prev == v,
         "diluted": other == v,
         "redirect": red == w,
@@ -232,14 +222,9 @@ def identity_swap_attention(
     tokens, p, d, z, y = tokens[keep], p[keep], d[keep], z[keep], y[keep]
     k = torch.arange(len(keep))
     at = torch.stack([p, d], 1) - (1 if wrong_site else 0)
+    swap = Patch(Site(ATTN_OUT_1, positions=at), tokens, source_positions=at.flip(1))  # each reads the other
     clean = run(model, tokens, [], read=[PATTERN_2, ATTN_OUT_1], last_only=True)
-    out = run(
-        model,
-        tokens,
-        [Patch(Site(ATTN_OUT_1, positions=at), tokens, source_positions=at.flip(1))],
-        read=[PATTERN_2, ATTN_OUT_1],
-        last_only=True,
-    )
+    out = run(model, tokens, [swap], read=[PATTERN_2, ATTN_OUT_1], last_only=True)
     before, after = clean.activations[PATTERN_2][:, head, POS_EQ], out.activations[PATTERN_2][:, head, POS_EQ]
     changed = (out.activations[ATTN_OUT_1] - clean.activations[ATTN_OUT_1])[k[:, None], at].norm(dim=-1)
     # Scale matters: `=` must prefer d clearly, not by a rounding-size margin of a flat pattern.
@@ -296,23 +281,17 @@ def value_route_patch(
     if other_number:
         n = (n + torch.randint(1, model.cfg.d_vocab_out, (len(keep),), generator=g)) % model.cfg.d_vocab_out
     const[k, slots[pick]] = n
-    read_r = [RESID_MID_2]
-    clean = run(model, tokens, [], read=read_r, last_only=True).activations[RESID_MID_2][:, POS_EQ]
-    same = run(
-        model,
-        tokens,
-        [Patch(Site(VALUES_2, positions=p), const, source_positions=slots[pick])],
-        read=read_r,
-        last_only=True,
-    ).activations[RESID_MID_2][:, POS_EQ]
-    other = run(
-        model, tokens, [Patch(Site(VALUES_2, positions=p), tokens, source_positions=q)], read=read_r, last_only=True
-    ).activations[RESID_MID_2][:, POS_EQ]
-    scale = (other - clean).norm(dim=-1)
-    kept = 1 - (same - clean).norm(dim=-1) / scale.clamp(min=1e-12)
+
+    def r_at_eq(edits):  # r: resid_mid_2 at `=` under ``edits``
+        return run(model, tokens, edits, read=[RESID_MID_2], last_only=True).activations[RESID_MID_2][:, POS_EQ]
+
+    clean = r_at_eq([])
+    same = r_at_eq([Patch(Site(VALUES_2, positions=p), const, source_positions=slots[pick])])
+    other = r_at_eq([Patch(Site(VALUES_2, positions=p), tokens, source_positions=q)])
+    moved = (same - clean).norm(dim=-1)
     return {
-        "kept": kept.double(),
-        "acted": float((same - clean).norm(dim=-1).mean()) if len(keep) else 0.0,
+        "kept": (1 - moved / (other - clean).norm(dim=-1).clamp(min=1e-12)).double(),
+        "acted": float(moved.mean()) if len(keep) else 0.0,
         "dropped": int(B - len(keep)),
     }
 
@@ -323,6 +302,19 @@ def ov2_number_basis(model: AssignAddTransformer, *, components: Components = PA
     images = ov2_number_images(model, components=components)
     U, S, Vh = torch.linalg.svd(images - images.mean(0), full_matrices=False)
     return Vh[S > 1e-6 * max(float(S.max()), 1e-30)]
+
+
+def _variable_embeddings(model: AssignAddTransformer) -> torch.Tensor:
+    """The variable tokens' rows of W_E: (n_vars, d_model)."""
+    first = model.cfg.first_var
+    return model.embed.W_E[first : first + model.cfg.n_vars]
+
+
+def _centred_ov(model: AssignAddTransformer, embeddings: torch.Tensor, layer: int, head: int):
+    """(E - mean) and W_V W_O of the head, float64: what ``ov_transmission`` and the placements compare."""
+    E = embeddings.detach().double()
+    a = model.blocks[layer].attn
+    return E - E.mean(0), (a.W_V[head] @ a.W_O[head]).detach().double()
 
 
 def ov_transmission(
@@ -345,13 +337,10 @@ def ov_transmission(
     (docs/reregistrations/weights_in_a_fixed_basis_2026-12-04.md)."""
     from ...interventions.mutants import layer1_inputs, layer2_inputs, span_basis
 
-    E = embeddings.detach().double()
-    E = E - E.mean(0)
     first = role == "previous_token_head"
     c = components
     layer, head = (c.prev_layer, c.prev_head) if first else (c.fetch_layer, c.fetch_head)
-    a = model.blocks[layer].attn
-    W = (a.W_V[head] @ a.W_O[head]).detach().double()
+    E, W = _centred_ov(model, embeddings, layer, head)
     readable = span_basis(layer1_inputs(model) if first else layer2_inputs(model, c))[0]  # (q, d_model)
     inside = span_basis(E)[0]  # (k, d_model): the centred embeddings' span
     R = span_basis(readable - (readable @ inside.T) @ inside)[0]  # (r, d_model), r = q - k
@@ -367,9 +356,7 @@ def ov2_number_transmission(model: AssignAddTransformer, *, components: Componen
 def ov1_variable_transmission(model: AssignAddTransformer, *, components: Components = PAPER) -> float:
     """``ov_transmission`` of the previous-token head's OV for the variable embeddings (what it must
     copy to value tokens)."""
-    first = model.cfg.first_var
-    variables = model.embed.W_E[first : first + model.cfg.n_vars]
-    return ov_transmission(model, "previous_token_head", variables, components=components)
+    return ov_transmission(model, "previous_token_head", _variable_embeddings(model), components=components)
 
 
 def ov1_variables_against_placements(
@@ -391,11 +378,7 @@ def ov1_variables_against_placements(
     gain, the null gains (draws,))."""
     from ...interventions.mutants import layer1_inputs, span_basis
 
-    first = model.cfg.first_var
-    E = model.embed.W_E[first : first + model.cfg.n_vars].detach().double()
-    E = E - E.mean(0)
-    a, head = model.blocks[components.prev_layer].attn, components.prev_head
-    W = (a.W_V[head] @ a.W_O[head]).detach().double()
+    E, W = _centred_ov(model, _variable_embeddings(model), components.prev_layer, components.prev_head)
     P = span_basis(layer1_inputs(model))[0]  # (q, d_model)
     sigma = torch.linalg.svdvals(E)
     sigma = sigma[sigma > 1e-5 * sigma.max()]  # (k,)

@@ -81,11 +81,10 @@ def restricted_cells(task: Task, tokens: torch.Tensor) -> dict[str, torch.Tensor
     slot that training never gave it: ``acc_restricted_<v>_in_lhs`` for the never-LHS variables,
     ``..._in_rhs`` for the never-RHS ones (the paper's task: a, b in RHS; k, l in LHS)."""
     V = task.vocab
-    names = [chr(ord("a") + i) for i in range(V.n_vars)]
     out = {}
     for slot, pos, variables in (("lhs", POS_LHS, task.never_lhs), ("rhs", POS_RHS, task.never_rhs)):
         for var in variables.tolist():
-            out[f"acc_restricted_{names[var]}_in_{slot}"] = tokens[:, pos] == V.first_var + var
+            out[f"acc_restricted_{V.var_names[var]}_in_{slot}"] = tokens[:, pos] == V.first_var + var
     return dict(sorted(out.items()))
 
 

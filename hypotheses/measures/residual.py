@@ -186,12 +186,7 @@ READOUT_POOL_MIN = 1000
 
 
 def operand_value_readout(
-    model: AssignAddTransformer,
-    tokens: torch.Tensor,
-    seed: int,
-    ridge: float = 1e-6,
-    *,
-    components: Components = PAPER,
+    model: AssignAddTransformer, tokens: torch.Tensor, seed: int, ridge: float = 1e-6, *, components: Components = PAPER
 ) -> dict:
     """How much of the two operands' values, as the model embeds them, can be read linearly from what
     Layer 2's attention hands the MLP at `=`?

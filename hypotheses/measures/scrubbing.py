@@ -32,7 +32,7 @@ import numpy as np
 import torch
 
 from ...data import KIND_0VAR, KIND_1VAR_LHS, KIND_1VAR_RHS, KIND_2VAR, POS_EQ, build_sequences, operand_sources
-from ...data.tokens import POS_LHS, POS_PLUS, POS_RHS, Vocab
+from ...data.tokens import POS_LHS, POS_PLUS, POS_RHS
 from ...interventions import Patch, Replace, Site, run
 from ...model.components import PAPER, Components
 from ...random_streams import numpy_rng, torch_generator
@@ -112,12 +112,8 @@ def routing_scrub(
     new = clean.clone()
     new[scrubbed] = source
 
-    out = run(
-        model,
-        tokens,
-        [Replace(Site(ATTN_OUT_1, positions=scrubbed), lambda act, hook: new.to(act.dtype))],
-        last_only=True,
-    )
+    resampled = Replace(Site(ATTN_OUT_1, positions=scrubbed), lambda act, hook: new.to(act.dtype))
+    out = run(model, tokens, [resampled], last_only=True)
     acted = float((new - clean)[scrubbed].norm(dim=-1).mean())
     change = (new - clean)[:, : POS_RHS + 1].norm(dim=-1).mean(-1)  # (B,): every row has cells 0-14 scrubbed
     return {"correct": out.last_logits.argmax(-1) == labels, "acted": acted, "change": change}
@@ -255,38 +251,11 @@ def _differing(n_cells: int, cells, key, carry, gen: torch.Generator, candidates
     return m, float(ok.double().mean()) if len(ok) else 0.0
 
 
-def _cells(tokens: torch.Tensor, first_var: int, modulus: int, n_vars: int) -> dict:
-    """Per-batch cell sets (flat indices b * T + t) and their features."""
-    B, T = tokens.shape
-    is_var = tokens >= first_var
-    value_tok = _value_tokens(tokens, first_var)
-    pos = torch.arange(T).expand(B, T)
-    prev = torch.cat([torch.full((B, 1), -1, dtype=torch.long), tokens[:, :-1]], 1)
-    flat = torch.arange(B * T).reshape(B, T)
-    src = operand_sources(tokens, Vocab(modulus=modulus, n_vars=n_vars))
-    rows = torch.arange(B)
-    # cells holding a number `=` could read as an operand: value tokens and constant operand slots
-    number_cell = value_tok | ((pos >= POS_PLUS + 1) & (pos <= POS_RHS) & (tokens < modulus))
-    is_source = torch.zeros_like(is_var)
-    is_source[rows[:, None], src] = True  # both operands' sources
-    slot_var = torch.stack(
-        [torch.where(is_var[:, c], tokens[:, c], torch.full((B,), -1)) for c in (POS_LHS, POS_RHS)], 1
-    )
-    form = is_var[:, POS_LHS].long() * 2 + is_var[:, POS_RHS].long()
-    return {
-        "B": B,
-        "T": T,
-        "value_tok": value_tok,
-        "pos": pos,
-        "prev": prev,
-        "flat": flat,
-        "src": src,
-        "rows": rows,
-        "number_cell": number_cell,
-        "is_source": is_source,
-        "slot_var": slot_var,
-        "form": form,
-    }
+def _value_token_cells(tokens: torch.Tensor, first_var: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The ``value_token_identity`` part: the value tokens' flat cells b * T + t (k,), their positions
+    (k,), and what each carries, the variable before it (k, 1)."""
+    b, t = _value_tokens(tokens, first_var).nonzero(as_tuple=True)
+    return b * tokens.shape[1] + t, t, tokens[b, t - 1][:, None]
 
 
 def scrub_plans(
@@ -301,24 +270,34 @@ def scrub_plans(
     A map is a LongTensor (B * T,) of the flat cell each cell reads; the identity leaves a cell alone.
     ``removed[part]`` holds only that part's cells (apply it over a plan, or alone on the clean model)."""
     ATTN_OUT_1, VALUES_2, MLP_OUT_2 = components.ATTN_OUT_1, components.VALUES_2, components.MLP_OUT_2
-    cfg = model.cfg
-    c = _cells(tokens, cfg.first_var, cfg.d_vocab_out, cfg.n_vars)
-    B, T, flat, pos, tok = c["B"], c["T"], c["flat"], c["pos"], tokens
+    cfg, tok = model.cfg, tokens
+    B, T = tokens.shape
     V2 = 2 * cfg.d_vocab
     ident = torch.arange(B * T)
+    flat = ident.reshape(B, T)
+    pos = torch.arange(T).expand(B, T)
+    is_var = tokens >= cfg.first_var
+    value_tok = _value_tokens(tokens, cfg.first_var)
     prefix = torch.zeros(B, T, dtype=torch.bool)
     prefix[:, : POS_RHS + 1] = True
     routing_key = routing_keys(tokens, cfg, "hypothesis")
+    # `=` keyed by the form (which slots hold a variable) and the operand variables (-1: a constant)
+    slot_var = torch.where(is_var[:, [POS_LHS, POS_RHS]], tokens[:, [POS_LHS, POS_RHS]], -1)
+    form = is_var[:, POS_LHS].long() * 2 + is_var[:, POS_RHS].long()
     eq_cells = flat[:, POS_EQ]
-    eq_key = c["form"] * (V2 * V2) + (c["slot_var"][:, 0] + 1) * V2 + (c["slot_var"][:, 1] + 1)
-    num_cells = flat[c["number_cell"]]
-    num_pos, num_tok = pos[c["number_cell"]], tok[c["number_cell"]]
+    eq_key = form * (V2 * V2) + (slot_var[:, 0] + 1) * V2 + (slot_var[:, 1] + 1)
+    # cells holding a number `=` could read as an operand: value tokens and constant operand slots
+    number_cell = value_tok | ((pos >= POS_PLUS + 1) & (pos <= POS_RHS) & (tokens < cfg.d_vocab_out))
+    num_cells = flat[number_cell]
+    num_pos, num_tok = pos[number_cell], tok[number_cell]
     cand_index = torch.full((B * T,), -1)
     cand_index[num_cells] = torch.arange(len(num_cells))
-    src_cells = [flat[c["rows"], c["src"][:, k]] for k in (0, 1)]
-    other = prefix & ~c["is_source"]
+    src = operand_sources(tokens, model.vocab)
+    src_cells = [flat[torch.arange(B), src[:, k]] for k in (0, 1)]
+    is_source = torch.zeros_like(is_var)
+    is_source[torch.arange(B)[:, None], src] = True  # both operands' sources
+    other = prefix & ~is_source
     other_cells = flat[other]
-    mlp_cells = flat[:, POS_EQ]
 
     def same(label: str, redraw: bool) -> dict:
         g = torch_generator(seed, f"scrub_plan.{label}{'.redrawn' if redraw else ''}")
@@ -339,7 +318,7 @@ def scrub_plans(
         if redraw:  # the MLP's output from a sequence with the same sum
             mlp = ident.clone()
             d, _ = _pick(labels, torch.arange(B), labels, g)
-            mlp[mlp_cells] = mlp_cells[d]
+            mlp[eq_cells] = eq_cells[d]
             plan[MLP_OUT_2] = mlp
         return plan
 
@@ -350,18 +329,18 @@ def scrub_plans(
         m, share[part] = _differing(B * T, cells, key, carry, g, candidates)
         removed[part], targets[part] = {hook: m}, cells
 
-    nv = prefix & ~c["value_tok"]
+    nv = prefix & ~value_tok
     # what a non-value cell carries (hypothesis version 2): its token and the variable at t-1 (-1: none)
-    prev_var = torch.where(c["prev"] >= cfg.first_var, c["prev"], torch.full_like(c["prev"], -1))
+    prev = torch.cat([torch.full((B, 1), -1, dtype=torch.long), tokens[:, :-1]], 1)
+    prev_var = torch.where(prev >= cfg.first_var, prev, torch.full_like(prev, -1))
     remove("non_value_tokens", ATTN_OUT_1, flat[nv], pos[nv], torch.stack([tok[nv], prev_var[nv]], -1))
-    vt = c["value_tok"]
-    remove("value_token_identity", ATTN_OUT_1, flat[vt], pos[vt], c["prev"][vt][:, None])
-    remove("eq_operand_identity", ATTN_OUT_1, eq_cells, c["form"], c["slot_var"])
+    remove("value_token_identity", ATTN_OUT_1, *_value_token_cells(tokens, cfg.first_var))
+    remove("eq_operand_identity", ATTN_OUT_1, eq_cells, form, slot_var)
     for k, part in enumerate(("lhs_value_read", "rhs_value_read")):
         cells = src_cells[k]
         candidates = (num_cells, num_pos, num_tok[:, None], cand_index[cells])
         remove(part, VALUES_2, cells, pos.reshape(-1)[cells], tok.reshape(-1)[cells][:, None], candidates)
-    remove("mlp_adds", MLP_OUT_2, mlp_cells, torch.zeros(B, dtype=torch.long), labels[:, None])
+    remove("mlp_adds", MLP_OUT_2, eq_cells, torch.zeros(B, dtype=torch.long), labels[:, None])
     plans = {"hypothesis": same("hypothesis", False), "redrawn": same("hypothesis", True)}
     return {**plans, "removed": removed, "targets": targets, "removed_share": share}
 
@@ -412,10 +391,8 @@ def run_plan(model, tokens: torch.Tensor, labels: torch.Tensor, plan: dict, meas
 
 
 def identity_removed(model, tokens: torch.Tensor, *, seed: int, label: str) -> torch.Tensor:
-    """The donor map for Layer 1's ``hook_attn_out`` (the paper's ``blocks.0.hook_attn_out``) that removes the variable identity at value tokens:
-    each value token reads a value token at the same position after another variable (the
+    """The donor map for Layer 1's ``hook_attn_out`` (the paper's ``blocks.0.hook_attn_out``) that removes
+    the variable identity at value tokens: each value token reads a value token at the same position after another variable (the
     ``value_token_identity`` part removed, alone)."""
-    c = _cells(tokens, model.cfg.first_var, model.cfg.d_vocab_out, model.cfg.n_vars)
-    vt = c["value_tok"]
     gen = torch_generator(seed, label)
-    return _differing(c["B"] * c["T"], c["flat"][vt], c["pos"][vt], c["prev"][vt][:, None], gen)[0]
+    return _differing(tokens.numel(), *_value_token_cells(tokens, model.cfg.first_var), gen)[0]
