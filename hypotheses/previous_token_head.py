@@ -71,7 +71,9 @@ TRANSMITS = Threshold(
     "shape, so the control pools five draws), input space rotated 0.02-0.21 (docs/nulls.md). "
     "Re-registered 2026-12-04: "
     "was the gain ratio itself >= 2, which a working Layer 1 crossed 2,000 steps after its attention "
-    "and causal items passed (docs/reregistrations/ov1_against_placements_2026-12-04.md)",
+    "and causal items passed (docs/reregistrations/ov1_against_placements_2026-12-04.md). Supporting "
+    "since 2026-12-07: norms in the residual's own coordinates, which a change of basis of the residual "
+    "stream moves while the function stays (docs/reregistrations/previous_token_head_basis_free_2026-12-07.md)",
 )
 DESTROYS = Threshold(
     0.50,
@@ -292,6 +294,7 @@ class PreviousTokenHead(Hypothesis):
             threshold=TRANSMITS,
             measure=transmits,
             controls=("reinitialised",),
+            required=False,
         ),
         Item(
             "identity_needs_previous_token",

@@ -153,6 +153,7 @@ def test_an_ov2_rank_cut_fails_shared_residual_on_what_layer2_hands_on(name):
 MATRIX_PARTS = 3
 SEEN_AT_INTERFACE = {
     ("previous_token_head", "layer1_output_noised"),
+    ("previous_token_head", "layer1_values_rotated"),
     ("shared_residual", "layer2_output_recoded"),
     ("shared_residual", "layer2_value_bias_shifted"),
     ("fourier_neurons", "mlp_output_rotated"),
@@ -187,14 +188,14 @@ def test_every_judged_cell_of_the_mutant_matrix_is_right_on_the_reference(part):
     # every claim passes the unbroken reference, so this part judges the cells the pattern judges (125 in all)
     assert set(doc["unbroken"].values()) == {"pass"}
     assert doc["summary"]["judged"] == sum(1 for e in _expected_cells(mutants) if e != "not judged")
-    # Four breaks recode an interface: the own claim does not fail, and the broken interface names it
+    # Five breaks recode an interface: the own claim does not fail, and the broken interface names it
     # (hypotheses/interfaces.py); the matrix counts that as seen, and says so in the cell.
     seen_at_interface = {(c["claim"], c["mutant"]) for c in doc["cells"] if c["verdict"] != "fail" and c["interface"]}
     assert {(c, m) for c, m in SEEN_AT_INTERFACE if m in mutants} <= seen_at_interface
     intact = {"ov1_to_layer2": "intact", "ov2_to_mlp": "intact", "mlp_to_unembedding": "intact"}
     assert doc["interfaces"]["(unbroken)"] == intact
-    if "layer1_output_noised" in mutants:
-        assert doc["interfaces"]["layer1_output_noised"] == {
+    for recoded_layer1 in {"layer1_output_noised", "layer1_values_rotated"} & set(mutants):
+        assert doc["interfaces"][recoded_layer1] == {
             "ov1_to_layer2": "interface-broken",
             "ov2_to_mlp": "not a recoding",
             "mlp_to_unembedding": "not a recoding",

@@ -2,13 +2,10 @@
 embeddings and every writer (W_O, b_O, W_out, b_out) are multiplied by A, every reader (W_Q, W_K, W_V,
 W_in, W_U) by A^-1 on its input side, and every logit is the same up to float rounding.
 
-A rotation (A orthogonal) keeps every verdict. A stretch of one span keeps `shared_residual`'s (its
-items in the residual's own coordinates are supporting since
-docs/reregistrations/shared_residual_basis_free_2026-12-07.md) but not yet `previous_token_head`'s:
-``ov1_transmits_variables`` measures norms in the residual's own coordinates, which the function does not
-fix (docs/mutation_results/README.md, "Residual change of basis"). The case marked
-``xfail(strict=True)`` records that gap: it starts to pass, and so fails as XPASS, once that item is
-measured in a metric the function fixes.
+A rotation keeps every verdict, and so does a stretch of one span for `previous_token_head` and
+`shared_residual`: their items in the residual's own coordinates (norms and angles the function does not
+fix) are supporting (docs/reregistrations/shared_residual_basis_free_2026-12-07.md,
+docs/reregistrations/previous_token_head_basis_free_2026-12-07.md).
 """
 
 from __future__ import annotations
@@ -55,18 +52,14 @@ def _check_same_function(model, mutated, task):
     assert torch.equal(a.argmax(-1), b.argmax(-1))
 
 
-_OV1_IN_OWN_COORDINATES = pytest.mark.xfail(
-    strict=True, raises=AssertionError, reason="ov1_transmits_variables reads Euclidean norms of the residual basis"
-)
-
-
 @pytest.mark.xdist_group("residual_basis_reference")
 @needs_reference
 @pytest.mark.parametrize(
     "claim, which",
     [
         ("previous_token_head", "rotation"),
-        pytest.param("previous_token_head", "variables_stretched_10x", marks=_OV1_IN_OWN_COORDINATES),
+        ("previous_token_head", "variables_stretched_10x"),
+        ("previous_token_head", "numbers_stretched_10x"),
         ("shared_residual", "rotation"),
         ("shared_residual", "variables_stretched_10x"),
         ("shared_residual", "numbers_stretched_10x"),
