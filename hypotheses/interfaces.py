@@ -26,41 +26,13 @@ task, so a healthy model answers them):
                       component says where; this interface is not the place)
     inconclusive      otherwise (an interval straddles 0.9)
 
-``recoded`` is fitted only when ``plain`` fails. The bar 0.9 and the fit are registered from these
-measurements on the bundled reference (pools of 1,000, 300 of each fitted, 2026-12-04;
-``tests/test_interfaces.py``): unbroken, plain 0.999 at every interface. Recodings are restored: at
-Layer 2's attention output, W_O replaced by a random matrix of the same spectrum 0.939, the value bias
-shifted 1.000, the MLP's input rotated 0.947; at the MLP's output, its W_out rotated 1.000, the
-unembedding's input rotated 0.994 (all from 0.003-0.027). Breaks inside a component are not: at most
-0.784 (the Layer-2 neurons' inputs shuffled, at the MLP's output; 0.39 at its input), OV_2 cut to rank 8
-0.34, Layer 2's values rotated on their input side 0.50, the key frequencies removed from the MLP's
-input 0.63, Layer-1 and Layer-2 attention breaks 0.13-0.47. The starting point c = -mean(a) matters:
-from c = 0 a large constant offset leaves the MLP's neurons in one regime and the fit stalls (0.28).
-At Layer 1's output (the same bar, the recoding applied at every position; from Layer 1's block input
-on, the answers come from the model's own hook-free forward), with at most 300 iterations (re-registered
-2026-12-07, docs/reregistrations/previous_token_head_basis_free_2026-12-07.md; 100 before): Layer 1's
-W_V rotated on its input side 0.942 (an exact recoding: its OV is injective on what it reads; 0.79 with
-100), its W_V and W_O noised 0.967, Layer 2's keys or queries rotated 0.950 and 0.992; breaks inside
-Layer 1 0.507-0.594. Layer 2's attention scores scaled, sharpened or cut from the positions are restored
-there too (0.96-0.99): what Layer 1 writes still carries what they need, and ``identity_qk`` fails them by
-its own items; Layer 2's values, OV and output and the MLP's breaks at most 0.489, except Layer 2's value
-bias shifted 0.993, which ``check_all`` localizes to the later interface that restores it too
-(docs/reregistrations/interfaces_layer1_2026-12-04.md).
-The fit runs on one thread (small matrices; the same result whatever the machine's thread count).
-
-Pools of 1,000 whatever ``--n``, and a fit size per interface (re-registered 2026-12-04, before seed 2 of
-the paper's configuration was looked at; docs/reregistrations/interface_fit_sizes_2026-12-04.md): 300
-sequences per pool were fitted everywhere, and at ``--n`` 500 only 250. At the MLP's input an exact
-recoding was restored only to 0.889-0.906 on seed 0 with 250-300 fitted (``inconclusive``) and to 0.941
-with 500, breaks inside a component at most 0.841 there; at the MLP's output the unembedding that follows
-is linear and a larger fit re-reads a damaged MLP (0.905 with 500 against 0.819 with 300), while exact
-recodings reach 0.994 with 300. So ``ov2_to_mlp`` fits 500 per pool, the other two 300
-(``tools/interface_fit_sizes.py``, reference and seeds 0, 1).
-
-The fitting sequences are a draw of their own, and recoded is scored on plain's pool (re-registered
-2026-12-05, docs/reregistrations/interface_fit_draw_2026-12-05.md): when the fit took its rows from the
-scored pool, one draw of 500 per pool restored seed 2's exact recoding to 0.914, five draws of their
-own 0.952-0.973, and only half the pool was left to score it. Sizes and bar unchanged.
+``recoded`` is fitted only when ``plain`` fails, on one thread (small matrices: the same result whatever
+the machine's thread count), from c = -mean(a) (from c = 0 a large constant offset can leave the MLP's
+neurons in one regime, where the fit stalls). At Layer 1's output the answers are recomputed from that
+layer's block input on through the model's own hook-free forward. Pools of 1,000 per training pool
+whatever ``--n``; each interface's fit size (``Interface.fit_per_pool``) and iteration cap
+(``LBFGS_ITERATIONS``), the bar, and the measurements on mutants of the reference and seeds that
+registered them: docs/interfaces.md, "Why these numbers", and the re-registrations it lists.
 """
 
 from __future__ import annotations

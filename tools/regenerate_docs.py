@@ -247,6 +247,18 @@ def build_calibration(docs: Path, work: Path) -> None:
     )
 
 
+def build_calibration_reference(docs: Path, work: Path) -> None:
+    """``assignadd-mutants --calibrate checkpoints/reference.pt --n 500`` (docs/calibration.md, "The
+    reference under the definitions of 2026-12-07")."""
+    out = docs / "calibration_results"
+    out.mkdir(parents=True, exist_ok=True)
+    stem = out / "calibration_reference_2026-12-07"
+    _run(
+        ["assignadd-mutants", "--calibrate", "checkpoints/reference.pt", "--n", 500]
+        + ["--json", stem.with_suffix(".json"), "--md", stem.with_suffix(".md")]
+    )
+
+
 def build_mutation_seed3(docs: Path, work: Path) -> None:
     """``assignadd-mutants CKPT --n 500`` on seed 3's final checkpoint (docs/calibration.md, "Seed 3")."""
     run = paper_seed(work, 3)
@@ -373,6 +385,19 @@ TARGETS: tuple[Target, ...] = (
         " seed1.pt --n 500 --json ... --md ...` ([calibration.md](calibration.md))",
         "2 trainings of about 40 min, then 30 min",
         build_calibration,
+        expensive=True,
+    ),
+    Target(
+        "calibration_reference",
+        (
+            "calibration_results/calibration_reference_2026-12-07.json",
+            "calibration_results/calibration_reference_2026-12-07.md",
+        ),
+        "[calibration_results/](calibration_results/) `calibration_reference_2026-12-07.*`",
+        "`assignadd-mutants --calibrate checkpoints/reference.pt --n 500 --json ... --md ...`"
+        " ([calibration.md](calibration.md))",
+        "30 min",
+        build_calibration_reference,
         expensive=True,
     ),
     Target(
