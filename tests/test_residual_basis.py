@@ -17,7 +17,7 @@ import assignadd
 from assignadd import Task, load_checkpoint
 from assignadd.hypotheses import run_all
 from assignadd.hypotheses.base import Context
-from assignadd.interventions.mutants import random_rotation, residual_change_of_basis, span_stretch
+from assignadd.interventions.mutants import random_invertible, random_rotation, residual_change_of_basis, span_stretch
 from assignadd.random_streams import torch_generator
 
 needs_reference = pytest.mark.skipif(
@@ -39,6 +39,8 @@ _CLAIMS = ["previous_token_head", "shared_residual"]
 def _basis(model, task, which: str) -> torch.Tensor:
     if which == "rotation":
         return random_rotation(model.cfg.d_model, torch_generator(0, "test residual rotation"))
+    if which == "invertible_condition_100":
+        return random_invertible(model.cfg.d_model, torch_generator(0, "test residual invertible"), spread=100.0)
     v, W_E = task.vocab, model.embed.W_E.detach()
     rows = W_E[v.first_var : v.first_var + v.n_vars] if which.startswith("variables") else W_E[: v.modulus]
     return span_stretch(rows, 10.0)
@@ -60,9 +62,11 @@ def _check_same_function(model, mutated, task):
         ("previous_token_head", "rotation"),
         ("previous_token_head", "variables_stretched_10x"),
         ("previous_token_head", "numbers_stretched_10x"),
+        ("previous_token_head", "invertible_condition_100"),
         ("shared_residual", "rotation"),
         ("shared_residual", "variables_stretched_10x"),
         ("shared_residual", "numbers_stretched_10x"),
+        ("shared_residual", "invertible_condition_100"),
     ],
 )
 def test_residual_change_of_basis_keeps_verdicts(reference, claim, which):

@@ -5,8 +5,8 @@
 Each change of basis x -> x A (``interventions.mutants.residual_change_of_basis``) leaves every answer as
 it was; a claim that changes its verdict on one is wrong there. Printed as a Markdown table: per basis,
 the largest change of an answer's log-probability at `=` over 2,000 training sequences, and each claim's
-verdict with its reason where it does not pass. The bases: a Haar rotation, a random invertible matrix of
-condition <= 4, and the variables' or the numbers' embedding span stretched 3x or 10x
+verdict with its reason where it does not pass. The bases: a Haar rotation, random invertible matrices of
+condition <= 4, 30 and 100, and the variables' or the numbers' embedding span stretched 3x, 10x or 0.1x
 (``span_stretch``). docs/mutation_results/README.md, "Residual change of basis", holds a run.
 """
 
@@ -37,9 +37,17 @@ def bases(model, task: Task) -> dict[str, torch.Tensor]:
     return {
         "rotation": random_rotation(d, torch_generator(0, "residual basis rotation")).double(),
         "invertible, condition <= 4": random_invertible(d, torch_generator(0, "residual basis invertible")),
+        "invertible, condition <= 30": random_invertible(
+            d, torch_generator(0, "residual basis invertible 30"), spread=30.0
+        ),
+        "invertible, condition <= 100": random_invertible(
+            d, torch_generator(0, "residual basis invertible 100"), spread=100.0
+        ),
         "variables x3": span_stretch(variables, 3.0),
         "variables x10": span_stretch(variables, 10.0),
+        "variables x0.1": span_stretch(variables, 0.1),
         "numbers x10": span_stretch(numbers, 10.0),
+        "numbers x0.1": span_stretch(numbers, 0.1),
     }
 
 
