@@ -43,7 +43,6 @@ def test_the_reference_is_intact_at_every_interface_and_fits_nothing(reference):
 # (mutant, the interface it recodes): the writer's output recoded, or the reader's input recoded the other way
 RECODINGS = [
     ("layer1_output_noised", "ov1_to_layer2"),
-    ("layer1_values_rotated", "ov1_to_layer2"),
     ("layer2_keys_rotated", "ov1_to_layer2"),
     ("layer2_queries_rotated", "ov1_to_layer2"),
     ("layer2_output_recoded", "ov2_to_mlp"),
@@ -52,12 +51,9 @@ RECODINGS = [
     ("mlp_output_rotated", "mlp_to_unembedding"),
     ("unembedding_input_rotated", "mlp_to_unembedding"),
 ]
-SLOW_RECODINGS = {
-    "layer1_output_noised",
-    "layer1_values_rotated",
-    "layer2_keys_rotated",
-    "layer2_queries_rotated",
-}  # over 10 s each
+SLOW_RECODINGS = {"layer1_output_noised", "layer2_keys_rotated", "layer2_queries_rotated"}  # over 10 s each
+# Layer 1's values rotated (an exact recoding of what it writes, found with the fit's 300 iterations) is
+# checked the same way, in the same pattern, by the reference's break matrix (tests/test_mutants.py).
 
 
 @needs_reference
