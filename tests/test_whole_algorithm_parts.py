@@ -3,7 +3,6 @@ doubled-pair errors lie (the routing or the addition module)."""
 
 from __future__ import annotations
 
-import copy
 
 import pytest
 import torch
@@ -16,9 +15,10 @@ from assignadd.hypotheses.base import ACTED_MIN
 from assignadd.hypotheses.measures import doubled, scrubbing
 from assignadd.hypotheses import whole_algorithm as wa
 from assignadd.hypotheses.whole_algorithm import ADDER_ERRORS, COMPLETE, MINIMAL
-from assignadd.interventions.mutants import MUTANTS, generator
+from assignadd.interventions.mutants import MUTANTS, changed_parameters, generator
 from assignadd.model import AssignAddTransformer
 from assignadd.model.components import PAPER
+from assignadd.tests.attention_breaks import slot_positions_suppressed
 
 needs_reference = pytest.mark.skipif(
     not assignadd.reference_checkpoint().exists(), reason="the bundled reference checkpoint is missing"
@@ -263,23 +263,11 @@ def test_every_pool_keeps_its_accuracy_under_both_scrubs_on_the_reference(refere
 
 
 def _operand_slot_keys_suppressed(strength: float):
-    """The reference with the span of the positional embeddings of the operand slots (13, 14) taken out
-    of Layer 2's key input, in part (strength < 1) or whole (1): W_K <- (I - strength * Q Q^T) W_K, Q an
-    orthonormal basis of W_pos[13:15]. `=` finds the constant operands by position less well; every
-    other weight is bit-identical."""
+    """The reference with the operand slots' positions taken out of Layer 2's key input, in part or whole
+    (``tests/attention_breaks.py``): `=` finds the constant operands by position less well."""
     reference = load_checkpoint(assignadd.reference_checkpoint())
-    model = copy.deepcopy(reference)
-    with torch.no_grad():
-        q, _ = torch.linalg.qr(model.pos_embed.W_pos[13:15].double().T)  # (d_model, 2)
-        P = (torch.eye(q.shape[0], dtype=torch.float64) - strength * q @ q.T).float()
-        w_k = model.blocks[1].attn.W_K
-        w_k.copy_(torch.einsum("ij,hjk->hik", P, w_k))
-    changed = [
-        name
-        for (name, a), (_, b) in zip(reference.named_parameters(), model.named_parameters(), strict=True)
-        if not torch.equal(a, b)
-    ]
-    assert changed == ["blocks.1.attn.W_K"]
+    model = slot_positions_suppressed(reference, strength)
+    assert changed_parameters(reference, model) == ["blocks.1.attn.W_K"]
     return model
 
 
