@@ -263,7 +263,8 @@ def interface_rows(report: dict) -> list[list[str]]:
 
 INTERFACE_NOTE = (
     "Where one component's output is the next one's input, a break can be a recoding on either side. "
-    "`interface-broken`: the answers fail, and an affine recoding of the writer's output restores them; "
+    "`interface-broken`: the answers fail or fall short of a trained model's, and an affine recoding of the "
+    "writer's output restores them; "
     "one checkpoint cannot tell which side changed (docs/interfaces.md)."
 )
 INTERFACE_HEADER = ["interface (writer -> reader)", "verdict", "answers", "answers, output recoded"]

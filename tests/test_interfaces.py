@@ -9,10 +9,12 @@ import torch
 
 import assignadd
 from assignadd import Task, load_checkpoint
-from assignadd.hypotheses import Context
-from assignadd.hypotheses.interfaces import BAR, POOLS, declared, _fit_pool, _pool, broken_naming, check_all
+from assignadd.hypotheses import Context, run_all
+from assignadd.hypotheses.interfaces import BAR, POOLS, TRAINED, declared, _fit_pool, _pool, broken_naming, check_all
 from assignadd.hypotheses.mutation import build_mutant
+from assignadd.interventions.mutants import changed_parameters
 from assignadd.reports import render
+from assignadd.tests.mlp_breaks import frequency_outputs_exchanged
 
 needs_reference = pytest.mark.skipif(
     not assignadd.reference_checkpoint().exists(), reason="the bundled reference checkpoint is missing"
@@ -196,3 +198,27 @@ def test_layer1s_recoding_runs_the_models_own_forward_from_layer1_on(reference):
         assert torch.equal(same.argmax(-1), acts["answers"].argmax(-1))
         flattened = _logits_from_layer1(reference, layer, acts["layer1_in"] + acts["layer1_out"].mean((0, 1)))
         assert (flattened.argmax(-1) != acts["answers"].argmax(-1)).float().mean() > 0.3
+
+
+@needs_reference
+def test_a_recoding_that_leaves_the_answers_above_the_bar_is_named_when_a_fit_restores_them(reference):
+    """Two key frequencies' neurons exchange what they write (``tests/mlp_breaks.py``): the training answers
+    stay above 0.9, below a trained model's 0.98, and a recoding at the MLP's output restores them. The
+    MLP's claim reads its output on its own grid and passes; the interface names it."""
+    mutated = frequency_outputs_exchanged(reference, 22, 6)
+    assert changed_parameters(reference, mutated) == ["blocks.1.mlp.W_out"]
+    got = verdicts(mutated)
+    last = got["mlp_to_unembedding"]
+    assert BAR.value <= last["plain"]["ci"][0] and last["plain"]["value"] < TRAINED.value  # intact before 2026-12-07
+    assert last["verdict"] == "interface-broken" and last["recoded"]["ci"][0] > last["plain"]["ci"][1]
+    assert got["ov2_to_mlp"]["verdict"] == got["ov1_to_layer2"]["verdict"] == "upstream of the break"
+    assert broken_naming(list(got.values()), "fourier_neurons") == "mlp_to_unembedding"
+    assert run_all(Context(mutated, Task(), seed=0, n=400), ["fourier_neurons"])[0].verdict == "pass"
+
+
+def test_a_partly_trained_checkpoint_is_fitted_and_stays_intact():
+    """Step 6,000 of the shipped series answers its training pools below 0.98: every interface is fitted,
+    and no recoding does better than the model as it is."""
+    got = verdicts(load_checkpoint(assignadd.reference_series()[12]))
+    assert all(BAR.value <= c["plain"]["ci"][0] and c["plain"]["value"] < TRAINED.value for c in got.values())
+    assert all(c["verdict"] == "intact" and c["recoded"]["ci"][0] <= c["plain"]["ci"][1] for c in got.values())
