@@ -10,7 +10,17 @@ import torch
 import assignadd
 from assignadd import Task, load_checkpoint
 from assignadd.hypotheses import Context, run_all
-from assignadd.hypotheses.interfaces import BAR, POOLS, TRAINED, declared, _fit_pool, _pool, broken_naming, check_all
+from assignadd.hypotheses.interfaces import (
+    BAR,
+    POOLS,
+    TRAINED,
+    _fit_pool,
+    _pool,
+    broken_naming,
+    check,
+    check_all,
+    declared,
+)
 from assignadd.hypotheses.mutation import build_mutant
 from assignadd.interventions.mutants import changed_parameters
 from assignadd.reports import render
@@ -217,8 +227,11 @@ def test_a_recoding_that_leaves_the_answers_above_the_bar_is_named_when_a_fit_re
 
 
 def test_a_partly_trained_checkpoint_is_fitted_and_stays_intact():
-    """Step 6,000 of the shipped series answers its training pools below 0.98: every interface is fitted,
-    and no recoding does better than the model as it is."""
-    got = verdicts(load_checkpoint(assignadd.reference_series()[12]))
-    assert all(BAR.value <= c["plain"]["ci"][0] and c["plain"]["value"] < TRAINED.value for c in got.values())
-    assert all(c["verdict"] == "intact" and c["recoded"]["ci"][0] <= c["plain"]["ci"][1] for c in got.values())
+    """Step 6,000 of the shipped series answers its training pools below 0.98: the interface at the MLP's
+    output is fitted, and no recoding there does better than the model as it is (the other two behave
+    alike: ``python tools/interface_trained_bar.py``)."""
+    [last] = [i for i in declared() if i.name == "mlp_to_unembedding"]
+    c = check(Context(load_checkpoint(assignadd.reference_series()[12]), Task(), seed=0, n=400), last)
+    assert BAR.value <= c["plain"]["ci"][0] and c["plain"]["value"] < TRAINED.value
+    assert c["recoded"] is not None and c["recoded"]["ci"][0] <= c["plain"]["ci"][1]
+    assert c["verdict"] == "intact"
