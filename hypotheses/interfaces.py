@@ -28,8 +28,8 @@ task, so a healthy model answers them):
     inconclusive      otherwise (an interval straddles 0.9)
 
 ``recoded`` is fitted only when ``plain`` falls short of 0.98, on one thread (small matrices: the same
-result whatever the machine's thread count), from c = -mean(a) (from c = 0 a large constant offset can leave the MLP's
-neurons in one regime, where the fit stalls). At Layer 1's output the answers are recomputed from that
+result whatever the machine's thread count), from c = -mean(a) (from c = 0 a large constant offset can
+leave the MLP's neurons in one regime, where the fit stalls). At Layer 1's output the answers are recomputed from that
 layer's block input on through the model's own hook-free forward. Pools of 1,000 per training pool
 whatever ``--n``; each interface's fit size (``Interface.fit_per_pool``) and iteration cap
 (``LBFGS_ITERATIONS``), the bar, and the measurements on mutants of the reference and seeds that
@@ -203,17 +203,17 @@ def check(ctx, interface: Interface, acts: dict | None = None, broken_later: str
         recoded = rate(recoded_accuracy(model, interface, fit, (tokens, labels, acts), components=ctx.components))
     # restored: the recoding reaches the bar and answers significantly more than the model as it is
     restored = recoded is not None and BAR.passes(recoded.low, recoded.high) and recoded.low > plain.high
+    answers = "fail" if plain.high < BAR.value else "fall short of a trained model's"
     if short and broken_later is not None:
         verdict = "upstream of the break"
         reason = (
-            f"the answers fall short ({plain.value:.3f}), and a recoding at the later interface {broken_later} "
+            f"the answers {answers} ({plain.value:.3f}), and a recoding at the later interface {broken_later} "
             f"restores them: what crosses this one reaches {broken_later}, where the break is"
         )
     elif restored:
         verdict = "interface-broken"
         reason = (
-            f"the answers {'fail' if plain.high < BAR.value else 'fall short of a trained model'} "
-            f"({plain.value:.3f}), and an affine recoding of what {interface.reader_part} reads "
+            f"the answers {answers} ({plain.value:.3f}), and an affine recoding of what {interface.reader_part} reads "
             f"{interface.where} restores them ({recoded.value:.3f}): {interface.writer} and "
             f"{interface.reader or interface.reader_part} disagree about the code, and one checkpoint cannot tell "
             "which side changed"
