@@ -1,9 +1,10 @@
-"""Breaks of the fetching head's keys that keep `=`'s two largest keys on the operands' values and
-change how much each operand gets: a rank-one edit of W_K that adds about ``nats`` of attention score,
-for the mean `=` query, to every key of one kind (PAD tokens, variable tokens, the first six positions,
-the LHS slot, number tokens), and none to an average key. With W_Q scaled (softer or sharper attention,
-every key's score by the same factor), the breaks used in
-docs/reregistrations/identity_qk_fetches_evenly_2026-12-07.md and tests/test_identity_qk_fetch.py.
+"""Breaks of the fetching head's scores that change how much `=` gives each operand, the milder ones
+keeping the two operands' values as its two largest keys: a rank-one edit of W_K that adds about ``nats``
+of attention score, for the mean `=` query, to every key of one kind (PAD tokens, variable tokens, the
+first six positions, the LHS slot, number tokens) and none to an average key; W_Q scaled (softer or
+sharper attention, every key's score by the same factor); the operand slots' positions taken out of W_K's
+input in part or whole. Used in docs/reregistrations/identity_qk_fetches_evenly_2026-12-07.md,
+tests/test_identity_qk_fetch.py and tests/test_whole_algorithm_parts.py.
 """
 
 from __future__ import annotations
