@@ -147,7 +147,8 @@ class FourierNeurons(Hypothesis):
         "placebo_frequencies": "as many randomly drawn non-key frequencies kept instead of the key ones (kept item): "
         "the claim says the answer lives in the key frequencies, so keeping others loses it",
         "placebo_directions": "as many random directions removed from the MLP input (about its mean) as the key "
-        "frequencies span, instead of the key ones (excluded item): the claim says the answer "
+        "frequencies span, instead of the key ones (excluded item), drawn in the residual stream's own metric on "
+        "the task, so that a change of basis of the stream leaves them as they were: the claim says the answer "
         "survives",
     }
     owns = "layer2_mlp"

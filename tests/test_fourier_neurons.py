@@ -223,6 +223,38 @@ def test_scale_of_a_planted_model_is_one():
     assert e["scale"] == pytest.approx(1.0, abs=1e-6)
 
 
+def test_placebo_directions_are_a_projection_in_the_tasks_metric_that_a_change_of_basis_carries_along():
+    """The placebo removes (x - μ) P: P a rank-k projection, orthogonal in the metric of the task's second
+    moment, acting only on the directions the task uses; written in another basis (rows and deviations
+    times A), the whitened draw is the same up to a rotation, so the size of what it removes in the task's
+    metric keeps its distribution (here: the mean over many seeds, within a few percent)."""
+    gen = torch.Generator().manual_seed(0)
+    d, used, k = 20, 12, 3
+    basis = torch.linalg.qr(torch.randn(d, d, generator=gen, dtype=torch.float64))[0][:, :used]
+    rows = (torch.randn(4000, used, generator=gen, dtype=torch.float64) * torch.logspace(0, 2, used)) @ basis.T
+    dev = rows[:300]
+    part = fourier.random_directions_part(dev, rows, k, seed=0)
+    again = fourier.random_directions_part(part, rows, k, seed=0)
+    assert torch.allclose(again, part, atol=1e-9)  # a projection
+    assert torch.linalg.matrix_rank(part) == k
+    S_plus = torch.linalg.pinv(rows.T @ rows / len(rows), hermitian=True, rtol=1e-10)
+    assert float((part @ S_plus * (dev - part)).sum(-1).abs().max()) < 1e-8  # orthogonal in the task's metric
+    outside = torch.randn(5, d, generator=gen, dtype=torch.float64)
+    outside = outside - outside @ basis @ basis.T  # a direction the task never uses is left as it is
+    assert float(fourier.random_directions_part(outside, rows, k, seed=0).abs().max()) < 1e-9
+
+    A = torch.randn(d, d, generator=gen, dtype=torch.float64)  # an ill-conditioned change of basis
+
+    def removed(rows, dev, seeds=range(200)):
+        S_plus = torch.linalg.pinv(rows.T @ rows / len(rows), hermitian=True, rtol=1e-10)
+        sizes = [
+            (p @ S_plus * p).sum(-1).mean() for p in (fourier.random_directions_part(dev, rows, k, s) for s in seeds)
+        ]
+        return float(torch.stack(sizes).mean())
+
+    assert removed(rows @ A, dev @ A) == pytest.approx(removed(rows, dev), rel=0.05)
+
+
 @pytest.mark.parametrize("step", [2500, 10000])
 def test_steps_where_the_pools_operand_content_is_smaller_than_the_grids_pass(task, step):
     """The two shipped checkpoints at which the claim used to flip (docs/claims/fourier_neurons.md, "Re-registrations"):

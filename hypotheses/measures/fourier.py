@@ -250,6 +250,38 @@ def answer_centroids(
     return totals.index_add_(0, sums.to(post.device), post) / N
 
 
+# Directions of the residual's second moment below this fraction of its largest are not directions the
+# task uses (float rounding of exact zeros, e.g. a hand-built model's unused dimensions).
+TASK_SUPPORT = 1e-10
+
+
+def random_directions_part(deviation: torch.Tensor, task_rows: torch.Tensor, k: int, seed: int) -> torch.Tensor:
+    """The part of each ``deviation`` (B, d) along k random directions of the residual stream, drawn
+    isotropically in the stream's own metric on the task and taken by that metric's orthogonal projection:
+    the stream is whitened by its second moment over ``task_rows`` (N, d), on the directions it uses there
+    (``TASK_SUPPORT``); k directions are drawn among those (``random_subspace``, stream "placebo
+    directions"); the part is mapped back. (B, d) float64.
+
+    ``task_rows``: what the function reads up to the MLP, on the claim's own sequences: the MLP layer's
+    input stream at every position (its attention reads them all) and the MLP's input at `=`.
+
+    Why the task's metric (re-registered 2026-12-07, docs/claims/fourier_neurons.md; before, the directions
+    were isotropic in the residual's own coordinates): the stream written in another basis (x -> x A,
+    readers times A^-1) is the same function, and its whitened coordinates are the same up to a rotation,
+    which leaves an isotropic draw's distribution as it was. Every position, not `=` alone: what varies at
+    `=` may be no more than the key frequencies (a hand-built model), and a placebo drawn there would remove
+    them all. The layer's input stream, not its own output at every position: what the last layer computes
+    at positions no one reads is not part of the function (a Layer-2 query change there is a symmetry)."""
+    X = task_rows.double()
+    e, V = torch.linalg.eigh(X.T @ X / len(X))
+    used = e > TASK_SUPPORT * float(e.max().clamp(min=1e-300))
+    whiten, unwhiten = V[:, used] * e[used].rsqrt(), (V[:, used] * e[used].sqrt()).T  # (d, r), (r, d)
+    from ...interventions import random_subspace
+
+    Q = random_subspace(whiten.shape[1], min(k, whiten.shape[1]), seed, label="placebo directions")
+    return (deviation.double() @ whiten @ Q.T @ Q) @ unwhiten
+
+
 def key_frequency_edits(
     model: AssignAddTransformer,
     tokens: torch.Tensor,
@@ -274,8 +306,10 @@ def key_frequency_edits(
         excluded  : x' = x - β φ_K(n, m)      (excluded: the key frequencies' content removed)
         placebo   : x' = x - β φ_P(n, m)      (|K| non-key frequencies P, drawn with ``seed``, removed)
         placebo_kept : x' = μ + β φ_P(n, m)   (only those non-key frequencies kept)
-        random_removed : x' = x - (x - μ) Q^T Q  (Q: as many random directions as the key frequencies
-                                                  span; ``norm_random``: the size of what it removed)
+        random_removed : x' = x - (x - μ) P      (P: the projection on as many random directions as the
+                                                  key frequencies span, in the site's metric on the task,
+                                                  ``random_directions_part``; ``norm_random``: the size
+                                                  of what it removed)
     The answer is read there, not through W_U, so that a break in the unembedding cannot decide a claim about
     the MLP (docs/claims/fourier_neurons.md); what W_U makes of the same inputs is returned as
     ``through_unembedding`` {arm: accuracy}, as supporting evidence.
@@ -285,7 +319,7 @@ def key_frequency_edits(
     each edit moves the input). ``grid``: the model's ``grids`` if already computed.
     """
     vocab = model.vocab  # the model's own vocabulary (its modulus and variables)
-    from ...interventions import capture, random_subspace
+    from ...interventions import capture
 
     grid = grids(model, vocab, components=components) if grid is None else grid
     key = key_frequencies(model, vocab, grid, components=components)
@@ -296,8 +330,10 @@ def key_frequency_edits(
         raise ValueError("key_frequency_edits: a sequence uses an unassigned variable")
     rows = torch.arange(len(tokens))
     n, m = tokens[rows, src[:, 0]], tokens[rows, src[:, 1]]
-    # One clean forward (stopped at the MLP input) gives x, μ and the scale β.
-    x = capture(model, tokens, [components.RESID_MID_2], pos=POS_EQ)[components.RESID_MID_2].double()
+    # One clean forward (stopped at the MLP input) gives x, μ, the scale β and the metric of the placebo.
+    stream = f"blocks.{components.mlp_layer}.hook_resid_pre"
+    acts = capture(model, tokens, [stream, components.RESID_MID_2])
+    x = acts[components.RESID_MID_2][:, POS_EQ].double()
     mu = x.mean(0)
     grid_mean = resid_grid.double().mean(dim=(0, 1))
     beta = operand_content_scale(x - grid_mean, frequency_component(resid_grid, all_frequencies(vocab.modulus), n, m))
@@ -309,10 +345,8 @@ def key_frequency_edits(
     # A placebo that acts on any model: as many random directions as the key frequencies occupy, removed
     # about μ. (Not drawn orthogonal to them: a model with nothing outside its key frequencies, such as
     # a hand-built one, has no content there, and a placebo that changes nothing is no control.)
-    key_dirs = frequency_directions(resid_grid, key)
-    rank = max(int(key_dirs.shape[0]), 1)
-    Q = random_subspace(x.shape[-1], rank, seed, label="placebo directions").to(x.dtype)
-    inside = ((x - mu) @ Q.T) @ Q
+    rank = max(int(frequency_directions(resid_grid, key).shape[0]), 1)
+    inside = random_directions_part(x - mu, torch.cat([acts[stream].reshape(-1, x.shape[-1]), x]), rank, seed)
 
     edited = {
         "clean": x,
