@@ -33,7 +33,9 @@ The solver, position by position:
   writes the answer (a + b) mod 59 onto NUMBER, where W_U reads it. Not Fourier-structured at all.
 
 Variants (each breaks one claim; see their docstrings for what else breaks with it):
-``planted_no_previous_token`` (SPEC §4.1 false), ``planted_permuted_identity_qk`` (§4.2 false).
+``planted_no_previous_token`` (SPEC §4.1 false), ``planted_permuted_identity_qk`` (§4.2 false). And one
+of another shape, true by construction: ``planted_split_fetch``, two heads per layer, the fetching role
+split between Layer 2's heads (one per operand; the right operand's identity on dims 102..113).
 """
 
 from __future__ import annotations
@@ -239,4 +241,64 @@ def planted_permuted_identity_qk(permutation: list[int] | None = None) -> Assign
         a.W_Q.zero_()
         a.W_K.zero_()
     _layer2_identity_qk(model, key_of_query=permutation)
+    return model
+
+
+# ----- a role split between two heads --------------------------------------------------------------
+BOUND_RIGHT0 = BOUND0 + N_VARS  # 102: the right operand's identity, written at `=` by Layer 1's head 1
+SPLIT_D_HEAD = 64
+
+
+def planted_split_config() -> ModelConfig:
+    """Two heads of 64 per layer (the two-head variant's shape) and the lookup MLP's width."""
+    return ModelConfig(n_heads=2, d_head=SPLIT_D_HEAD, d_mlp=D_MLP)
+
+
+def planted_split_fetch() -> AssignAddTransformer:
+    """The task solved with the fetching role split between Layer 2's two heads by construction: head 1.0
+    fetches the left operand's value, head 1.1 the right one's, each with all of its attention.
+
+    Layer 1 head 0.0 is the solver's previous-token head, except that `=` attends to the left slot (13)
+    alone, so `=` carries the left operand's identity on BOUND; head 0.1 attends from `=` to the right
+    slot (14) alone and copies that identity onto BOUND_RIGHT (dims 102..113), every other position to
+    itself (a number, `+`, `=` or PAD there writes nothing). Layer 2 head 1.0 matches `=`'s BOUND against
+    the keys' BOUND, with a bonus on slot 13 for a constant; head 1.1 matches BOUND_RIGHT against the
+    keys' BOUND, with a bonus on slot 14. Each head's OV copies NUMBER at 0.5, so `=` receives
+    0.5 (e_x + e_y) as in the solver, and the lookup MLP and W_U are the solver's.
+
+    True by construction: every part of the paper's mechanism, with the fetching done by the two heads
+    together (neither alone carries both operands); the behaviour claims.
+    """
+    model = _zero_model(planted_split_config())
+    _embed(model)
+    g1 = math.sqrt(TARGET_SCORE * math.sqrt(SPLIT_D_HEAD))
+    a1, a2 = model.blocks[0].attn, model.blocks[1].attn
+    keys = {0: {**{t: [t - 1] for t in range(1, 13)}, 13: [12], 14: [12], 15: [13]}, 1: {15: [14]}}
+    keys[1].update({t: [t] for t in range(15)})
+    with torch.no_grad():
+        for head, keys_of in keys.items():
+            for s in range(model.cfg.n_ctx):
+                a1.W_K[head, POSITION0 + s, s + 1] = g1
+            for q, ks in keys_of.items():
+                for s in ks:
+                    a1.W_Q[head, POSITION0 + q, s + 1] = g1
+        for v in range(N_VARS):  # OV_1: head 0 VARIABLE -> BOUND, head 1 VARIABLE -> BOUND_RIGHT
+            for head, out in ((0, BOUND0), (1, BOUND_RIGHT0)):
+                a1.W_V[head, FIRST_VAR + v, v] = 1.0
+                a1.W_O[head, v, out + v] = 1.0
+        g_id = math.sqrt(TARGET_SCORE * math.sqrt(SPLIT_D_HEAD))  # the query holds a whole identity
+        slot_dim = N_VARS
+        for head, (query, slot) in enumerate(((BOUND0, 13), (BOUND_RIGHT0, 14))):
+            for i in range(N_VARS):
+                a2.W_Q[head, query + i, i] = g_id
+                a2.W_K[head, BOUND0 + i, i] = g_id
+            a2.W_Q[head, EQ, slot_dim] = g1
+            a2.W_K[head, POSITION0 + slot, slot_dim] = g1
+            for token in (EQ, *range(FIRST_VAR, FIRST_VAR + N_VARS)):
+                a2.W_K[head, token, slot_dim] = -2 * g1
+            for n in range(N):
+                a2.W_V[head, n, n] = 1.0
+                a2.W_O[head, n, n] = 0.5
+    _lookup_mlp(model)
+    _unembed(model)
     return model
