@@ -20,6 +20,7 @@ from __future__ import annotations
 import torch
 
 from ..data import operand_sources
+from ..interventions import capture
 from .base import Arm, Context, Hypothesis, Measurement, REINITIALISED, Threshold, rate, register
 from .declaration import Item, Kind
 from .measures import local
@@ -110,12 +111,26 @@ def _fetch(ctx: Context, arm: Arm, pool: str) -> dict[str, torch.Tensor]:
     }
 
 
+def _by_head(ctx: Context, arm: Arm) -> dict:
+    """For a role split between heads: each head's mean weight from `=` on the left and the right operand's
+    value over the 0-, 1- and 2-var training sequences, {"L.H": [left, right]} (supporting)."""
+    c, out = ctx.components, {}
+    tokens = torch.cat([ctx.pool(name)[0] for name in ("0var_train", "1var_train", "2var_train")])
+    pattern = capture(arm.model, tokens, [c.PATTERN_2])[c.PATTERN_2][:, :, -1]  # (B, H, T): `=`'s rows
+    src, rows = operand_sources(tokens, arm.model.vocab).clamp(min=0), torch.arange(len(tokens))
+    for h in c.fetch_heads:
+        out[f"{c.fetch_layer}.{h}"] = [round(float(pattern[rows, h, src[:, k]].double().mean()), 6) for k in (0, 1)]
+    return out
+
+
 def eq_values(ctx: Context, arm: Arm) -> Measurement:
-    """Decided on the kind of sequence where `=` fetches worst: it must fetch both operands in each."""
+    """Decided on the kind of sequence where `=` fetches worst: it must fetch both operands in each. A role
+    split between heads is read as their mean pattern; each head's weights are shown beside it."""
     pools = {name: _fetch(ctx, arm, name) for name in ("0var_train", "1var_train", "2var_train")}
     rates = {name: float(p["even"].double().mean()) for name, p in pools.items()}
     worst = min(rates, key=rates.get)
     joined = {key: torch.cat([p[key] for p in pools.values()]) for key in ("weight", "ratio", "ranked", "even")}
+    per_head = {"by_head": _by_head(ctx, arm)} if len(ctx.components.fetch_heads) > 1 else {}
     return rate(
         pools[worst]["even"],
         worst_pool=worst,
@@ -124,6 +139,7 @@ def eq_values(ctx: Context, arm: Arm) -> Measurement:
         mean_weight_on_operand_values=float(joined["weight"].mean()),
         mean_smaller_over_larger=float(joined["ratio"].mean()),
         without_even_bar=float(joined["ranked"].double().mean()),
+        **per_head,
     )
 
 

@@ -135,7 +135,7 @@ def positional(ctx: Context, arm: Arm) -> Measurement:
 
 def eq_rows(ctx: Context, arm: Arm) -> Measurement:
     m = arm.model
-    pattern = _layer1(ctx, m)["pattern"]
+    pattern = _layer1(ctx, m)["eq_pattern"]  # the role's `=` row: its head's, or its heads' mean
     on_slots = pattern[:, -1, POS_LHS] + pattern[:, -1, POS_RHS]  # the `=` row's weight on the slots
     ok = layer1_eq_to_operand_slots(m, _mixed(ctx), pattern, components=ctx.components) & (on_slots >= PAIR_SHARE)
     return rate(ok, mean_weight_on_slots=float(on_slots.mean()))

@@ -27,6 +27,10 @@ class Components:
     prev_layer, prev_head    the previous-token head (the paper's Layer 1 head)
     fetch_layer, fetch_head  the head `=` uses to fetch the operand values (the paper's Layer 2 head)
     mlp_layer                the MLP that adds them (the paper's Layer 2 MLP)
+    fetch_also               further heads of ``fetch_layer`` that fetch with ``fetch_head`` (a role
+                             split between heads, ``hypotheses.locate``); empty on the paper's layout
+    prev_eq_also             further heads of ``prev_layer`` that read the operand slots from `=` with
+                             ``prev_head`` (the previous-token role's `=` row split between heads)
     """
 
     prev_layer: int
@@ -34,6 +38,18 @@ class Components:
     fetch_layer: int
     fetch_head: int
     mlp_layer: int
+    fetch_also: tuple[int, ...] = ()
+    prev_eq_also: tuple[int, ...] = ()
+
+    @property
+    def prev_eq_heads(self) -> tuple[int, ...]:
+        """Every head of the previous-token role's `=` row, ``prev_head`` first."""
+        return (self.prev_head, *self.prev_eq_also)
+
+    @property
+    def fetch_heads(self) -> tuple[int, ...]:
+        """Every head of the fetching role, ``fetch_head`` first."""
+        return (self.fetch_head, *self.fetch_also)
 
     @classmethod
     def paper(cls) -> "Components":
@@ -66,8 +82,8 @@ class Components:
     def labels(self) -> dict[str, str]:
         """Each role as people write it: {"previous_token_head": "0.0", "fetching_head": "1.0", "adding_mlp": "1"}."""
         return {
-            "previous_token_head": f"{self.prev_layer}.{self.prev_head}",
-            "fetching_head": f"{self.fetch_layer}.{self.fetch_head}",
+            "previous_token_head": "+".join(f"{self.prev_layer}.{h}" for h in self.prev_eq_heads),
+            "fetching_head": "+".join(f"{self.fetch_layer}.{h}" for h in self.fetch_heads),
             "adding_mlp": f"{self.mlp_layer}",
         }
 

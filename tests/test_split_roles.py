@@ -2,11 +2,11 @@
 each fetch one operand (and Layer 1's two heads each bring `=` one operand's identity).
 
 The model is checked to be what it claims: it answers every pool, each Layer-2 head puts all of `=`'s
-attention on one operand's source, and without either head the answers fall. The claims ask the paper's
-one-head question (``hypotheses.locate`` gives one head per role, here a tie broken by order): on this
-model the mechanism is true by construction, yet ``previous_token_head`` and ``identity_qk`` fail, as they
-do on the trained two-head variant (docs/variants.md). That limit is kept here as a strict expected
-failure, to pass once a role can be a set of heads.
+attention on one operand's source, and without either head the answers fall. The search
+(``hypotheses.locate``) makes each role the set of heads that fills it: the fetching role both Layer-2
+heads, the previous-token role's `=` row both Layer-1 heads; every mechanistic claim true by
+construction then passes naming both, breaking either head of the pair fails ``identity_qk`` and shows
+which, and a head that writes nothing is never chosen.
 """
 
 from __future__ import annotations
@@ -59,17 +59,56 @@ def test_without_either_fetching_head_the_answers_fall(split, head):
     assert _answers_and_fetch(split, tokens, labels)[0] == 1.0
 
 
-def test_the_search_sees_the_two_fetching_heads_tie(split):
-    role = Context(split, Task(), seed=0, n=200).located.roles["fetching_head"]
-    assert {role.found, role.runner_up} == {(1, 0), (1, 1)}
+def test_the_search_makes_each_role_the_set_of_heads_that_fills_it(split):
+    located = Context(split, Task(), seed=0, n=200).located
+    role = located.roles["fetching_head"]
+    assert {role.found, role.runner_up} == {(1, 0), (1, 1)}  # tied, ties to the lowest head ...
     assert role.score == pytest.approx(role.runner_up_score, abs=1e-9)
+    assert role.found == (1, 0) and role.also == ((1, 1),)  # ... which alone fetches one operand: 1.1 joins
+    assert located.roles["previous_token_head"].also == ((0, 1),)  # `=`'s Layer-1 row: the right slot is 0.1's
+    assert located.components.labels() == {
+        "previous_token_head": "0.0+0.1",
+        "fetching_head": "1.0+1.1",
+        "adding_mlp": "1",
+    }
+    assert located.to_dict()["fetching_head"]["also"] == ["1.1"]
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="a role is one head: the claims read head 1.0 alone, which fetches one operand")
-def test_the_binding_claims_pass_on_the_split_model(split):
-    results = {
-        r.claim: r for r in run_all(Context(split, Task(), seed=0, n=200), ["previous_token_head", "identity_qk"])
-    }
-    assert results["previous_token_head"].verdict == "pass", results["previous_token_head"].reason
-    assert results["identity_qk"].verdict == "pass", results["identity_qk"].reason
+def test_every_mechanistic_claim_true_by_construction_passes_naming_both_heads(split):
+    """`fourier_neurons` is false by construction (the MLP is the solver's lookup table)."""
+    ctx = Context(split, Task(), seed=0, n=200)
+    results = {r.claim: r for r in run_all(ctx)}
+    for claim in ("previous_token_head", "identity_qk", "shared_residual", "heldout_generalization", "whole_algorithm"):
+        assert results[claim].verdict == "pass", (claim, results[claim].reason)
+    assert results["fourier_neurons"].verdict == "fail"
+    by_head = {e.name: e for e in results["identity_qk"].evidence}["eq_attends_to_operand_values"].measurement.extra
+    assert by_head["by_head"]["1.0"][0] > 0.99 and by_head["by_head"]["1.1"][1] > 0.99  # left by 1.0, right by 1.1
+
+
+@pytest.mark.parametrize("head", [0, 1])
+def test_breaking_either_fetching_head_fails_identity_qk_and_shows_which(split, head):
+    """Components found on the unbroken model and pinned, as mutation testing does; the broken head's
+    queries no longer find anything, so `=` fetches one operand through the role."""
+    located = Context(split, Task(), seed=0, n=200).located
+    broken = planted_split_fetch()
+    with torch.no_grad():
+        broken.blocks[1].attn.W_Q[head].zero_()
+    ctx = Context(broken, Task(), seed=0, n=200)
+    ctx.pin(located)
+    [result] = run_all(ctx, ["identity_qk"])
+    assert result.verdict == "fail", result.reason
+    extra = {e.name: e for e in result.evidence}["eq_attends_to_operand_values"].measurement.extra["by_head"]
+    assert max(extra[f"1.{head}"]) < 0.5 and max(extra[f"1.{1 - head}"]) > 0.99  # the broken one fetches nothing
+
+
+def test_a_head_that_writes_nothing_is_never_chosen():
+    """With head 1.1's output zeroed it writes nothing at `=`: the fetching role stays head 1.0 alone, which
+    fetches one operand, and identity_qk fails there."""
+    silent = planted_split_fetch()
+    with torch.no_grad():
+        silent.blocks[1].attn.W_O[1].zero_()
+    ctx = Context(silent, Task(), seed=0, n=200)
+    assert ctx.located.components.fetch_heads == (0,)
+    [result] = run_all(ctx, ["identity_qk"])
+    assert result.verdict == "fail"

@@ -54,9 +54,9 @@ def identity_qk_matrix(model: AssignAddTransformer, *, components: Components = 
     query carrying variable i's OV_1 image and a key carrying variable j's (QK_2 of the fetching head).
     (n_vars, n_vars)."""
     X = variable_ov1_embeddings(model, components=components)
-    a2, head = _attn(model, components.fetch_layer), components.fetch_head
-    qk2 = FactoredMatrix(a2.W_Q[head], a2.W_K[head].T)
-    return (X @ qk2 @ X.T).AB.detach()
+    a2, heads = _attn(model, components.fetch_layer), components.fetch_heads
+    Ms = [(X @ FactoredMatrix(a2.W_Q[h], a2.W_K[h].T) @ X.T).AB.detach() for h in heads]
+    return Ms[0] if len(Ms) == 1 else torch.stack(Ms).mean(0)
 
 
 def identity_qk_interaction(model: AssignAddTransformer, *, components: Components = PAPER) -> torch.Tensor:
@@ -72,8 +72,9 @@ def identity_qk_interaction(model: AssignAddTransformer, *, components: Componen
     which is not such a combination, and moves."""
     X = variable_ov1_embeddings(model, components=components).double()
     X = X - X.mean(0)
-    a2, head = _attn(model, components.fetch_layer), components.fetch_head
-    return (X @ a2.W_Q[head].detach().double() @ a2.W_K[head].detach().double().T @ X.T).float()
+    a2, heads = _attn(model, components.fetch_layer), components.fetch_heads
+    Ms = [(X @ a2.W_Q[h].detach().double() @ a2.W_K[h].detach().double().T @ X.T).float() for h in heads]
+    return Ms[0] if len(Ms) == 1 else torch.stack(Ms).mean(0)
 
 
 def identity_qk_diagonal(
@@ -112,10 +113,24 @@ def layer1_activations(
     model: AssignAddTransformer, tokens: torch.Tensor, *, components: Components = PAPER
 ) -> dict[str, torch.Tensor]:
     """One forward stopped after the previous-token head's layer: {"pattern": that head's pattern
-    (B, Tq, Tk), "attn_out": its layer's ``hook_attn_out`` (B, T, d_model)}, what the Layer-1 measures read."""
+    (B, Tq, Tk), "eq_pattern": the role's `=` row's heads' mean pattern (``Components.prev_eq_heads``; the
+    same tensor when that is the one head), "attn_out": its layer's ``hook_attn_out`` (B, T, d_model)},
+    what the Layer-1 measures read."""
     c = components
     acts = capture(model, tokens, [c.PATTERN_1, c.ATTN_OUT_1])
-    return {"pattern": acts[c.PATTERN_1][:, c.prev_head], "attn_out": acts[c.ATTN_OUT_1]}
+    pattern = acts[c.PATTERN_1][:, c.prev_head]
+    eq = pattern if not c.prev_eq_also else acts[c.PATTERN_1][:, list(c.prev_eq_heads)].mean(1)
+    return {"pattern": pattern, "eq_pattern": eq, "attn_out": acts[c.ATTN_OUT_1]}
+
+
+def fetching_pattern(layer_pattern: torch.Tensor, components: Components = PAPER) -> torch.Tensor:
+    """The fetching role's attention from a Layer-2 pattern (B, H, ...) -> (B, ...): its head's, or for a
+    role split between heads (``Components.fetch_also``) the mean of theirs, the share of the role's
+    reading each key gets (one head of two that puts all of its weight on a key gives it 0.5)."""
+    heads = components.fetch_heads
+    if len(heads) == 1:
+        return layer_pattern[:, heads[0]]
+    return layer_pattern[:, list(heads)].mean(1)
 
 
 @torch.no_grad()
@@ -125,8 +140,9 @@ def head_pattern(
     """The attention pattern (B, Tq, Tk) of the previous-token head (``fetching``: of the fetching head),
     from a hooked forward stopped once it is read."""
     c = components
-    hook, head = (c.PATTERN_2, c.fetch_head) if fetching else (c.PATTERN_1, c.prev_head)
-    return capture(model, tokens, [hook])[hook][:, head]
+    if fetching:
+        return fetching_pattern(capture(model, tokens, [c.PATTERN_2])[c.PATTERN_2], c)
+    return capture(model, tokens, [c.PATTERN_1])[c.PATTERN_1][:, c.prev_head]
 
 
 def prev_token_attention(

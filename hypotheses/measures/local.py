@@ -20,6 +20,7 @@ from ...interventions import Patch, Replace, Site, run, run_in_pieces
 from ...model import AssignAddTransformer
 from ...model.components import PAPER, Components
 from ...random_streams import numpy_rng, torch_generator
+from .circuits import fetching_pattern
 from .residual import ov2_number_images
 
 
@@ -206,7 +207,7 @@ def identity_swap_attention(
     Returns per-sequence ``moved``, ``clean``, the answer after the swap (``answer_moved``: the
     distractor's value z plus the other operand), ``acted`` and ``dropped``.
     """
-    ATTN_OUT_1, PATTERN_2, head = components.ATTN_OUT_1, components.PATTERN_2, components.fetch_head
+    ATTN_OUT_1, PATTERN_2 = components.ATTN_OUT_1, components.PATTERN_2
     N = model.cfg.d_vocab_out
     B = len(tokens)
     g = torch_generator(seed, "identity_swap")
@@ -225,7 +226,7 @@ def identity_swap_attention(
     swap = Patch(Site(ATTN_OUT_1, positions=at), tokens, source_positions=at.flip(1))  # each reads the other
     clean = run(model, tokens, [], read=[PATTERN_2, ATTN_OUT_1], last_only=True)
     out = run(model, tokens, [swap], read=[PATTERN_2, ATTN_OUT_1], last_only=True)
-    before, after = clean.activations[PATTERN_2][:, head, POS_EQ], out.activations[PATTERN_2][:, head, POS_EQ]
+    before, after = (fetching_pattern(r.activations[PATTERN_2], components)[:, POS_EQ] for r in (clean, out))
     changed = (out.activations[ATTN_OUT_1] - clean.activations[ATTN_OUT_1])[k[:, None], at].norm(dim=-1)
     # Scale matters: `=` must prefer d clearly, not by a rounding-size margin of a flat pattern.
     clear = 2.0 / tokens.shape[1]  # twice the weight a uniform pattern gives one key
