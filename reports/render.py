@@ -285,7 +285,7 @@ def components_lines(report: dict) -> list[str]:
     out = []
     for role, r in found.items():
         name = ROLE_NAMES.get(role, role)
-        site = r["found"] if "." in r["found"] else f"MLP {r['found']}"
+        site = _site(r) if "." in r["found"] else f"MLP {r['found']}"
         if r["how"] == "given":
             out.append(f"{name}: {site} (given with --components)")
             continue
@@ -300,7 +300,7 @@ def components_line(found: dict) -> str:
     (``Located.to_dict()``)."""
     parts = []
     for role, r in found.items():
-        name = f"{ROLE_NAMES.get(role, role)} {r['found']}"
+        name = f"{ROLE_NAMES.get(role, role)} {_site(r)}"
         if r["how"] == "given":
             parts.append(f"{name} (given with --components)")
             continue
@@ -308,6 +308,11 @@ def components_line(found: dict) -> str:
         parts.append(f"{name} (score {fmt(r['score'])}{_runner_up(r)}{silent})")
     single = all(r["how"] == "searched" and r["candidates"] == 1 for r in found.values())
     return "components (layer.head from 0): " + ", ".join(parts) + ("; one candidate each" if single else "")
+
+
+def _site(r: dict) -> str:
+    """The role's head, and the heads that fill it with that one (``also``): "1.0+1.1"."""
+    return "+".join([r["found"], *r.get("also", [])])
 
 
 def _runner_up(r: dict) -> str:
