@@ -58,22 +58,33 @@ class Components:
 
     @classmethod
     def parse(cls, text: str) -> "Components":
-        """``"prev=L.H,fetch=L.H,mlp=L"`` -> Components; raises ``ValueError`` with one line."""
-        want = {"prev": 2, "fetch": 2, "mlp": 1}
+        """``"prev=L.H,fetch=L.H,mlp=L"`` -> Components; raises ``ValueError`` with one line. A role split
+        between heads of one layer is written with ``+``: ``fetch=1.0+1.1`` (the first head first), and
+        for ``prev`` the further heads of its `=` row."""
+        expected = "expected prev=L.H,fetch=L.H,mlp=L"
         found = {}
         for part in text.split(","):
             key, eq, value = part.strip().partition("=")
-            if not eq or key not in want:
-                raise ValueError(f"--components: expected prev=L.H,fetch=L.H,mlp=L, got {text!r}")
-            numbers = value.split(".")
-            if len(numbers) != want[key] or not all(n.isdigit() for n in numbers):
-                form = "L.H" if want[key] == 2 else "L"
-                raise ValueError(f"--components: {key} must be {form} (non-negative integers), got {value!r}")
-            found[key] = [int(n) for n in numbers]
-        missing = [k for k in want if k not in found]
+            if not eq or key not in ("prev", "fetch", "mlp"):
+                raise ValueError(f"--components: {expected}, got {text!r}")
+            if key == "mlp":
+                if not value.isdigit():
+                    raise ValueError(f"--components: mlp must be L (a non-negative integer), got {value!r}")
+                found[key] = int(value)
+                continue
+            sites = [site.split(".") for site in value.split("+")]
+            if not all(len(site) == 2 and all(n.isdigit() for n in site) for site in sites):
+                raise ValueError(
+                    f"--components: {key} must be L.H or L.H+L.H... (non-negative integers), got {value!r}"
+                )
+            if len({site[0] for site in sites}) > 1:
+                raise ValueError(f"--components: {key}={value}: the heads of one role must share a layer")
+            found[key] = (int(sites[0][0]), [int(site[1]) for site in sites])
+        missing = [k for k in ("prev", "fetch", "mlp") if k not in found]
         if missing:
-            raise ValueError(f"--components: missing {', '.join(missing)} (expected prev=L.H,fetch=L.H,mlp=L)")
-        return cls(*found["prev"], *found["fetch"], found["mlp"][0])
+            raise ValueError(f"--components: missing {', '.join(missing)} ({expected})")
+        (prev_layer, prev), (fetch_layer, fetch) = found["prev"], found["fetch"]
+        return cls(prev_layer, prev[0], fetch_layer, fetch[0], found["mlp"], tuple(fetch[1:]), tuple(prev[1:]))
 
     @property
     def is_paper(self) -> bool:

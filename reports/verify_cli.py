@@ -39,7 +39,7 @@ def _parser() -> Parser:
     p.add_argument("--r", type=float, help="the task's 2-var keep-probability, if none recorded (paper 1.0)")
     p.add_argument("--split-seed", type=int, help="the seed of the held-out pair split, if none recorded (paper 42)")
     p.add_argument("--jobs", type=int, metavar="N", help="worker processes for the claims (default: one per core)")
-    p.add_argument("--components", metavar="prev=L.H,fetch=L.H,mlp=L", help="where the roles sit, not searched")
+    p.add_argument("--components", metavar="prev=L.H,fetch=L.H,mlp=L", help="where the roles sit (L.H+L.H: two heads)")
     p.add_argument("--quiet", action="store_true", help="no progress output on stderr")
     p.add_argument("--explain", metavar="CLAIM", help="print the claim as data (a JSON document) and exit")
     p.add_argument("--claim-doc", metavar="FILE", help="run the claim an --explain document describes, with its bars")

@@ -11,6 +11,8 @@ which, and a head that writes nothing is never chosen.
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import torch
 
@@ -112,3 +114,24 @@ def test_a_head_that_writes_nothing_is_never_chosen():
     assert ctx.located.components.fetch_heads == (0,)
     [result] = run_all(ctx, ["identity_qk"])
     assert result.verdict == "fail"
+
+
+def test_a_split_role_can_be_given_on_the_command_line_and_is_checked():
+    from assignadd.hypotheses.locate import check, given
+    from assignadd.model.components import Components
+
+    c = Components.parse("prev=0.0+0.1,fetch=1.0+1.1,mlp=1")
+    assert (c.prev_eq_heads, c.fetch_heads) == ((0, 1), (0, 1))
+    assert given(c).roles["fetching_head"].to_dict()["also"] == ["1.1"]
+    assert Components.parse("prev=0.0,fetch=1.0,mlp=1") == Components.paper()
+    cfg = planted_split_fetch().cfg
+    check(c, cfg)
+    for text, says in (
+        ("prev=0.0,fetch=1.0+2.1,mlp=1", "the heads of one role must share a layer"),
+        ("prev=0.0,fetch=1.0+1.x,mlp=1", "fetch must be L.H or L.H+L.H"),
+    ):
+        with pytest.raises(ValueError, match=re.escape(says)):
+            Components.parse(text)
+    for text in ("prev=0.0,fetch=1.0+1.0,mlp=1", "prev=0.0,fetch=1.0+1.2,mlp=1"):
+        with pytest.raises(ValueError, match="not a further head"):
+            check(Components.parse(text), cfg)
