@@ -184,18 +184,17 @@ def _plain_logits(model, interface: Interface, acts: dict) -> torch.Tensor:
     return _logits(model, interface, *_split(acts, interface))
 
 
-def check(ctx, interface: Interface, acts: dict | None = None, broken_later: str | None = None) -> dict:
-    """One interface on ``ctx.model``: {"interface", "writer", "reader", "reads", "hook", "verdict", "plain",
-    "recoded" (None where not fitted), "bar", "reason"}. ``acts``: ``_activations`` of the pool, if at
-    hand. ``broken_later``: a later interface found broken (``check_all``), which this one is upstream of."""
+def check(ctx, interface: Interface, acts: dict | None = None) -> dict:
+    """One interface on ``ctx.model``, on its own: {"interface", "writer", "reader", "reads", "hook",
+    "verdict", "plain", "recoded" (None where not fitted), "bar", "reason"}. ``acts``: ``_activations`` of
+    the pool, if at hand. Which of several restoring interfaces is the break: ``check_all``."""
     tokens, labels = _pool(ctx)
     model = ctx.model
     with torch.no_grad():
         acts = acts or _activations(model, tokens, ctx.components)
         plain = rate(_plain_logits(model, interface, acts).argmax(-1) == labels)
     recoded = None
-    short = plain.value < TRAINED.value  # below a trained model's answers: a recoding may be what is wrong
-    if short and broken_later is None:
+    if plain.value < TRAINED.value:  # below a trained model's answers: a recoding may be what is wrong
         fit_tokens, fit_labels = _fit_pool(ctx, interface)
         with torch.no_grad():
             fit_acts = _activations(model, fit_tokens, ctx.components)
@@ -203,20 +202,13 @@ def check(ctx, interface: Interface, acts: dict | None = None, broken_later: str
         recoded = rate(recoded_accuracy(model, interface, fit, (tokens, labels, acts), components=ctx.components))
     # restored: the recoding reaches the bar and answers significantly more than the model as it is
     restored = recoded is not None and BAR.passes(recoded.low, recoded.high) and recoded.low > plain.high
-    answers = "fail" if plain.high < BAR.value else "fall short of a trained model's"
-    if short and broken_later is not None:
-        verdict = "upstream of the break"
-        reason = (
-            f"the answers {answers} ({plain.value:.3f}), and a recoding at the later interface {broken_later} "
-            f"restores them: what crosses this one reaches {broken_later}, where the break is"
-        )
-    elif restored:
+    if restored:
         verdict = "interface-broken"
         reason = (
-            f"the answers {answers} ({plain.value:.3f}), and an affine recoding of what {interface.reader_part} reads "
-            f"{interface.where} restores them ({recoded.value:.3f}): {interface.writer} and "
-            f"{interface.reader or interface.reader_part} disagree about the code, and one checkpoint cannot tell "
-            "which side changed"
+            f"the answers {_answers(plain)} ({plain.value:.3f}), and an affine recoding of what "
+            f"{interface.reader_part} reads {interface.where} restores them ({recoded.value:.3f}): {interface.writer} "
+            f"and {interface.reader or interface.reader_part} disagree about the code, and one checkpoint cannot "
+            "tell which side changed"
         )
     elif BAR.passes(plain.low, plain.high):
         verdict, reason = "intact", f"the model answers its training pools ({plain.value:.3f})"
@@ -244,6 +236,48 @@ def check(ctx, interface: Interface, acts: dict | None = None, broken_later: str
     )
 
 
+def _answers(plain) -> str:
+    return "fail" if plain.high < BAR.value else "fall short of a trained model's"
+
+
+def _localized(checks: list[dict]) -> list[dict]:
+    """``checks`` (in the model's order) with the break localized: of the interfaces whose recoding restores
+    the answers, the last, unless an earlier one restores them significantly better than every later one
+    (its recoded lower bound above their upper bounds). Each other interface whose answers fall short is
+    ``upstream of the break`` before it, and one that restores them after it ``downstream of the break``."""
+    restored = [k for k, c in enumerate(checks) if c["verdict"] == "interface-broken"]
+    if not restored:
+        return checks
+    brk = restored[-1]
+    for k in restored[:-1]:
+        if all(checks[k]["recoded"]["ci"][0] > checks[j]["recoded"]["ci"][1] for j in restored if j > k):
+            brk = k
+            break
+    name, out = checks[brk]["interface"], []
+    for k, c in enumerate(checks):
+        plain, recoded = c["plain"], c["recoded"]
+        short = plain["value"] < TRAINED.value
+        answers = "fail" if plain["ci"][1] < BAR.value else "fall short of a trained model's"
+        if k < brk and short:
+            also = f" (here {recoded['value']:.3f}, not more)" if k in restored else ""
+            c = {
+                **c,
+                "verdict": "upstream of the break",
+                "reason": f"the answers {answers} ({plain['value']:.3f}), and a recoding at the later interface {name} "
+                f"restores them{also}: what crosses this one reaches {name}, where the break is",
+            }
+        elif k > brk and k in restored:
+            c = {
+                **c,
+                "verdict": "downstream of the break",
+                "reason": f"the answers {answers} ({plain['value']:.3f}); a recoding here restores them "
+                f"({recoded['value']:.3f}), one at the earlier interface {name} restores them significantly more "
+                f"({checks[brk]['recoded']['value']:.3f}): what is written there reaches here, and the break is there",
+            }
+        out.append(c)
+    return out
+
+
 def applicable(ctx, interface: Interface) -> bool:
     """Layer 1's output is recoded in the model's own forward: always. The checks at `=` recompute the
     answers from the interface on at `=` alone: they need the fetching head and the adding MLP in the last
@@ -262,22 +296,18 @@ def check_all(ctx, claims=None) -> list[dict] | None:
     """The ``declared`` interfaces on ``ctx.model`` that ``applicable`` allows, then those naming one
     of ``claims`` (when given); None where none is left.
 
-    A break is localized over all of them, from the last: a recoding at an earlier interface can make up
-    for a recoding at a later one (what Layer 1 writes reaches Layer 2's values, and so the MLP), never the
-    other way round (what a break upstream lost does not reach a later interface). So the last interface
-    whose recoding restores the answers is where the break is; each earlier one is "upstream of the
-    break", and is not fitted."""
+    A break is localized over all of them (``_localized``): a recoding at an earlier interface can make up
+    for a break at a later one (what Layer 1 writes reaches Layer 2's values, and so the MLP), and what a
+    writer adds can reach a later interface unchanged (a constant, through the residual stream), so where
+    several restore the answers, the last is the break unless an earlier one restores them significantly
+    better."""
     every = [i for i in declared() if applicable(ctx, i)]
     chosen = {i.name for i in every if claims is None or {i.writer, i.reader} & set(claims)}
     if not chosen:
         return None
     with torch.no_grad():
         acts = _activations(ctx.model, _pool(ctx)[0], ctx.components)
-    checks, broken_later = [], None
-    for interface in reversed(every):
-        checks.insert(0, check(ctx, interface, acts, broken_later))
-        if checks[0]["verdict"] == "interface-broken":
-            broken_later = interface.name
+    checks = _localized([check(ctx, interface, acts) for interface in every])
     return [c for c in checks if c["interface"] in chosen]
 
 

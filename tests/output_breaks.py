@@ -1,6 +1,7 @@
-"""Two breaks of the reference that the claims and interfaces still judge wrongly (kept as strict expected
-failures in tests/test_known_wrong_cells.py). Each changes one component's weights; every other weight is
-bit-identical.
+"""Two breaks of the reference found by building mutants outside the registry: the first is judged right
+since the interfaces' localization of 2026-12-07 (tests/test_interfaces.py), the second still wrongly (a
+strict expected failure in tests/test_known_wrong_cells.py). Each changes one component's weights; every
+other weight is bit-identical.
 
 - ``layer1_output_shifted``: Layer 1's b_O plus a constant vector (a random direction, seeded, of norm
   ``scale`` times the mean row norm of its W_O): what Layer 1 writes moves by the same vector at every

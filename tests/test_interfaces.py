@@ -75,7 +75,8 @@ SLOW_RECODINGS = {"layer1_output_noised", "layer2_keys_rotated", "layer2_queries
 )
 def test_a_recoding_breaks_its_interface_and_no_other(reference, name, where):
     """The interface recoded is broken; those after it are not a recoding; those before it are upstream of
-    the break and fit nothing (a recoding there could make up for one later: the last one localizes)."""
+    the break (a recoding there may make up for one later, but not significantly better: the later one
+    localizes)."""
     got = verdicts(build_mutant(name, reference, seed=0))
     order = list(got)
     for interface, c in got.items():
@@ -85,8 +86,8 @@ def test_a_recoding_breaks_its_interface_and_no_other(reference, name, where):
             assert c["recoded"]["ci"][0] >= BAR.value
             assert c["recoded"]["n"] == c["plain"]["n"]  # scored on plain's sequences, fitted on others
         elif order.index(interface) < order.index(where):
-            assert c["verdict"] == "upstream of the break" and c["recoded"] is None, c
-            assert where in c["reason"]
+            assert c["verdict"] == "upstream of the break", c
+            assert c["recoded"] is not None and where in c["reason"]  # fitted, and the break is named
         else:
             assert c["verdict"] == "not a recoding", c
     checks = list(got.values())
@@ -235,3 +236,33 @@ def test_a_partly_trained_checkpoint_is_fitted_and_stays_intact():
     assert BAR.value <= c["plain"]["ci"][0] and c["plain"]["value"] < TRAINED.value
     assert c["recoded"] is not None and c["recoded"]["ci"][0] <= c["plain"]["ci"][1]
     assert c["verdict"] == "intact"
+
+
+@pytest.mark.slow
+@needs_reference
+def test_a_constant_shift_of_layer1s_output_is_localized_at_layer1s_interface(reference):
+    """Layer 1's b_O plus a constant (``tests/output_breaks.py``): the shift reaches Layer 2's output at `=`
+    through the residual stream, where a recoding with an offset restores the answers too (0.93), but an
+    offset at Layer 1's output undoes it exactly (0.999), significantly more: the break is Layer 1's, and
+    the later interface is downstream of it. ``previous_token_head`` passes (its items read attention
+    patterns and centred probes, which a constant leaves as they were); the interface names it."""
+    from .output_breaks import layer1_output_shifted
+
+    got = verdicts(layer1_output_shifted(reference))
+    assert got["ov1_to_layer2"]["verdict"] == "interface-broken"
+    assert got["ov1_to_layer2"]["recoded"]["ci"][0] > got["ov2_to_mlp"]["recoded"]["ci"][1] >= BAR.value
+    assert got["ov2_to_mlp"]["verdict"] == "downstream of the break" and "ov1_to_layer2" in got["ov2_to_mlp"]["reason"]
+    checks = list(got.values())
+    assert broken_naming(checks, "previous_token_head") == "ov1_to_layer2"
+    assert broken_naming(checks, "fourier_neurons") is None  # ov2_to_mlp's writer and reader are not named
+
+
+@pytest.mark.slow
+@needs_reference
+def test_where_two_interfaces_restore_the_answers_alike_the_later_is_the_break(reference):
+    """Layer 2's value bias shifted: a recoding at Layer 1's output makes up for it (0.993), one at Layer 2's
+    output restores it at least as well (0.999): the break is Layer 2's, and Layer 1's interface upstream."""
+    got = verdicts(build_mutant("layer2_value_bias_shifted", reference, seed=0))
+    assert got["ov1_to_layer2"]["recoded"]["ci"][0] >= BAR.value  # it does restore them ...
+    assert got["ov1_to_layer2"]["verdict"] == "upstream of the break"  # ... but not significantly more
+    assert got["ov2_to_mlp"]["verdict"] == "interface-broken"
