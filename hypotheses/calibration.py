@@ -131,8 +131,13 @@ def calibrate(
             if progress:
                 progress(f"{label}: {msg}")
 
-        matrix = mutation_matrix(model, task, seed=seed, n=n, mutants=mutants, claims=claims, progress=say)
+        # Power and false alarms count judged cells only, so the cells never judged are not run.
+        matrix = mutation_matrix(
+            model, task, seed=seed, n=n, mutants=mutants, claims=claims, progress=say, judged_only=True
+        )
         unbroken = matrix["unbroken"]
+        for claim in matrix["claims"]:  # the table's rows in the claims' order, whichever cells were run
+            pooled.setdefault(claim, {"cells": [], "coverage": [0, 0]})
         # A symmetry mutant of a claim that does not pass unbroken is expected to keep that verdict; it is
         # neither a break to detect nor a pass to keep, so it is counted nowhere.
         # A break seen as a broken interface naming the claim (the cell's ``interface``) is a detection.

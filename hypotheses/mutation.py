@@ -94,6 +94,7 @@ def mutation_matrix(
     progress=None,
     components: Components | None = None,
     jobs: int | None = None,
+    judged_only: bool = False,
 ) -> dict:
     """{"mutants": [...], "claims": [...], "cells": [Cell, ...], "changed": {mutant: [parameter names]},
     "unbroken": {claim: verdict}, "results": {"(unbroken)" or mutant: [ClaimResult, ...]}}.
@@ -101,7 +102,9 @@ def mutation_matrix(
     ``mutants``: names from ``MUTANTS`` (default all); ``claims``: claim ids (default all registered
     per-checkpoint claims; run in registry order); ``progress``: optional callable(message) for long runs;
     ``components``: where the components sit (default: searched on the unbroken model, SPEC §2.1);
-    ``jobs``: worker processes per model (None: one per core).
+    ``jobs``: worker processes per model (None: one per core); ``judged_only``: on a break mutant, run
+    only the claims whose cell is judged (no cell for a claim downstream of the break, or one that does not
+    pass unbroken: those are never judged), which saves those runs.
 
     Each model, the unbroken one first, runs as ``assignadd-verify`` runs a checkpoint
     (``session.run_claims``): its claims side by side, its interface checks beside them where asked for.
@@ -141,7 +144,10 @@ def mutation_matrix(
         # where the answers hold), beside the claims, and where a break is not seen by the claim it
         # belongs to (there an interface break is what can still show it), after them. A break its own
         # claim fails needs no fit.
-        results, checks = run_claims(mutant_ctx, ids, jobs=jobs, interfaces=mutant.kind != "break")
+        run = ids
+        if judged_only and mutant.kind == "break":
+            run = [c for c in ids if expected(c, mutant, unbroken.get(c, "error")) != "not judged"]
+        results, checks = run_claims(mutant_ctx, run, jobs=jobs, interfaces=mutant.kind != "break")
         results_of[name] = results
         expect = {r.claim: expected(r.claim, mutant, unbroken.get(r.claim, "error")) for r in results}
         unseen = any(expect[r.claim] == "fail" and r.verdict != "fail" for r in results)
@@ -159,6 +165,7 @@ def mutation_matrix(
         "changed": changed,
         "unbroken": unbroken,
         "interfaces": interfaces_of,  # hypotheses.interfaces.check_all per model where checked (see above)
+        "judged_only": judged_only,
         "results": results_of,  # the ClaimResults themselves (not in the JSON): deciding values, evidence
     }
 
@@ -214,9 +221,11 @@ def matrix_to_dict(matrix: dict) -> dict:
     """JSON-able form of a ``mutation_matrix`` result (sorted, rounded: byte-stable)."""
     cells = [{**asdict(c), "right": c.right} for c in matrix["cells"]]
     judged = [c for c in matrix["cells"] if c.judged]
+    only = {"judged_only": True} if matrix.get("judged_only") else {}  # a full matrix's bytes stay as they were
     return _r(
         {
             "schema": MATRIX_SCHEMA,
+            **only,
             "mutants": [
                 {
                     "name": m,
@@ -267,7 +276,7 @@ def render_matrix(doc: dict, markdown: bool = False) -> str:
     def shown(c):  # "/if": an interface naming the claim is broken (hypotheses/interfaces.py)
         return c["verdict"] + ("/if" if c.get("interface") else "") + " " + mark(c)
 
-    rows = [[m] + [shown(cell[(c, m)]) for c in claims] for m in mutants]
+    rows = [[m] + [shown(cell[(c, m)]) if (c, m) in cell else "—" for c in claims] for m in mutants]
     if doc.get("unbroken"):  # the checkpoint itself, the row every other is read against
         rows.insert(0, ["(unbroken)"] + [doc["unbroken"].get(c, "-") for c in claims])
     header = ["mutant"] + claims
@@ -284,7 +293,8 @@ def render_matrix(doc: dict, markdown: bool = False) -> str:
     lines += [
         "",
         "✓ verdict as expected   ✗ not as expected   · downstream of the break: shown, not judged   "
-        "/if an interface naming the claim is broken",
+        "/if an interface naming the claim is broken"
+        + ("   — not run (--judged-only)" if doc.get("judged_only") else ""),
         foot,
     ]
     lines += [f"wrong: {w}" for w in s["wrong"]]

@@ -41,6 +41,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--json", metavar="PATH", help="write the matrix as JSON")
     p.add_argument("--md", metavar="PATH", help="write the matrix as Markdown")
     p.add_argument("--html", metavar="PATH", help="write a self-contained HTML page with the matrix as a figure")
+    p.add_argument(
+        "--judged-only",
+        action="store_true",
+        help="on a break mutant, run only the claims whose cell is judged (leaves out the claims downstream "
+        "of the break, shown as —; --calibrate always does); the verdict of the matrix is the same",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress output on stderr")
     cal = p.add_argument_group("calibration (docs/calibration.md)")
     cal.add_argument(
@@ -122,7 +128,14 @@ def _main(args) -> int:
     path, ctx = paths[0], contexts[str(paths[0])]
     progress = None if args.quiet else (lambda name: print(f"mutant {name} ...", file=sys.stderr, flush=True))
     matrix = mutation_matrix(
-        ctx.model, ctx.task, seed=args.seed, n=args.n, mutants=names, claims=only, progress=progress
+        ctx.model,
+        ctx.task,
+        seed=args.seed,
+        n=args.n,
+        mutants=names,
+        claims=only,
+        progress=progress,
+        judged_only=args.judged_only,
     )
     doc = matrix_to_dict(matrix)
     _write(args, doc, render_matrix)

@@ -7,6 +7,9 @@ from . import html
 from .figures import figure_png, styled_pyplot
 
 
+NOT_RUN = {"verdict": "not-run", "right": None}  # a cell left out by ``--judged-only`` (never judged)
+
+
 def matrix_figure_png(doc: dict) -> bytes:
     """The matrix as a picture: rows mutants, columns claims; green = verdict as expected, red = not,
     grey = not judged (downstream of the break), each cell labelled with its verdict."""
@@ -17,9 +20,9 @@ def matrix_figure_png(doc: dict) -> bytes:
     fig, ax = plt.subplots(figsize=(1.6 + 1.35 * len(claims), 0.9 + 0.38 * len(mutants)))
     for i, m in enumerate(mutants):
         for j, c in enumerate(claims):
-            x = cell[(c, m)]
+            x = cell.get((c, m), NOT_RUN)
             ax.add_patch(plt.Rectangle((j, i), 1, 1, facecolor=colour[x["right"]], edgecolor="white"))
-            ax.text(j + 0.5, i + 0.5, x["verdict"], ha="center", va="center", fontsize=7)
+            ax.text(j + 0.5, i + 0.5, x["verdict"].replace("-", " "), ha="center", va="center", fontsize=7)
     ax.set_xlim(0, len(claims))
     ax.set_ylim(len(mutants), 0)
     names = [c.replace("_", " ") for c in claims]
@@ -42,8 +45,8 @@ def matrix_html(doc: dict, checkpoint: str) -> str:
     rows = [
         [html.breakable(m["name"]), m["component"]]
         + [
-            html.join([html.verdict(cell[(c, m["name"])]["verdict"]), " ", mark[cell[(c, m["name"])]["right"]]])
-            for c in claims
+            html.join([html.verdict(x["verdict"]), " ", mark[x["right"]]])
+            for x in (cell.get((c, m["name"]), NOT_RUN) for c in claims)
         ]
         for m in mutants
     ]

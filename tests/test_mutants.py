@@ -27,6 +27,7 @@ from assignadd.hypotheses.mutation import (
 )
 from assignadd.interventions.mutants import COMPONENTS, MUTANTS, changed_parameters
 from assignadd.model import AssignAddTransformer
+from assignadd.tests.recodings import CHECKED_IN_THE_BREAK_MATRIX, RECODINGS, assert_recoding_localized
 
 needs_reference = pytest.mark.skipif(
     not assignadd.reference_checkpoint().exists(), reason="the bundled reference checkpoint is missing"
@@ -169,8 +170,10 @@ def _expected_cells(mutants) -> list[str]:
 
 def test_the_break_matrix_judges_125_cells_and_expects_passes_upstream():
     """What the parts below add up to: 125 judged cells over the 23 break mutants when every claim passes
-    the unbroken reference, and at least 12 of them upstream claims expected to pass."""
+    the unbroken reference, and at least 12 of them upstream claims expected to pass. The recodings whose
+    interface checks only the matrix asserts are breaks its own claim does not fail (tests/recodings.py)."""
     assert len(BREAKS) == 23
+    assert CHECKED_IN_THE_BREAK_MATRIX <= {m for _, m in SEEN_AT_INTERFACE} & {n for n, _ in RECODINGS}
     assert sorted(m for part in range(MATRIX_PARTS) for m in BREAKS[part::MATRIX_PARTS]) == sorted(BREAKS)
     cells = _expected_cells(BREAKS)
     assert sum(1 for e in cells if e != "not judged") == 125
@@ -183,8 +186,11 @@ def test_the_break_matrix_judges_125_cells_and_expects_passes_upstream():
 def test_every_judged_cell_of_the_mutant_matrix_is_right_on_the_reference(part):
     mutants = BREAKS[part::MATRIX_PARTS]
     model = load_checkpoint(assignadd.reference_checkpoint())
-    doc = matrix_to_dict(mutation_matrix(model, Task(), seed=0, n=500, mutants=mutants))
+    # Only the judged cells are run (``judged_only``): the cells downstream of a break are never judged.
+    matrix = mutation_matrix(model, Task(), seed=0, n=500, mutants=mutants, judged_only=True)
+    doc = matrix_to_dict(matrix)
     assert doc["summary"]["wrong"] == [], render_matrix(doc)
+    assert all(c["right"] is not None for c in doc["cells"])  # nothing was run that is not judged
     # every claim passes the unbroken reference, so this part judges the cells the pattern judges (125 in all)
     assert set(doc["unbroken"].values()) == {"pass"}
     assert doc["summary"]["judged"] == sum(1 for e in _expected_cells(mutants) if e != "not judged")
@@ -200,6 +206,10 @@ def test_every_judged_cell_of_the_mutant_matrix_is_right_on_the_reference(part):
             "ov2_to_mlp": "not a recoding",
             "mlp_to_unembedding": "not a recoding",
         }
+    # The recodings among the breaks: the interface recoded is named, and localized (tests/recodings.py)
+    for name, where in RECODINGS:
+        if name in CHECKED_IN_THE_BREAK_MATRIX and name in mutants:
+            assert_recoding_localized(matrix["interfaces"][name], where)
     # A break its own claim fails needs no interface fit, and gets none
     assert "mlp_neurons_permuted" not in doc["interfaces"]
     # the matrix is not trivially "everything fails": upstream claims pass on downstream breaks
@@ -431,6 +441,31 @@ def test_matrix_renders_as_text_markdown_and_an_html_page_with_a_figure():
     assert "| layer2_keys_rotated |" in render_matrix(doc, markdown=True)
     page = matrix_html(doc, "<x>.pt")
     assert "data:image/png;base64," in page and "<script>" not in page and "&lt;x&gt;.pt" in page
+    assert "judged_only" not in doc and "not run" not in text  # a full matrix's bytes are as they were
+
+
+def test_a_judged_only_matrix_shows_the_cells_not_run_and_says_why():
+    """``judged_only`` leaves out the cells downstream of a break: the JSON says so, the table shows a dash
+    and its legend, the page NOT RUN; the summary counts the judged cells as before."""
+    from assignadd.hypotheses.mutation import Cell
+    from assignadd.reports.mutation_page import matrix_html
+
+    doc = matrix_to_dict(
+        {
+            "mutants": ["layer2_keys_rotated"],
+            "cells": [Cell("identity_qk", "layer2_keys_rotated", "fail", "fail", "ok")],
+            "claims": ["identity_qk", "shared_residual"],
+            "changed": {"layer2_keys_rotated": ["blocks.1.attn.W_K"]},
+            "unbroken": {"identity_qk": "pass", "shared_residual": "pass"},
+            "judged_only": True,
+        }
+    )
+    assert doc["judged_only"] is True and doc["summary"]["judged"] == doc["summary"]["right"] == 1
+    row = render_matrix(doc).splitlines()[3].split()
+    assert row == ["layer2_keys_rotated", "fail", "✓", "—"]
+    assert "— not run (--judged-only)" in render_matrix(doc)
+    assert "| layer2_keys_rotated | fail ✓ | — |" in render_matrix(doc, markdown=True)
+    assert "NOT RUN" in matrix_html(doc, "x.pt")
 
 
 @pytest.mark.slow
@@ -469,3 +504,17 @@ def test_mutants_command_exits_1_when_nothing_could_be_judged(tmp_path, capsys):
     )
     out = capsys.readouterr().out
     assert code == 1 and "0/0 judged cells as expected; not judged: heldout_generalization" in out
+
+
+@needs_reference
+def test_mutants_cli_judged_only_runs_the_judged_cells_and_exits_on_them(tmp_path):
+    """``assignadd-mutants --judged-only``: Layer 1's queries rotated fail its claim; identity_qk,
+    downstream, is not run; the exit status is the matrix's."""
+    from assignadd.reports.mutants_cli import main
+
+    out = tmp_path / "m.json"
+    argv = ["--mutants", "layer1_queries_rotated", "--only", "previous_token_head,identity_qk", "--n", "50"]
+    assert main([*argv, "--judged-only", "--quiet", "--json", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    assert doc["judged_only"] is True and doc["unbroken"] == {"previous_token_head": "pass", "identity_qk": "pass"}
+    assert [(c["claim"], c["verdict"], c["right"]) for c in doc["cells"]] == [("previous_token_head", "fail", True)]
