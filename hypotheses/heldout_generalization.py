@@ -27,7 +27,7 @@ from .base import (
 )
 from .declaration import WHOLE_MODEL, Item, Kind
 from .measures.behaviour import operand_value_interchange, pair_table
-from .measures.circuits import eq_top2_is, head_pattern, last_position_correct, ov2_mlp2_accuracy
+from .measures.circuits import eq_top2_is, fetch_shares, head_pattern, last_position_correct, ov2_mlp2_accuracy
 
 ACCURACY_BARS = {
     "0var_heldout_pair": Threshold(
@@ -168,7 +168,7 @@ def doubled_pairs(ctx: Context, arm: Arm) -> Measurement:
     c = ctx.components  # the fetching head and the adding MLP (§2.1)
     pattern = head_pattern(m, t, fetching=True, components=c)
     routed = eq_top2_is(pattern, torch.tensor([[POS_LHS, POS_RHS]]).expand(len(t), 2))
-    _, adder_ok = ov2_mlp2_accuracy(m, components=c)
+    _, adder_ok = ov2_mlp2_accuracy(m, components=c, shares=fetch_shares(m, t, components=c))
     n_value = t[:, POS_LHS]
     adder = adder_ok[n_value, n_value]
     wrong = ~ok

@@ -21,7 +21,7 @@ from .base import Arm, Context, Hypothesis, Measurement, REINITIALISED, Threshol
 from .declaration import Interface, Item, Kind
 from .measures import residual
 from .measures import local
-from .measures.circuits import ov2_mlp2_accuracy
+from .measures.circuits import fetch_shares, ov2_mlp2_accuracy
 
 MATCHED = Threshold(
     0.90,
@@ -94,9 +94,17 @@ def _readout_tokens(ctx: Context) -> torch.Tensor:
     )
 
 
+def _shares(ctx: Context, model) -> torch.Tensor | None:
+    """Each fetching head's share of each operand on the items' sequences (None for a role of one head)."""
+    return ctx.memo(
+        ("shared_residual", "fetch shares", id(model)),
+        lambda: fetch_shares(model, _tokens(ctx), components=ctx.components),
+    )
+
+
 def matched(ctx: Context, arm: Arm) -> Measurement:
     model, c = arm.model, ctx.components
-    basis = local.ov2_number_basis(model, components=c)
+    basis = local.ov2_number_basis(model, components=c, shares=_shares(ctx, model))
     r = residual.matched_vs_mismatched(model, _tokens(ctx), ctx.seed, basis=basis, components=c)
     return mean(
         r["matched"],
@@ -143,7 +151,7 @@ def additivity(ctx: Context, arm: Arm) -> Measurement:
 
 
 def ov2_mlp2(ctx: Context, arm: Arm) -> Measurement:
-    acc, correct = ov2_mlp2_accuracy(arm.model, components=ctx.components)
+    acc, correct = ov2_mlp2_accuracy(arm.model, components=ctx.components, shares=_shares(ctx, arm.model))
     return Measurement.exact(acc, n=correct.numel())
 
 

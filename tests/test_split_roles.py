@@ -104,6 +104,43 @@ def test_breaking_either_fetching_head_fails_identity_qk_and_shows_which(split, 
     assert max(extra[f"1.{head}"]) < 0.5 and max(extra[f"1.{1 - head}"]) > 0.99  # the broken one fetches nothing
 
 
+def test_each_fetching_head_brings_its_operand_and_the_roles_ov_reads_both(split):
+    """The weight-level items read the role: each head's share of each operand is measured (head 1.0 the
+    left one, 1.1 the right one), each operand's OV image mixes the heads by it, and the gain sums them;
+    on this model, whose heads copy alike, both equal the one-head solver's."""
+    from assignadd.hypotheses.measures.circuits import fetch_shares, ov2_mlp2_accuracy
+    from assignadd.hypotheses.measures.local import ov2_number_transmission
+    from assignadd.tests.planted import planted_solver
+
+    c = Context(split, Task(), seed=0, n=200).components
+    shares = fetch_shares(split, Task().pool("2var_train", 200, seed=1)[0], components=c)
+    assert torch.allclose(shares, torch.eye(2, dtype=torch.float64), atol=1e-9)
+    assert ov2_mlp2_accuracy(split, components=c, shares=shares)[0] == ov2_mlp2_accuracy(planted_solver())[0] == 1.0
+    gain = ov2_number_transmission(split, components=c)
+    assert gain == pytest.approx(ov2_number_transmission(planted_solver()), rel=1e-9) and gain > 100
+    with pytest.raises(ValueError, match="several heads"):  # which head brings which operand is measured
+        ov2_mlp2_accuracy(split, components=c)
+
+
+@pytest.mark.parametrize("head", [0, 1])
+def test_either_fetching_head_copying_the_wrong_number_fails_shared_residual_alike(split, head):
+    """Head 1.0 or 1.1 copying another number (its value weights' number rows permuted): it still attends
+    and writes, and shared_residual fails; the weights-only addition item reads the head that brings
+    each operand, so it falls whichever head is broken (it read head 1.0 alone before)."""
+    located = Context(split, Task(), seed=0, n=200).located
+    broken = planted_split_fetch()
+    perm = torch.randperm(59, generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        W_V = broken.blocks[1].attn.W_V[head]
+        W_V[:59] = W_V[:59][perm]
+    ctx = Context(broken, Task(), seed=0, n=200)
+    ctx.pin(located)
+    [result] = run_all(ctx, ["shared_residual"])
+    assert result.verdict == "fail", result.reason
+    items = {e.name: e.measurement.value for e in result.evidence}
+    assert items["ov2_mlp2_accuracy"] < 0.1
+
+
 def test_a_head_that_writes_nothing_is_never_chosen():
     """With head 1.1's output zeroed it writes nothing at `=`: the fetching role stays head 1.0 alone, which
     fetches one operand, and identity_qk fails there."""

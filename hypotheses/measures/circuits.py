@@ -91,16 +91,62 @@ def diagonal_margin(M: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return M.argmax(dim=1) == torch.arange(V), M.diagonal() - off
 
 
-def ov2_mlp2_accuracy(model: AssignAddTransformer, *, components: Components = PAPER) -> tuple[float, torch.Tensor]:
+def fetch_operand_shares(layer_pattern: torch.Tensor, tokens: torch.Tensor, components: Components) -> torch.Tensor:
+    """Each head's part of the fetching role's attention to each operand, from a Layer-2 pattern (B, H, T,
+    T) over ``tokens``: (H_role, 2) float64, c[h, j] = w_h(j) / sum_h' w_h'(j), with w_h(j) head h's mean
+    weight from `=` on operand j's source (left, right). A role of one head has 1 for both operands; of
+    two heads that each fetch one operand, 1 and 0; of two that share every operand evenly, 1/2 each."""
+    heads = list(components.fetch_heads)
+    src, rows = operand_sources(tokens), torch.arange(len(tokens))
+    eq = layer_pattern[:, heads, POS_EQ].double()  # (B, H_role, T)
+    w = torch.stack([eq[rows, :, src[:, j]] for j in (0, 1)], -1).mean(0)  # (H_role, 2)
+    return w / w.sum(0).clamp(min=1e-30)
+
+
+@torch.no_grad()
+def fetch_shares(model: AssignAddTransformer, tokens: torch.Tensor, *, components: Components) -> torch.Tensor | None:
+    """``fetch_operand_shares`` measured on ``tokens``; None for a role of one head (which needs none)."""
+    if len(components.fetch_heads) == 1:
+        return None
+    pattern = capture(model, tokens, [components.PATTERN_2])[components.PATTERN_2]
+    return fetch_operand_shares(pattern, tokens, components)
+
+
+def operand_images(
+    model: AssignAddTransformer, *, components: Components = PAPER, shares: torch.Tensor | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """What the fetching role writes at `=` for each number as the left and as the right operand, at unit
+    weight on that operand: (left, right), each (N, d_model), row n = sum_h c[h, j] W_E[n] W_V^h W_O^h
+    (``shares`` c: ``fetch_operand_shares``). For a role of one head both are OV_2 e_n (the same tensor):
+    the paper's images. A role of several heads needs ``shares``: which head brings which operand is
+    measured, not assumed."""
+    N = model.cfg.d_vocab_out
+    a2, heads = _attn(model, components.fetch_layer), components.fetch_heads
+    E_num = model.embed.W_E[:N]
+    if len(heads) == 1:
+        ov = E_num @ a2.W_V[heads[0]] @ a2.W_O[heads[0]]  # (N, D)
+        return ov, ov
+    if shares is None:
+        raise ValueError(
+            "the fetching role has several heads: its operand images need each head's share (fetch_shares)"
+        )
+    per_head = torch.stack([E_num @ a2.W_V[h] @ a2.W_O[h] for h in heads])  # (H_role, N, D)
+    c = shares.to(per_head.dtype)
+    left, right = ((c[:, j, None, None] * per_head).sum(0) for j in (0, 1))
+    return left, right
+
+
+def ov2_mlp2_accuracy(
+    model: AssignAddTransformer, *, components: Components = PAPER, shares: torch.Tensor | None = None
+) -> tuple[float, torch.Tensor]:
     """The authors' ``ov2_mlp2_accuracy``: over all N^2 pairs (a, b), is argmax of
     (h + MLP_2(h)) W_U with h = OV_2 e_a + OV_2 e_b equal to (a + b) mod N? Weights only: the
     addition module fed exactly what an ideal routing delivers. Returns (accuracy, correct (N, N)).
-    OV_2 is the fetching head's, MLP_2 the adding MLP (a layer between them is not run)."""
+    OV_2 is the fetching role's (for a role of several heads each operand's image mixes its heads by
+    ``shares``: ``operand_images``), MLP_2 the adding MLP (a layer between them is not run)."""
     N = model.cfg.d_vocab_out
-    a2, head = _attn(model, components.fetch_layer), components.fetch_head
-    E_num = model.embed.W_E[:N]
-    ov = E_num @ a2.W_V[head] @ a2.W_O[head]  # (N, D)
-    h = (ov[:, None, :] + ov[None, :, :]).reshape(N * N, -1)
+    left, right = operand_images(model, components=components, shares=shares)
+    h = (left[:, None, :] + right[None, :, :]).reshape(N * N, -1)
     resid = h + model.blocks[components.mlp_layer].mlp(h, hooked=False)  # no LayerNorm: the weights' own circuit
     pred = model.unembed(resid).argmax(-1).reshape(N, N)
     target = (torch.arange(N)[:, None] + torch.arange(N)[None, :]) % N

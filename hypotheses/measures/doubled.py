@@ -26,7 +26,7 @@ from ...data.tokens import POS_LHS, POS_RHS
 from ...interventions import Replace, Site, run
 from ...model.components import PAPER, Components
 from ...random_streams import numpy_rng
-from .circuits import fetching_pattern, last_position_correct, ov2_mlp2_accuracy
+from .circuits import fetch_operand_shares, fetching_pattern, last_position_correct, ov2_mlp2_accuracy
 
 PER_PAIR_AND_FORM = 4  # sequences per held-out doubled pair and form (1-var LHS, 1-var RHS, 2-var)
 FORMS = (KIND_1VAR_LHS, KIND_1VAR_RHS, KIND_2VAR)
@@ -102,7 +102,8 @@ def ideal_input_runs(
     eq_row = fetching_pattern(base.activations[PATTERN_2], c)[:, POS_EQ]  # (B, T)
     on_operands = eq_row[rows, src[:, 0]] + eq_row[rows, src[:, 1]]
     answer, fed_answer = base.last_logits.argmax(-1), fed.last_logits.argmax(-1)
-    _, adder_table = ov2_mlp2_accuracy(model, components=c)
+    shares = fetch_operand_shares(base.activations[PATTERN_2], tokens, c) if len(c.fetch_heads) > 1 else None
+    _, adder_table = ov2_mlp2_accuracy(model, components=c, shares=shares)
     pairs = sets["pairs"]
     return {
         "model_ok": answer == labels,

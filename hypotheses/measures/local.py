@@ -297,10 +297,14 @@ def value_route_patch(
     }
 
 
-def ov2_number_basis(model: AssignAddTransformer, *, components: Components = PAPER) -> torch.Tensor:
+def ov2_number_basis(
+    model: AssignAddTransformer, *, components: Components = PAPER, shares: torch.Tensor | None = None
+) -> torch.Tensor:
     """Orthonormal rows (r, d_model) spanning the fetching head's OV images of the numbers, centred: the
-    directions in which it writes operand values into the MLP input (what the claim is about)."""
-    images = ov2_number_images(model, components=components)
+    directions in which it writes operand values into the MLP input (what the claim is about). For a role
+    of several heads, the images as either operand (``residual.ov2_number_images``), each centred."""
+    left, right = ov2_number_images(model, components=components, shares=shares)
+    images = left if left is right else torch.cat([left - left.mean(0), right - right.mean(0)])
     U, S, Vh = torch.linalg.svd(images - images.mean(0), full_matrices=False)
     return Vh[S > 1e-6 * max(float(S.max()), 1e-30)]
 
@@ -326,7 +330,8 @@ def ov_transmission(
 
         (||(E - mean) W_V W_O||_F^2 / ||E - mean||_F^2) / (||R W_V W_O||_F^2 / r)
 
-    ``role``: "previous_token_head" (OV_1) or "fetching_head" (OV_2), the head of ``components``.
+    ``role``: "previous_token_head" (OV_1) or "fetching_head" (OV_2), the head of ``components`` (a
+    fetching role of several heads: both norms summed over its heads, what they write together).
     R (r, d_model) is an orthonormal basis of the directions the layer can receive (the span of
     ``interventions.mutants.layer1_inputs`` / ``layer2_inputs``, from the weights) with the span of the
     centred embeddings removed. About 1 for a random OV, and for one whose input space was rotated away
@@ -340,13 +345,15 @@ def ov_transmission(
 
     first = role == "previous_token_head"
     c = components
-    layer, head = (c.prev_layer, c.prev_head) if first else (c.fetch_layer, c.fetch_head)
-    E, W = _centred_ov(model, embeddings, layer, head)
+    layer, heads = (c.prev_layer, (c.prev_head,)) if first else (c.fetch_layer, c.fetch_heads)
+    ovs = [_centred_ov(model, embeddings, layer, head) for head in heads]
+    E = ovs[0][0]
     readable = span_basis(layer1_inputs(model) if first else layer2_inputs(model, c))[0]  # (q, d_model)
     inside = span_basis(E)[0]  # (k, d_model): the centred embeddings' span
     R = span_basis(readable - (readable @ inside.T) @ inside)[0]  # (r, d_model), r = q - k
-    average = (R @ W).pow(2).sum() / max(R.shape[0], 1)
-    return float((E @ W).pow(2).sum() / E.pow(2).sum() / average.clamp(min=1e-30))
+    # a role of several heads: what they write together, summed over its heads on both sides
+    average = sum((R @ W).pow(2).sum() for _, W in ovs) / max(R.shape[0], 1)
+    return float(sum((E @ W).pow(2).sum() for _, W in ovs) / E.pow(2).sum() / average.clamp(min=1e-30))
 
 
 def ov2_number_transmission(model: AssignAddTransformer, *, components: Components = PAPER) -> float:

@@ -21,6 +21,7 @@ from ...interventions import Replace, Site, run
 from ...model import AssignAddTransformer
 from ...model.components import PAPER, Components
 from ...random_streams import numpy_rng
+from .circuits import fetch_shares, operand_images
 from .fourier import activations_at
 
 # Every function reads the sites of the ``components`` it is given, the paper's by default.
@@ -112,11 +113,17 @@ def matched_vs_mismatched(
     }
 
 
-def ov2_number_images(model: AssignAddTransformer, *, components: Components = PAPER) -> torch.Tensor:
-    """OV_2 e_n = W_E[n] W_V W_O of the fetching head (Layer 2's) for every number n: (N, d_model) float64."""
-    a, head = model.blocks[components.fetch_layer].attn, components.fetch_head
-    N = model.cfg.d_vocab_out
-    return (model.embed.W_E[:N] @ a.W_V[head] @ a.W_O[head]).detach().double()
+def ov2_number_images(
+    model: AssignAddTransformer, *, components: Components = PAPER, shares: torch.Tensor | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """OV_2 e_n = W_E[n] W_V W_O of the fetching head (Layer 2's) for every number n, as the left and as the
+    right operand: (left, right), (N, d_model) float64 each, the same for a role of one head
+    (``circuits.operand_images``; a role of several heads mixes them by ``shares``)."""
+    left, right = operand_images(model, components=components, shares=shares)
+    if left is right:
+        ov = left.detach().double()
+        return ov, ov
+    return left.detach().double(), right.detach().double()
 
 
 def ov2_additivity(
@@ -128,8 +135,10 @@ def ov2_additivity(
     and the same with s_{π(i)} for a seeded permutation π (shuffled), μ the means over the pool.
     Returns {"matched", "shuffled", "difference"} (B,) each."""
     vals = operand_values(tokens, model.vocab)
-    ov = ov2_number_images(model, components=components)
-    s = ov[vals[:, 0]] + ov[vals[:, 1]]
+    left, right = ov2_number_images(
+        model, components=components, shares=fetch_shares(model, tokens, components=components)
+    )
+    s = left[vals[:, 0]] + right[vals[:, 1]]
     a = activations_at(model, tokens, [components.ATTN_OUT_2])[components.ATTN_OUT_2]
     perm = torch.from_numpy(numpy_rng(seed, "ov2 additivity shuffle").permutation(len(tokens)))
     mu_a, mu_s = a.mean(0), s.mean(0)
