@@ -83,17 +83,28 @@ class Mutant:
 
     def __call__(self, model, seed: int = 0, *, components: Components = PAPER, **given):
         """A changed copy of ``model``, the change made to the component at ``components`` (Layer 1 is
-        the previous-token head's layer and head, Layer 2 the fetching head's, the MLP the adding one)."""
+        the previous-token head's layer and head, Layer 2 the fetching role's heads, the MLP the adding
+        one)."""
         missing = [k for k in self.needs if k not in given]
         if missing:
             raise ValueError(
                 f"{self.name} needs {', '.join(missing)} from the caller "
                 "(hypotheses.mutation.build_mutant measures and passes them)"
             )
-        mutated = copy.deepcopy(model)
+        mutated, gen = copy.deepcopy(model), generator(seed, self.name)
         with torch.no_grad():
-            self.build(mutated, generator(seed, self.name), components, **{k: given[k] for k in self.needs})
+            for at in _each_head(self.component, components):
+                self.build(mutated, gen, at, **{k: given[k] for k in self.needs})
         return mutated
+
+
+def _each_head(component: str, c: Components) -> list[Components]:
+    """Where a mutant of ``component`` acts: at ``c``, or, for Layer 2's QK or OV when the fetching role is
+    several heads (``Components.fetch_also``), at each of them in turn (one random stream, in the role's
+    order), since the role is what the component's claim reads."""
+    if component in ("layer2_identity_qk", "layer2_ov") and c.fetch_also:
+        return [replace(c, fetch_head=h, fetch_also=()) for h in c.fetch_heads]
+    return [c]
 
 
 def _rotated(name: str, component: str, layer: int | None, param: str, whose: str, note: str = "") -> Mutant:

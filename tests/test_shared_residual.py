@@ -170,3 +170,18 @@ def test_a_working_layer2_ov_from_an_earlier_checkpoint_keeps_the_claim(task):
     result = SharedResidual().run(Context(mutated, task, seed=0, n=500))
     assert by_name(result)["resid_mid_matches_constant_run"].status != "pass"
     assert result.verdict == "pass", result.reason
+
+
+def test_an_output_that_carries_no_number_reads_nothing_and_fails_rather_than_erring(task):
+    """Layer 2's values with the numbers projected out of a hand-built solver: what Layer 2 writes at `=`
+    is the same for every sequence, so the read-out's fit has nothing to invert; it reads nothing (score
+    0), and the claim fails on it instead of erring."""
+    from assignadd.hypotheses.mutation import build_mutant
+    from assignadd.tests.planted import planted_solver
+
+    model = build_mutant("layer2_numbers_out_of_values", planted_solver(), 0)
+    tokens = torch.cat([task.pool(name, 200, seed=0)[0] for name in ("0var_train", "1var_train")])
+    r = residual.operand_value_readout(model, tokens, seed=0)
+    assert float(r["score"].mean()) == pytest.approx(0.0, abs=0.05)
+    result = SharedResidual().run(Context(model, task, seed=0, n=200))
+    assert result.verdict == "fail" and "attn_out_2_carries_operand_values" in result.reason

@@ -141,6 +141,31 @@ def test_either_fetching_head_copying_the_wrong_number_fails_shared_residual_ali
     assert items["ov2_mlp2_accuracy"] < 0.1
 
 
+@pytest.mark.parametrize(
+    "mutant, own",
+    [
+        ("layer2_queries_rotated", "identity_qk"),
+        ("layer2_values_rotated", "shared_residual"),
+        ("layer2_numbers_out_of_values", "shared_residual"),
+    ],
+)
+def test_a_layer2_mutant_breaks_every_head_of_the_role_and_fails_its_claim_only(split, mutant, own):
+    """Mutation testing on a role of two heads: the mutant acts on each head of the role (the role is what
+    the claim reads), its own claim fails, the claims upstream of it pass."""
+    from assignadd.hypotheses.mutation import build_mutant
+
+    located = Context(split, Task(), seed=0, n=200).located
+    broken = build_mutant(mutant, split, 0, components=located.components)
+    a, b = split.blocks[1].attn, broken.blocks[1].attn
+    for head in (0, 1):
+        assert any(not torch.equal(getattr(a, w)[head], getattr(b, w)[head]) for w in ("W_Q", "W_V")), head
+    ctx = Context(broken, Task(), seed=0, n=200)
+    ctx.pin(located)
+    upstream = ["previous_token_head", "identity_qk"][: 1 if own == "identity_qk" else 2]
+    verdicts = {r.claim: r.verdict for r in run_all(ctx, [*upstream, own])}
+    assert verdicts == {**{c: "pass" for c in upstream}, own: "fail"}
+
+
 def test_a_head_that_writes_nothing_is_never_chosen():
     """With head 1.1's output zeroed it writes nothing at `=`: the fetching role stays head 1.0 alone, which
     fetches one operand, and identity_qk fails there."""

@@ -229,7 +229,10 @@ def operand_value_readout(
     a_mean, y_mean = a[fit].mean(0), y[fit].mean(0)
     ac, yc = a[fit] - a_mean, y[fit] - y_mean
     lam = ridge * float(ac.pow(2).sum(-1).mean())  # scale-free: the same fit for a rescaled residual
-    W = torch.linalg.solve(ac.T @ ac + lam * torch.eye(a.shape[1], dtype=torch.float64), ac.T @ yc)  # (d, d)
+    if lam == 0.0:  # the output does not vary over the fit half (it carries no number): nothing to read
+        W = torch.zeros(a.shape[1], y.shape[1], dtype=torch.float64)
+    else:
+        W = torch.linalg.solve(ac.T @ ac + lam * torch.eye(a.shape[1], dtype=torch.float64), ac.T @ yc)  # (d, d)
     err = (y[held] - ((a[held] - a_mean) @ W + y_mean)).pow(2).sum(-1)
     spread = (y[held] - y_mean).pow(2).sum(-1).mean()
     return {"score": 1 - err / spread, "fit_size": int(len(fit))}
