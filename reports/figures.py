@@ -128,9 +128,16 @@ def attention_figures(model, task, seed: int, components: Components = PAPER) ->
     sequence = tag("code", " ".join(labels))
     c = components
     figs = []
-    for layer, (at, head) in enumerate([(c.prev_layer, c.prev_head), (c.fetch_layer, c.fetch_head)]):
-        pattern = cache[hooks.act_name("pattern", at)][0, head].float().cpu().numpy()  # (T_q, T_k)
-        where = f"blocks.{at}" + (f" head {head}" if head else "")
+    for layer, (at, heads) in enumerate([(c.prev_layer, (c.prev_head,)), (c.fetch_layer, c.fetch_heads)]):
+        layer_pattern = cache[hooks.act_name("pattern", at)][0].float()  # (H, T_q, T_k)
+        pattern = layer_pattern[heads[0]] if len(heads) == 1 else layer_pattern[list(heads)].mean(0)
+        if layer == 0 and c.prev_eq_also:  # `=`'s row is the role's: the mean of the heads that fill it
+            pattern[T - 1] = layer_pattern[list(c.prev_eq_heads), T - 1].mean(0)
+        pattern = pattern.cpu().numpy()  # (T_q, T_k)
+        shown = c.prev_eq_heads if layer == 0 else heads
+        where = f"blocks.{at}" + (f" head {'+'.join(str(h) for h in shown)}" if shown != (0,) else "")
+        if len(shown) > 1:  # a role of several heads: their mean pattern (Layer 1: `=`'s row only)
+            where += ", mean"
         axes_title = f"Layer {layer + 1} [{where}] attention"
         fig, ax = _matrix_axes(pattern, (5.4, 4.6), (0, 1), axes_title, cmap="Blues", label="attention weight")
         ax.set_xticks(range(T), labels, rotation=90, fontsize=8)
@@ -192,12 +199,13 @@ def identity_matrix_figure(model, task, components: Components = PAPER) -> Figur
 
     c, vocab = components, task.vocab
     a1, a2 = model.blocks[c.prev_layer].attn, model.blocks[c.fetch_layer].attn
-    h1, h2 = c.prev_head, c.fetch_head
+    h1 = c.prev_head
     E_var = model.embed.W_E[vocab.first_var : vocab.size]  # (V, D)
     OV_1 = FactoredMatrix(a1.W_V[h1], a1.W_O[h1])  # (D, D)
-    QK_2 = FactoredMatrix(a2.W_Q[h2], a2.W_K[h2].T)  # (D, D)
     X = E_var @ OV_1  # (V, D), factored
-    M = (X @ QK_2 @ X.T).AB.float().cpu().numpy()  # (V, V): query variable x key variable
+    # a fetching role of several heads: the mean of their matrices, as identity_qk reads it
+    Ms = [(X @ FactoredMatrix(a2.W_Q[h2], a2.W_K[h2].T) @ X.T).AB.float() for h2 in c.fetch_heads]
+    M = (Ms[0] if len(Ms) == 1 else torch.stack(Ms).mean(0)).cpu().numpy()  # (V, V): query variable x key variable
     V = M.shape[0]
     diag = int((M.argmax(axis=1) == np.arange(V)).sum())
     off = np.where(np.eye(V, dtype=bool), -np.inf, M)

@@ -197,3 +197,31 @@ def test_a_split_role_can_be_given_on_the_command_line_and_is_checked():
     for text in ("prev=0.0,fetch=1.0+1.0,mlp=1", "prev=0.0,fetch=1.0+1.2,mlp=1"):
         with pytest.raises(ValueError, match="not a further head"):
             check(Components.parse(text), cfg)
+
+
+def test_the_figures_draw_the_roles_heads(split, monkeypatch):
+    """The report's attention figure of Layer 2 shows the fetching role's mean pattern (`=`'s row: half on
+    each operand's source), titled with both heads; Layer 1's shows the role's `=` row; the identity
+    matrix is the mean of the heads' matrices, as identity_qk reads it."""
+    from assignadd.reports import figures
+
+    drawn = {}
+    original = figures._matrix_axes
+
+    def record(data, figsize, vlim, title, **kw):
+        drawn[title] = data
+        return original(data, figsize, vlim, title, **kw)
+
+    monkeypatch.setattr(figures, "_matrix_axes", record)
+    c = Context(split, Task(), seed=0, n=200).components
+    with torch.no_grad():
+        figures.attention_figures(split, Task(), 0, components=c)
+        figures.identity_matrix_figure(split, Task(), components=c)
+    tokens = Task().pool("2var_train", 1, seed=0)[0]
+    left, right = operand_sources(tokens)[0].tolist()
+    eq2 = drawn["Layer 2 [blocks.1 head 0+1, mean] attention"][-1]
+    assert eq2[left] == pytest.approx(0.5, abs=1e-3) and eq2[right] == pytest.approx(0.5, abs=1e-3)
+    eq1 = drawn["Layer 1 [blocks.0 head 0+1, mean] attention"][-1]
+    assert eq1[13] == pytest.approx(0.5, abs=1e-3) and eq1[14] == pytest.approx(0.5, abs=1e-3)
+    M = drawn["Layer 2 identity QK  M = (E_var OV₁) QK₂ (E_var OV₁)ᵀ"]
+    assert (M.argmax(axis=1) == range(len(M))).all()
