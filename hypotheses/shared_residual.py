@@ -15,6 +15,8 @@ Thresholds' nulls: re-initialised models, and checkpoints of seeds 0 and 42 at s
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import torch
 
 from .base import Arm, Context, Hypothesis, Measurement, REINITIALISED, Threshold, mean, rate, register
@@ -151,8 +153,15 @@ def additivity(ctx: Context, arm: Arm) -> Measurement:
 
 
 def ov2_mlp2(ctx: Context, arm: Arm) -> Measurement:
-    acc, correct = ov2_mlp2_accuracy(arm.model, components=ctx.components, shares=_shares(ctx, arm.model))
-    return Measurement.exact(acc, n=correct.numel())
+    c = ctx.components
+    acc, correct = ov2_mlp2_accuracy(arm.model, components=c, shares=_shares(ctx, arm.model))
+    per_head = {}
+    if c.fetch_also:  # a role of several heads: the adder fed each head's own images of both operands
+        per_head["by_head"] = {
+            f"{c.fetch_layer}.{h}": ov2_mlp2_accuracy(arm.model, components=replace(c, fetch_head=h, fetch_also=()))[0]
+            for h in c.fetch_heads
+        }
+    return Measurement.exact(acc, n=correct.numel(), **per_head)
 
 
 def interchange(ctx: Context, arm: Arm) -> Measurement:

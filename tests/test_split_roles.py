@@ -126,7 +126,8 @@ def test_each_fetching_head_brings_its_operand_and_the_roles_ov_reads_both(split
 def test_either_fetching_head_copying_the_wrong_number_fails_shared_residual_alike(split, head):
     """Head 1.0 or 1.1 copying another number (its value weights' number rows permuted): it still attends
     and writes, and shared_residual fails; the weights-only addition item reads the head that brings
-    each operand, so it falls whichever head is broken (it read head 1.0 alone before)."""
+    each operand, so it falls whichever head is broken (it read head 1.0 alone before), and its
+    ``by_head`` names the broken head."""
     located = Context(split, Task(), seed=0, n=200).located
     broken = planted_split_fetch()
     perm = torch.randperm(59, generator=torch.Generator().manual_seed(0))
@@ -137,8 +138,10 @@ def test_either_fetching_head_copying_the_wrong_number_fails_shared_residual_ali
     ctx.pin(located)
     [result] = run_all(ctx, ["shared_residual"])
     assert result.verdict == "fail", result.reason
-    items = {e.name: e.measurement.value for e in result.evidence}
-    assert items["ov2_mlp2_accuracy"] < 0.1
+    adder = {e.name: e.measurement for e in result.evidence}["ov2_mlp2_accuracy"]
+    assert adder.value < 0.1
+    # each head's own images through the adder name the broken one
+    assert adder.extra["by_head"][f"1.{head}"] < 0.1 and adder.extra["by_head"][f"1.{1 - head}"] == 1.0
 
 
 @pytest.mark.parametrize(
