@@ -23,7 +23,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from . import html as H
-from .render import _md_table, dumps, fmt_interval, fmt_threshold
+from .render import ROLE_NAMES, _md_table, _site, dumps, fmt_interval, fmt_threshold
 
 SCHEMA = "assignadd.verify.population/1"
 
@@ -136,6 +136,8 @@ def across(reports: list[dict], labels: list[str], tool: dict, settings: dict) -
             "verdicts": {c["claim"]: c["verdict"] for c in r["claims"]},
             "passed": r["summary"]["passed"],
             "total": r["summary"]["total"],
+            # where a report names its components (a layout other than the paper's, or --components)
+            **({"components": {role: _site(f) for role, f in r["components"].items()}} if r.get("components") else {}),
         }
         for label, r in zip(labels, reports)
     ]
@@ -189,12 +191,23 @@ def _rows(doc: dict) -> list[list[str]]:
 
 
 def _model_rows(doc: dict, verdict=str) -> tuple[list[str], list[list]]:
-    """The models table: its header, and per model its label, how many claims passed and each verdict."""
+    """The models table: its header, and per model its label, how many claims passed and each verdict;
+    then, where some model names its components, where they were found."""
     ids = [c["claim"] for c in doc["claims"]]
     rows = [
         [m["label"], f"{m['passed']} of {m['total']}", *(verdict(m["verdicts"][c]) for c in ids)] for m in doc["models"]
     ]
-    return ["model", "passed", *ids], rows
+    if not any(m.get("components") for m in doc["models"]):
+        return ["model", "passed", *ids], rows
+    for row, m in zip(rows, doc["models"]):
+        row.append(_components(m) or "the paper's")
+    return ["model", "passed", *ids, "components"], rows
+
+
+def _components(model: dict) -> str:
+    """A model's components on one line ("previous-token head 0.0, fetching head 1.0+1.1, adding MLP 1"), or
+    "" where its report does not name them (the paper's layout)."""
+    return ", ".join(f"{ROLE_NAMES.get(role, role)} {site}" for role, site in model.get("components", {}).items())
 
 
 def terminal_table(doc: dict) -> str:
@@ -207,6 +220,9 @@ def terminal_table(doc: dict) -> str:
     details = [f"  {claim}{why}" for claim, why in _not_held(doc)]
     if details:
         lines += ["", "Not held:", *details]
+    found = [f"  {m['label']}: {_components(m)}" for m in doc["models"] if m.get("components")]
+    if found:
+        lines += ["", "Components found:", *found]
     everywhere = len(doc["summary"]["claims_held_everywhere"])
     lines += ["", f"{everywhere} of {len(doc['claims'])} claims hold in every model"]
     return "\n".join(lines) + "\n"

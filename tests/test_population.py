@@ -76,6 +76,36 @@ def test_each_claim_counts_its_models_with_an_exact_interval_and_names_what_deci
     assert "| b | 1 of 3 |" in files["population.md"] and "<table" in files["population.html"]
 
 
+def test_the_components_a_report_names_are_shown_per_model_and_a_paper_population_shows_none():
+    """A model whose report names its components (a layout other than the paper's: here a fetching role of
+    two heads) gets them in the document, a column of the models table and a line in the terminal; a
+    population of the paper's layout alone gets none of them."""
+    plain = population.summarize([_report(p, v) for p, v in RUNS.items()])
+    assert all("components" not in m for m in plain["models"])
+    assert "Components found" not in population.terminal_table(plain)
+    assert "| components |" not in population.markdown(plain)
+    role = {"score": 1.0, "runner_up": None, "runner_up_score": None, "candidates": 2, "silent_heads": 0}
+    split = _report("runs/split/final.pt", {"a": "pass", "b": "pass"})
+    split["components"] = {
+        "previous_token_head": {**role, "found": "0.0", "how": "searched", "also": ["0.1"]},
+        "fetching_head": {**role, "found": "1.0", "how": "searched", "also": ["1.1"]},
+        "adding_mlp": {**role, "found": "1", "how": "searched"},
+    }
+    doc = population.summarize([_report(p, v) for p, v in RUNS.items()] + [split])
+    assert errors(doc) == []
+    by_label = {m["label"]: m for m in doc["models"]}
+    assert by_label["split"]["components"] == {
+        "previous_token_head": "0.0+0.1",
+        "fetching_head": "1.0+1.1",
+        "adding_mlp": "1",
+    }
+    assert "components" not in by_label["seed0"]
+    line = "split: previous-token head 0.0+0.1, fetching head 1.0+1.1, adding MLP 1"
+    assert "Components found:\n  " + line in population.terminal_table(doc)
+    md = population.markdown(doc)
+    assert "| components |" in md and "the paper's |" in md and "fetching head 1.0+1.1" in md
+
+
 def test_models_run_differently_are_refused():
     reports = [_report("a.pt", {"a": "pass"}), _report("b.pt", {"a": "pass"}, n=1000)]
     with pytest.raises(ValueError, match="b.pt: run with n = 1000, the first model with 500"):
