@@ -299,30 +299,35 @@ def layer1_inputs(model) -> torch.Tensor:
     return (model.embed.W_E[:, None, :] + model.pos_embed.W_pos[None, :, :]).reshape(-1, model.cfg.d_model)
 
 
-def _layer1_ov(model, components: Components = PAPER) -> tuple[torch.Tensor, torch.Tensor]:
-    """(OV_1 (d_model, d_model) summed over the previous-token head's layer's heads, the bias
-    b_V^1 W_O^1 + b_O^1 (d_model,))."""
+def _layer1_ov(model, components: Components = PAPER) -> tuple[list[torch.Tensor], torch.Tensor]:
+    """([OV_1 of each head of the previous-token head's layer (d_model, d_model)], the bias
+    sum_h b_V^h W_O^h + b_O^1 (d_model,)). Each head writes its own convex combination of its OV images,
+    so a layer of several heads writes in the span of all of them, not of their sum."""
     a = model.blocks[components.prev_layer].attn
-    return torch.einsum("hdk,hke->de", a.W_V, a.W_O), torch.einsum("hk,hke->e", a.b_V, a.W_O) + a.b_O
+    ovs = [torch.einsum("hdk,hke->de", a.W_V[h : h + 1], a.W_O[h : h + 1]) for h in range(a.W_V.shape[0])]
+    return ovs, torch.einsum("hk,hke->e", a.b_V, a.W_O) + a.b_O
 
 
 def layer2_inputs(model, components: Components = PAPER) -> torch.Tensor:
     """Rows spanning every residual Layer 2 can read, at any position: Layer 1's inputs, their OV_1
-    images (Layer 1 writes a convex combination of them) and Layer 1's bias. (1 + 2 d_vocab n_ctx, d_model).
-    With ``components``: what the fetching layer reads, taking the layers between the previous-token
-    head's and it to add nothing (exact for a layer that writes nothing, W_O = 0 and no MLP)."""
-    ov, bias = _layer1_ov(model, components)
+    images through each of Layer 1's heads (each writes a convex combination of its images) and Layer 1's
+    bias. (1 + (1 + H_1) d_vocab n_ctx, d_model). With ``components``: what the fetching layer reads,
+    taking the layers between the previous-token head's and it to add nothing (exact for a layer that
+    writes nothing, W_O = 0 and no MLP)."""
+    ovs, bias = _layer1_ov(model, components)
     x = layer1_inputs(model)
-    return torch.cat([bias[None], x, x @ ov])
+    return torch.cat([bias[None], x, *(x @ ov for ov in ovs)])
 
 
 def layer2_query_inputs_at_eq(model, components: Components = PAPER) -> torch.Tensor:
     """Rows spanning every residual Layer 2's query can read at `=` (position n_ctx - 1): W_E[=] +
-    W_pos[15] + b_V^1 W_O^1 + b_O^1 plus a convex combination of the OV_1 images of Layer 1's inputs
-    (attention weights sum to 1). (1 + d_vocab * n_ctx, d_model); the span holds every such residual."""
-    ov, bias = _layer1_ov(model, components)
+    W_pos[15] + the bias of ``_layer1_ov`` plus, per Layer-1 head, a convex combination of the OV_1 images
+    of Layer 1's inputs (its attention weights sum to 1). (1 + H_1 d_vocab n_ctx, d_model); the span holds
+    every such residual."""
+    ovs, bias = _layer1_ov(model, components)
     base = model.embed.W_E[model.vocab.eq] + model.pos_embed.W_pos[-1] + bias
-    return torch.cat([base[None], layer1_inputs(model) @ ov])
+    x = layer1_inputs(model)
+    return torch.cat([base[None], *(x @ ov for ov in ovs)])
 
 
 def _gain_unseen(layer: int, names: tuple[str, ...], inputs: Callable[..., torch.Tensor]) -> Callable:

