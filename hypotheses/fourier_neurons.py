@@ -4,8 +4,9 @@ On the operand grid (``PAD×12 + n m =``), each Layer-2 MLP neuron's pre-activat
 cos(ω_k n + α) + cos(ω_k m + β), ω_k = 2πk/59, for one of a few *key frequencies* k, as in grokked
 modular addition. Causal test: keeping only the key frequencies' content of the MLP input (at the pool's
 operand scale β) keeps the answer; removing it destroys it; removing as many non-key frequencies does
-not. The answer is read where the unembedding reads the MLP (``measures.fourier.key_frequency_edits``),
-so a break downstream of the MLP cannot decide this claim.
+not. The answer is read where the unembedding reads the MLP, as the nearest answer centroid in two metrics
+that no change of basis of the residual stream moves, the unembedding's and the task's
+(``measures.fourier.key_frequency_edits``), so a break downstream of the MLP cannot decide this claim.
 
 Measured on 0-var pools so that routing errors (SPEC §4.1-4.3) do not count against the addition
 module. How the thresholds were fixed on null models, and the re-registrations of the edits' scale β,
@@ -92,6 +93,8 @@ def _accuracies(e: dict, arm: str, frequencies: list[int]) -> dict:
         "edited_accuracy": float(e[arm].double().mean()),
         "through_unembedding_clean": e["through_unembedding"]["clean"],
         "through_unembedding_edited": e["through_unembedding"][arm],
+        "read_by_metric_clean": e["by_metric"]["clean"],
+        "read_by_metric_edited": e["by_metric"][arm],
         "frequencies": frequencies,
         "operand_scale": e["scale"],
     }
@@ -174,7 +177,7 @@ class FourierNeurons(Hypothesis):
             definition="mean_i 1[correct_i and correct_i | resid_mid_2[15] -> μ + β φ_K(n_i, m_i)] (only the key frequencies' "
             "part of the grid's resid_mid, at the sequence's operands, at the pool's scale β), 0-var pools; "
             "correct: the answer read at the unembedding's input (resid_post_2[15]) as the nearest grid answer "
-            "centroid",
+            "centroid, in the unembedding's metric (centred logits) or the task's (the MLP layer's input whitened)",
             kind=Kind.CAUSAL,
             threshold=KEPT,
             measure=kept,

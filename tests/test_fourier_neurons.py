@@ -3,6 +3,8 @@ construction, the re-initialised model, the key frequencies knocked out, determi
 
 from __future__ import annotations
 
+import copy
+
 import math
 
 import pytest
@@ -276,19 +278,39 @@ def test_steps_where_the_pools_operand_content_is_smaller_than_the_grids_pass(ta
     assert result.verdict == "pass", result.reason
 
 
+def answer_directions_cut(model):
+    """W_U with the answer directions of the unembedding's input (the span of the grid's answer centroids
+    about their mean) projected out of its input side: a break of the unembedding alone, the MLP untouched."""
+    D = fourier.answer_centroids(model, fourier.grids(model))
+    _, S, Vh = torch.linalg.svd(D - D.mean(0), full_matrices=False)
+    P = Vh[S > 1e-6 * S[0]]
+    cut = copy.deepcopy(model)
+    with torch.no_grad():
+        W = cut.unembed.W_U.double()
+        cut.unembed.W_U.copy_((W - P.T @ (P @ W)).float())
+    return cut
+
+
 @pytest.mark.skipif(not assignadd.reference_checkpoint().exists(), reason="the bundled reference checkpoint is missing")
-def test_answers_are_read_at_the_unembeddings_input_not_through_it(task):
-    """A break downstream of the MLP (the unembedding's input space rotated) leaves every arm of the edits
-    exactly as it was, while what W_U reads collapses; the readout agrees with W_U on the unbroken model."""
+@pytest.mark.parametrize("broken", ["unembedding_input_rotated", "answer_directions_cut"])
+def test_a_break_of_the_unembedding_alone_cannot_take_the_answer_read_away(task, broken):
+    """A break downstream of the MLP leaves the task metric's reading of every arm exactly as it was, and
+    every arm reads at least that, while what W_U reads collapses; on the unbroken model the reading
+    agrees with W_U. (With the answer directions cut, the unembedding's metric reads nothing: the task's
+    metric is what keeps the claim about the MLP from being decided by W_U.)"""
     from assignadd.interventions.mutants import MUTANTS
     from assignadd.model import load_checkpoint
 
     model = load_checkpoint(assignadd.reference_checkpoint())
+    mutated = MUTANTS[broken](model, 0) if broken in MUTANTS else answer_directions_cut(model)
     tokens, labels = task.pool("0var_heldout_pair", 300, seed=5)
     before = fourier.key_frequency_edits(model, tokens, labels, seed=0)
-    after = fourier.key_frequency_edits(MUTANTS["unembedding_input_rotated"](model, 0), tokens, labels, seed=0)
+    after = fourier.key_frequency_edits(mutated, tokens, labels, seed=0)
     for arm in ("clean", "kept", "excluded", "placebo", "placebo_kept", "random_removed"):
-        assert torch.equal(before[arm], after[arm]), arm
+        assert before["by_metric"][arm]["task"] == after["by_metric"][arm]["task"], arm
+        assert float(after[arm].double().mean()) >= after["by_metric"][arm]["task"], arm
     assert before["through_unembedding"]["clean"] > 0.95 and after["through_unembedding"]["clean"] < 0.2
-    assert float(before["clean"].double().mean()) > 0.95
-    assert float(before["kept"].double().mean()) > 0.95 and float(before["excluded"].double().mean()) < 0.15
+    assert float(before["clean"].double().mean()) > 0.95 and float(after["clean"].double().mean()) > 0.9
+    assert float(after["kept"].double().mean()) > 0.9 and float(after["excluded"].double().mean()) < 0.15
+    if broken == "answer_directions_cut":
+        assert after["by_metric"]["clean"]["unembedding"] < 0.2

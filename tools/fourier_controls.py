@@ -9,11 +9,12 @@ own coordinates), on the reference, every registry mutant, a re-initialised mode
 models of tests/test_fourier_neurons.py; with ``--series``, every checkpoint of the shipped series.
 (docs/reregistrations/fourier_placebo_task_metric_2026-12-07.md.)
 
-``readout``: the answer read as registered (the nearest answer centroid at the unembedding's input,
-Euclidean) and as the nearest centroid of the logits centred over the classes (through W_U: the same in
-every basis of the residual stream), on the reference in three other bases, the Layer-2 MLP's and the
-unembedding's registry mutants, and W_U with the answer directions of its input projected out (a break of
-W_U alone). (docs/mutation_results/README.md, "The task's own metric".)
+``readout``: the answer read as registered (the nearest answer centroid at the unembedding's input, in the
+unembedding's metric or the task's, docs/reregistrations/fourier_readout_basis_free_2026-12-08.md) and as
+before 2026-12-08 (Euclidean in the residual's own coordinates), on the reference in three other bases, the
+Layer-2 MLP's and the unembedding's registry mutants, W_U with the answer directions of its input projected
+out (a break of W_U alone) and the hand-built Fourier model; the registered columns also give each metric's
+reading of the kept and excluded arms.
 
 Printed as Markdown tables: the claim's verdict, `key_frequencies_kept`, `key_frequencies_excluded` and the
 control `placebo_directions` (the drop it causes, which must stay below 0.8).
@@ -23,8 +24,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import copy
-import inspect
 import sys
 from pathlib import Path
 
@@ -43,7 +42,7 @@ from assignadd.model import AssignAddTransformer
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from residual_basis import bases  # noqa: E402
-from test_fourier_neurons import planted_model  # noqa: E402
+from test_fourier_neurons import answer_directions_cut, planted_model  # noqa: E402
 
 
 def isotropic_part(deviation, task_rows, k, seed):
@@ -52,24 +51,10 @@ def isotropic_part(deviation, task_rows, k, seed):
     return (deviation @ Q.T) @ Q
 
 
-def _logit_readout_edits():
-    """``key_frequency_edits`` with the answer read among centred logits (same arms, same edits)."""
-    src = inspect.getsource(fourier.key_frequency_edits)
-    src = src.replace(
-        "centroids = answer_centroids(model, grid, vocab, components=components)",
-        "centroids = answer_centroids(model, grid, vocab, components=components)\n"
-        "    W_U, b_U = model.unembed.W_U.detach().double(), model.unembed.b_U.detach().double()\n"
-        "    centroids = centroids @ W_U + b_U\n"
-        "    centroids = centroids - centroids.mean(-1, keepdim=True)",
-    )
-    src = src.replace(
-        "out[arm] = torch.cdist(post.double(), centroids).argmin(-1) == labels",
-        "logits = post.double() @ W_U + b_U\n"
-        "        out[arm] = torch.cdist(logits - logits.mean(-1, keepdim=True), centroids).argmin(-1) == labels",
-    )
-    namespace = dict(vars(fourier))
-    exec(compile(src, "fourier_controls", "exec"), namespace)
-    return namespace["key_frequency_edits"]
+def euclidean_answer(post, centroids, metric):
+    """The reading before 2026-12-08: the nearest centroid in the residual's own coordinates (each metric
+    replaced by the identity, so that both readings are that one)."""
+    return torch.cdist(post.double(), centroids).argmin(-1)
 
 
 @contextlib.contextmanager
@@ -82,30 +67,21 @@ def patched(name: str, value):
         setattr(fourier, name, old)
 
 
-def cells(model, n: int) -> list[str]:
+def cells(model, n: int, by_metric: bool = False) -> list[str]:
     r = run_all(Context(model, Task(), seed=0, n=n), only=["fourier_neurons"])[0]
     ev = {e.name: e for e in r.evidence}
     kept, excluded = ev["key_frequencies_kept"].measurement, ev["key_frequencies_excluded"].measurement
     control = ev["key_frequencies_excluded"].controls["placebo_directions"]
-    return [
+    row = [
         r.verdict,
         f"{kept.value:.3f}",
         f"{excluded.value:.3f}",
         f"{control.value:.3f} [{control.low:.3f}, {control.high:.3f}]",
     ]
-
-
-def answer_directions_cut(model):
-    """W_U with the answer directions of the unembedding's input (the span of the grid's answer centroids
-    about their mean) projected out of its input side: a break of the unembedding alone."""
-    D = fourier.answer_centroids(model, fourier.grids(model)).double()
-    _, S, Vh = torch.linalg.svd(D - D.mean(0), full_matrices=False)
-    P = Vh[S > 1e-6 * S[0]]
-    cut = copy.deepcopy(model)
-    with torch.no_grad():
-        W = cut.unembed.W_U.double()
-        cut.unembed.W_U.copy_((W - P.T @ (P @ W)).float())
-    return cut
+    if by_metric:
+        read = [m.extra["read_by_metric_edited"] for m in (kept, excluded)]
+        row.append(", ".join(f"{r['unembedding']:.3f} / {r['task']:.3f}" for r in read))
+    return row
 
 
 def main() -> None:
@@ -140,16 +116,18 @@ def main() -> None:
         models["W_U without the answer directions"] = answer_directions_cut(reference)
         models["hand-built, Fourier"] = planted_model(True)
         runs = [(name, m, args.n) for name, m in models.items()]
-        arms = (("registered", fourier.key_frequency_edits), ("centred logits", _logit_readout_edits()))
-    name_of = "random_directions_part" if args.what == "placebo" else "key_frequency_edits"
+        arms = (("registered", fourier.nearest_answer), ("Euclidean", euclidean_answer))
+    name_of = "random_directions_part" if args.what == "placebo" else "nearest_answer"
     columns = [f"{arm}: {what}" for arm, _ in arms for what in ("verdict", "kept", "excluded", "placebo_directions")]
+    if args.what == "readout":
+        columns.insert(4, "kept, excluded arm by metric (unembedding / task)")
     print("| model | " + " | ".join(columns) + " |")
-    print("|---|" + "---|---:|---:|---|" * len(arms))
+    print("|---|" + "---|---:|---:|---|" * len(arms) + ("---|" if args.what == "readout" else ""))
     for name, model, n in runs:
         row = [name]
-        for _, fn in arms:
+        for i, (_, fn) in enumerate(arms):
             with patched(name_of, fn):
-                row += cells(model, n)
+                row += cells(model, n, by_metric=args.what == "readout" and i == 0)
         print("| " + " | ".join(row) + " |", flush=True)
 
 

@@ -250,9 +250,26 @@ def answer_centroids(
     return totals.index_add_(0, sums.to(post.device), post) / N
 
 
+def nearest_answer(post: torch.Tensor, centroids: torch.Tensor, metric: torch.Tensor) -> torch.Tensor:
+    """The answer whose centroid (``centroids`` (N, d), ``answer_centroids``) is nearest each row of ``post``
+    (B, d) once both are mapped by ``metric`` (d, k): Euclidean in those k coordinates. (B,) long."""
+    return torch.cdist(post.double() @ metric, centroids @ metric).argmin(-1)
+
+
 # Directions of the residual's second moment below this fraction of its largest are not directions the
 # task uses (float rounding of exact zeros, e.g. a hand-built model's unused dimensions).
 TASK_SUPPORT = 1e-10
+
+
+def task_metric(task_rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(whiten (d, r), unwhiten (r, d)), float64: the residual stream's metric on the task, from its second
+    moment over ``task_rows`` (N, d) on the r directions it uses there (eigenvalues above ``TASK_SUPPORT``
+    of the largest). x @ whiten are x's coordinates in that metric, and @ unwhiten maps them back. A change
+    of basis of the stream (x -> x A, the rows too) turns the whitened coordinates by a rotation."""
+    X = task_rows.double()
+    e, V = torch.linalg.eigh(X.T @ X / len(X))
+    used = e > TASK_SUPPORT * float(e.max().clamp(min=1e-300))
+    return V[:, used] * e[used].rsqrt(), (V[:, used] * e[used].sqrt()).T
 
 
 def random_directions_part(deviation: torch.Tensor, task_rows: torch.Tensor, k: int, seed: int) -> torch.Tensor:
@@ -272,10 +289,7 @@ def random_directions_part(deviation: torch.Tensor, task_rows: torch.Tensor, k: 
     `=` may be no more than the key frequencies (a hand-built model), and a placebo drawn there would remove
     them all. The layer's input stream, not its own output at every position: what the last layer computes
     at positions no one reads is not part of the function (a Layer-2 query change there is a symmetry)."""
-    X = task_rows.double()
-    e, V = torch.linalg.eigh(X.T @ X / len(X))
-    used = e > TASK_SUPPORT * float(e.max().clamp(min=1e-300))
-    whiten, unwhiten = V[:, used] * e[used].rsqrt(), (V[:, used] * e[used].sqrt()).T  # (d, r), (r, d)
+    whiten, unwhiten = task_metric(task_rows)
     from ...interventions import random_subspace
 
     Q = random_subspace(whiten.shape[1], min(k, whiten.shape[1]), seed, label="placebo directions")
@@ -300,7 +314,7 @@ def key_frequency_edits(
     sequence's operands (n, m); μ is the pool's mean resid_mid at `=`; β is the scale of the operand
     content in these sequences relative to the grid (``operand_content_scale``). Per sequence, with x
     its clean MLP input at `=`, x' the edited one, is the answer read from ``unembedding_input(x')`` by
-    the model's own ``answer_centroids`` the right one:
+    the model's own ``answer_centroids`` (below) the right one:
         clean     : x' = x
         kept      : x' = μ + β φ_K(n, m)      (restricted: nothing but the key frequencies' content)
         excluded  : x' = x - β φ_K(n, m)      (excluded: the key frequencies' content removed)
@@ -310,13 +324,23 @@ def key_frequency_edits(
                                                   key frequencies span, in the site's metric on the task,
                                                   ``random_directions_part``; ``norm_random``: the size
                                                   of what it removed)
-    The answer is read there, not through W_U, so that a break in the unembedding cannot decide a claim about
-    the MLP (docs/claims/fourier_neurons.md); what W_U makes of the same inputs is returned as
-    ``through_unembedding`` {arm: accuracy}, as supporting evidence.
+    The answer is read there by the nearest centroid in two metrics, and counts as read where either
+    finds the right one (``nearest_answer``, re-registered 2026-12-08, docs/claims/fourier_neurons.md):
+        unembedding : the logits W_U maps the point and the centroids to, each centred over the answers
+                      (W_U's columns less their mean: a constant added to every answer's logit cancels)
+        task        : the residual stream's metric on the task (``task_metric`` of the rows the placebo
+                      directions are drawn in: the MLP layer's input stream at every position, and x)
+    Both are the same in every basis of the residual stream (x -> x A, readers times A^-1), so no
+    change of basis moves the answer read. The first is where the next component reads; the second does
+    not read W_U, so a break of the unembedding alone (its input rotated, or the answer directions
+    projected out of it) cannot decide a claim about the MLP. Neither whitens what the MLP writes, which
+    would read the answer through a broken MLP (a permuted one). The argmax of W_U itself is returned as
+    ``through_unembedding`` {arm: accuracy}, and each metric's accuracy as ``by_metric`` {arm: {metric:
+    accuracy}}, as supporting evidence.
 
     Returns those six bool (B,) tensors and {"key", "placebo_frequencies", "scale", "norm_key",
-    "norm_placebo", "through_unembedding"} (the norms: the mean size of φ_K and φ_P, to show how much
-    each edit moves the input). ``grid``: the model's ``grids`` if already computed.
+    "norm_placebo", "through_unembedding", "by_metric"} (the norms: the mean size of φ_K and φ_P, to show
+    how much each edit moves the input). ``grid``: the model's ``grids`` if already computed.
     """
     vocab = model.vocab  # the model's own vocabulary (its modulus and variables)
     from ...interventions import capture
@@ -346,7 +370,9 @@ def key_frequency_edits(
     # about μ. (Not drawn orthogonal to them: a model with nothing outside its key frequencies, such as
     # a hand-built one, has no content there, and a placebo that changes nothing is no control.)
     rank = max(int(frequency_directions(resid_grid, key).shape[0]), 1)
-    inside = random_directions_part(x - mu, torch.cat([acts[stream].reshape(-1, x.shape[-1]), x]), rank, seed)
+    task_rows = torch.cat([acts[stream].reshape(-1, x.shape[-1]), x])
+    inside = random_directions_part(x - mu, task_rows, rank, seed)
+    metrics = {"unembedding": W_U - W_U.mean(1, keepdim=True), "task": task_metric(task_rows)[0]}
 
     edited = {
         "clean": x,
@@ -356,13 +382,16 @@ def key_frequency_edits(
         "placebo_kept": (mu + phi_placebo).expand_as(x),
         "random_removed": x - inside,
     }
-    out, through_unembedding = {}, {}
+    out, through_unembedding, by_metric = {}, {}, {}
     for arm, x_new in edited.items():
         post = unembedding_input(model, x_new, components=components)
-        out[arm] = torch.cdist(post.double(), centroids).argmin(-1) == labels  # the nearest answer centroid
+        read = {name: nearest_answer(post, centroids, M) == labels for name, M in metrics.items()}
+        out[arm] = read["unembedding"] | read["task"]
+        by_metric[arm] = {name: float(ok.double().mean()) for name, ok in read.items()}
         through_unembedding[arm] = float(((post @ W_U + b_U).argmax(-1) == labels).double().mean())
     return {
         **out,
+        "by_metric": by_metric,
         "norm_random": float(inside.norm(dim=-1).mean()),
         "key": key,
         "placebo_frequencies": placebo,
