@@ -133,3 +133,24 @@ def make_tl_state_dict():
 def save_tl_checkpoint():
     """The saver ``save_tl(state_dict, path)``: pickle protocol 4, as TransformerLens 2.x."""
     return save_tl
+
+
+@pytest.fixture(scope="session", autouse=True)
+def claims_in_the_tests_process_under_xdist():
+    """Under pytest-xdist the test workers are the parallelism: a model's claims run in the test's own
+    process unless the test asks for worker processes (``jobs=N``), instead of forking one worker per core
+    inside each test worker (two forked claim workers beside the interface checks, in each of two test
+    workers, on two cores). Measured on the break matrix's three parts, two test workers, 2 cores:
+    127-133 s a part against 150-152 s, 411 s of CPU against 454 s. A command run as a subprocess still
+    chooses its own workers."""
+    import os
+
+    if "PYTEST_XDIST_WORKER" not in os.environ:
+        yield
+        return
+    from assignadd.hypotheses import session
+
+    original = session.resolve_jobs
+    session.resolve_jobs = lambda jobs, ctx, n_claims: original(1 if jobs is None else jobs, ctx, n_claims)
+    yield
+    session.resolve_jobs = original
