@@ -19,7 +19,7 @@ import math
 from dataclasses import asdict, dataclass
 
 from ..data import Task
-from ..interventions.mutants import COMPONENTS, MUTANTS, Mutant, changed_parameters
+from ..interventions.mutants import COMPONENTS, MUTANTS, RESIDUAL_STREAM, Mutant, changed_parameters
 from ..model.components import PAPER, Components
 from .base import REGISTRY, Context, _r
 from .declaration import WHOLE_MODEL
@@ -112,11 +112,14 @@ def mutation_matrix(
     from .session import run_claims
 
     progress = progress or (lambda message: None)
-    names = list(MUTANTS) if mutants is None else list(mutants)
+    names = [m for m in MUTANTS if MUTANTS[m].applies(model) is None] if mutants is None else list(mutants)
     for what, asked, known in (("claim id", claims or [], REGISTRY), ("mutant", names, MUTANTS)):
         unknown = [x for x in asked if x not in known]
         if unknown:
             raise KeyError(f"unknown {what}(s): {', '.join(unknown)}; known: {', '.join(known)}")
+    for name in names:
+        if (why := MUTANTS[name].applies(model)) is not None:
+            raise ValueError(f"{name}: {why}")
     ids = [c for c in REGISTRY if claims is None or c in claims]
     progress("unbroken")
     # The components are found once, on the unbroken model: each mutant breaks that component, and its
@@ -170,15 +173,18 @@ def mutation_matrix(
     }
 
 
-def evidence_values(results) -> dict:
+def evidence_values(results, required_only: bool = False) -> dict:
     """{claim: verdict, claim.item: value, claim.item.control: value} over a list of ClaimResults: every
-    number a claim decides on, to compare two models that should compute the same function."""
+    number a claim decides on, to compare two models that should compute the same function.
+    ``required_only``: the verdicts and the required items' values alone."""
     out = {}
     for r in results:
         out[r.claim] = r.verdict
         for e in r.evidence:
+            if required_only and not e.required:
+                continue
             out[f"{r.claim}.{e.name}"] = e.measurement.value
-            for c, m in sorted(e.controls.items()):
+            for c, m in sorted(e.controls.items()) if not required_only else ():
                 out[f"{r.claim}.{e.name}.{c}"] = m.value
     return out
 
@@ -187,13 +193,17 @@ def symmetry_changes(matrix: dict) -> dict:
     """Per symmetry mutant of a ``mutation_matrix`` result: the claims whose verdict moved, the largest
     change of a numeric evidence value (controls included) from the unbroken model's and where it is, and
     the values that changed otherwise (to or from None or NaN). The function is the same, so all three
-    should be nothing but float rounding."""
-    base = evidence_values(matrix["results"]["(unbroken)"])
+    should be nothing but float rounding. A change of basis of the residual stream (component
+    ``residual_stream``) is compared on the verdicts and the required items' values only (``"compared":
+    "required items"``): a supporting item may read the stream's own coordinates, which it does not fix,
+    and a control drawn in the stream's metric is drawn afresh from the same distribution."""
     out = {}
     for name in matrix["mutants"]:
         if MUTANTS[name].kind != "symmetry":
             continue
-        got = evidence_values(matrix["results"][name])
+        basis = MUTANTS[name].component == RESIDUAL_STREAM
+        base = evidence_values(matrix["results"]["(unbroken)"], required_only=basis)
+        got = evidence_values(matrix["results"][name], required_only=basis)
         largest, at, other = 0.0, None, []
         for key, v in base.items():
             w = got.get(key)
@@ -206,6 +216,8 @@ def symmetry_changes(matrix: dict) -> dict:
                 other.append(key)
         moved = sorted(c for c in matrix["unbroken"] if got.get(c) != matrix["unbroken"][c])
         out[name] = {"verdicts_changed": moved, "largest_value_change": largest, "at": at, "other_changes": other}
+        if basis:
+            out[name]["compared"] = "required items"
     return out
 
 

@@ -35,6 +35,11 @@ see, neuron statistics that ReLU's positive rescaling leaves alone). The symmetr
     neuron order   W_in's columns, b_in and W_out's rows permuted together
     class shift    the same vector added to every column of W_U (and a constant to b_U): every logit
                    moves by the same amount, so the answer's log-probability is unchanged
+    basis          without LayerNorm, the residual stream written as x A (A invertible): W_E, W_pos and
+                   every writer times A, every reader times A^-1 on its input side (a random A of
+                   condition <= 100; the variables' or the numbers' span scaled x10 or x0.1). Items in
+                   the stream's own coordinates (norms, angles) are not fixed by it: a claim's verdict and
+                   its required items' values are (``hypotheses.mutation.symmetry_changes``)
 
 Every mutant is a pure function ``(model, seed) -> model``; random choices (rotations, permutations) come from the
 stream ``random_streams.torch_generator(seed, mutant name)``. A mutant names the component whose weights it changes and
@@ -56,6 +61,9 @@ from ..random_streams import torch_generator
 
 # The circuit's components in order, upstream first (SPEC §6).
 COMPONENTS = ("layer1_previous_token", "layer2_identity_qk", "layer2_ov", "layer2_mlp", "unembedding")
+# Not a component: what every component reads and writes. Its symmetry mutants (a change of basis)
+# exist only without LayerNorm (``Mutant.applies``).
+RESIDUAL_STREAM = "residual_stream"
 
 
 # ``random_streams.torch_generator(seed, label)``, under the name the modules that import it from here use.
@@ -80,6 +88,13 @@ class Mutant:
     build: Callable  # (model, generator, components, **given): changes the model in place
     kind: str = "break"  # "break": the component is broken; "symmetry": the function is unchanged
     needs: tuple[str, ...] = ()
+
+    def applies(self, model) -> str | None:
+        """Why this mutant cannot be made of ``model`` (None: it can): a change of basis of the residual
+        stream is a symmetry only without LayerNorm."""
+        if self.component == RESIDUAL_STREAM and model.cfg.layernorm:
+            return "a change of basis of the residual stream is a symmetry only without LayerNorm"
+        return None
 
     def __call__(self, model, seed: int = 0, *, components: Components = PAPER, **given):
         """A changed copy of ``model``, the change made to the component at ``components`` (Layer 1 is
@@ -253,11 +268,16 @@ def residual_change_of_basis(model, A: torch.Tensor):
     """A copy of ``model`` whose residual stream is written in the basis x A (A (d_model, d_model)
     invertible): W_E, W_pos and every writer (W_O, b_O, W_out, b_out) times A, every reader (W_Q, W_K,
     W_V, W_in, W_U) times A^-1 on its input side. Without LayerNorm the function is the same, up to float
-    rounding. Not in ``MUTANTS``: ``fourier_neurons`` does not yet keep its verdict under every such change
-    (docs/mutation_results/README.md, "Residual change of basis")."""
-    if model.cfg.layernorm:
-        raise ValueError("a change of basis of the residual stream is a symmetry only without LayerNorm")
+    rounding. The symmetry mutants ``residual_*`` of ``MUTANTS`` are such changes."""
     m = copy.deepcopy(model)
+    _change_basis(m, A)
+    return m
+
+
+def _change_basis(m, A: torch.Tensor) -> None:
+    """``residual_change_of_basis`` in place."""
+    if m.cfg.layernorm:
+        raise ValueError("a change of basis of the residual stream is a symmetry only without LayerNorm")
     A = A.double()
     A_inv = torch.linalg.inv(A)
     writers, readers = [m.embed.W_E, m.pos_embed.W_pos], [m.unembed.W_U]
@@ -271,7 +291,24 @@ def residual_change_of_basis(model, A: torch.Tensor):
         p.copy_((p.double() @ A).float())
     for p in readers:  # the input (d_model) side: the second-to-last axis
         p.copy_((A_inv @ p.double()).float())
-    return m
+
+
+def _residual_basis(span: str | None, factor: float = 1.0, spread: float = 100.0):
+    """A change of basis of the residual stream: ``span`` None, a random invertible matrix of condition at
+    most ``spread`` (``random_invertible``); "variables" or "numbers", that span of W_E (less its mean)
+    stretched by ``factor`` (``span_stretch``), the rest kept."""
+
+    def build(model, gen, c):
+        d = model.cfg.d_model
+        if span is None:
+            A = random_invertible(d, gen, spread=spread)
+        else:
+            W_E, first = model.embed.W_E.detach(), model.cfg.first_var
+            rows = W_E[first : first + model.cfg.n_vars] if span == "variables" else W_E[: model.cfg.d_vocab_out]
+            A = span_stretch(rows, factor)
+        _change_basis(model, A)
+
+    return build
 
 
 def span_stretch(rows: torch.Tensor, factor: float) -> torch.Tensor:
@@ -451,6 +488,23 @@ SYMMETRY_MUTANTS = [
             "the same vector added to every column of W_U, a constant to b_U: every logit moves equally",
             _unembedding_class_shift,
         ),
+        Mutant(
+            "residual_invertible",
+            RESIDUAL_STREAM,
+            "the residual stream written in a random basis of condition <= 100: writers times A, readers times A^-1",
+            _residual_basis(None),
+        ),
+        *[
+            Mutant(
+                f"residual_{span}_{label}",
+                RESIDUAL_STREAM,
+                f"the residual stream with the {span}' embedding span scaled x{factor:g}: writers times A, "
+                "readers times A^-1",
+                _residual_basis(span, factor),
+            )
+            for span in ("variables", "numbers")
+            for factor, label in ((10.0, "stretched"), (0.1, "shrunk"))
+        ],
     ]
 ]
 

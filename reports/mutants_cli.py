@@ -123,6 +123,10 @@ def _main(args) -> int:
             contexts[str(path)], _, _ = load_context(path, seed=args.seed, n=args.n, device="cpu")
         except (CheckpointError, ValueError) as e:
             exit_bad_input(str(e))
+    for path, ctx in contexts.items():
+        for name in names or []:
+            if (why := MUTANTS[name].applies(ctx.model)) is not None:
+                exit_bad_input(f"{name} cannot be made of {path}: {why}")
     if args.calibrate:
         return _calibrate(args, contexts, names, only)
     path, ctx = paths[0], contexts[str(paths[0])]

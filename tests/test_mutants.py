@@ -25,7 +25,7 @@ from assignadd.hypotheses.mutation import (
     render_matrix,
     symmetry_changes,
 )
-from assignadd.interventions.mutants import COMPONENTS, MUTANTS, changed_parameters
+from assignadd.interventions.mutants import COMPONENTS, MUTANTS, RESIDUAL_STREAM, changed_parameters
 from assignadd.model import AssignAddTransformer
 from assignadd.tests.recodings import CHECKED_IN_THE_BREAK_MATRIX, RECODINGS, assert_recoding_localized
 
@@ -50,9 +50,16 @@ OWNED = {
     "layer2_ov": {"blocks.1.attn.W_V", "blocks.1.attn.b_V", "blocks.1.attn.W_O"},
     "layer2_mlp": {"blocks.1.mlp.W_in", "blocks.1.mlp.b_in", "blocks.1.mlp.W_out"},
     "unembedding": {"unembed.W_U", "unembed.b_U"},
+    # a change of basis: the embeddings, every writer (W_O, b_O, W_out, b_out) and every reader's input side
+    "residual_stream": {"embed.W_E", "pos_embed.W_pos", "unembed.W_U"}
+    | {f"blocks.{i}.attn.{w}" for i in (0, 1) for w in ("W_Q", "W_K", "W_V", "W_O", "b_O")}
+    | {"blocks.1.mlp.W_in", "blocks.1.mlp.W_out", "blocks.1.mlp.b_out"},
 }
 BREAKS = [n for n, m in MUTANTS.items() if m.kind == "break"]
 SYMMETRIES = [n for n, m in MUTANTS.items() if m.kind == "symmetry"]
+# The changes of basis of the residual stream: the same function, yet the items read in the stream's own
+# coordinates (supporting ones) move with it, so they keep verdicts and required values, not every value.
+BASES = [n for n in SYMMETRIES if MUTANTS[n].component == RESIDUAL_STREAM]
 
 
 @pytest.mark.parametrize("name", list(MUTANTS))
@@ -101,8 +108,9 @@ def test_expected_pattern_follows_the_circuit_order():
     ]
     assert expected("heldout_generalization", m) == "fail"
     assert expected("heldout_generalization", m, unbroken="fail") == "not judged"
-    assert {MUTANTS[n].component for n in MUTANTS} == set(COMPONENTS)
-    assert {MUTANTS[n].component for n in SYMMETRIES} == set(COMPONENTS)  # every component has a symmetry
+    assert {MUTANTS[n].component for n in MUTANTS} == {*COMPONENTS, RESIDUAL_STREAM}
+    assert {MUTANTS[n].component for n in SYMMETRIES} == {*COMPONENTS, RESIDUAL_STREAM}  # each has a symmetry
+    assert expected("previous_token_head", MUTANTS["residual_invertible"], "pass") == "pass"
     s = MUTANTS["layer2_qk_gauge"]  # a symmetry keeps every verdict, failing ones included
     assert [expected("identity_qk", s, v) for v in ("pass", "fail", "inconclusive")] == ["pass", "fail", "inconclusive"]
 
@@ -268,15 +276,22 @@ def test_every_claim_keeps_its_verdict_on_every_symmetry_mutant(symmetry_results
 @pytest.mark.xdist_group("mutants_symmetry")
 @needs_reference
 def test_every_deciding_value_is_unchanged_on_every_symmetry_mutant(symmetry_results):
-    """Every evidence value of every component claim, controls included, equals the unbroken model's."""
+    """Every evidence value of every component claim, controls included, equals the unbroken model's; on a
+    change of basis of the residual stream, every verdict, and every required item's value but the three
+    still read in the stream's own coordinates (``BASIS_DEPENDENT``, docs/mutation_results/README.md)."""
     changes = symmetry_changes(symmetry_results)
     assert set(changes) == set(SYMMETRIES)
     moved = [
         f"{name}: {c['at']} moved {c['largest_value_change']:.3g}; verdicts {c['verdicts_changed']}; {c['other_changes']}"
         for name, c in changes.items()
-        if c["largest_value_change"] > SYMMETRY_TOLERANCE or c["verdicts_changed"] or c["other_changes"]
+        if name not in BASES
+        and (c["largest_value_change"] > SYMMETRY_TOLERANCE or c["verdicts_changed"] or c["other_changes"])
     ]
     assert not moved, "\n".join(moved)
+    for name in BASES:
+        assert changes[name]["compared"] == "required items"
+        assert not changes[name]["verdicts_changed"] and not changes[name]["other_changes"], (name, changes[name])
+        assert set(_required_moves(symmetry_results, name)) <= BASIS_DEPENDENT, name
     # the comparison sees a change: the unbroken results against a mutant's with one value moved
     unbroken = symmetry_results["results"]["(unbroken)"]
     nudged = copy.deepcopy(unbroken)
@@ -284,6 +299,38 @@ def test_every_deciding_value_is_unchanged_on_every_symmetry_mutant(symmetry_res
     first.value = (first.value or 0.0) + 0.5
     fake = {**symmetry_results, "mutants": [SYMMETRIES[0]], "results": {"(unbroken)": unbroken, SYMMETRIES[0]: nudged}}
     assert symmetry_changes(fake)[SYMMETRIES[0]]["largest_value_change"] == pytest.approx(0.5)
+
+
+# The required items whose values a change of basis of the residual stream still moves (their verdicts
+# stay): a ridge probe with a Euclidean penalty, an R² with the error's Euclidean norm, a ratio of Euclidean
+# norms of residual changes. Issue 39; the strict expected failure below passes when they are fixed.
+BASIS_DEPENDENT = {
+    "previous_token_head.identity_needs_previous_token",
+    "shared_residual.attn_out_2_carries_operand_values",
+    "shared_residual.value_route_shared",
+}
+
+
+def _required_moves(matrix: dict, name: str) -> dict:
+    """{claim.item: (unbroken, mutant)} for the required items whose values moved by more than the tolerance."""
+    from assignadd.hypotheses.mutation import evidence_values
+
+    base = evidence_values(matrix["results"]["(unbroken)"], required_only=True)
+    got = evidence_values(matrix["results"][name], required_only=True)
+    return {
+        k: (v, got[k])
+        for k, v in base.items()
+        if isinstance(v, float) and isinstance(got[k], float) and abs(got[k] - v) > SYMMETRY_TOLERANCE
+    }
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("mutants_symmetry")
+@needs_reference
+@pytest.mark.xfail(strict=True, reason="three required items still read the residual stream's own coordinates")
+def test_every_required_value_is_unchanged_on_every_change_of_basis(symmetry_results):
+    moved = {name: _required_moves(symmetry_results, name) for name in BASES}
+    assert not any(moved.values()), moved
 
 
 def _weight_readings(model) -> dict:
@@ -313,7 +360,7 @@ def test_weight_readings_are_invariant_on_two_more_trained_checkpoints(step):
     model = load_checkpoint(path)
     base = _weight_readings(model)
     assert base["key_frequencies"] and base["ov1"] > 2 and base["ov2"] > 2  # a trained model: something to keep
-    for name in SYMMETRIES:
+    for name in [n for n in SYMMETRIES if n not in BASES]:  # the OV gains are norms in the stream's own basis
         got = _weight_readings(build_mutant(name, model, seed=0))
         assert got["identity_rows"] == base["identity_rows"] and got["key_frequencies"] == base["key_frequencies"], name
         for k in ("ov1", "ov2"):
@@ -518,3 +565,21 @@ def test_mutants_cli_judged_only_runs_the_judged_cells_and_exits_on_them(tmp_pat
     doc = json.loads(out.read_text())
     assert doc["judged_only"] is True and doc["unbroken"] == {"previous_token_head": "pass", "identity_qk": "pass"}
     assert [(c["claim"], c["verdict"], c["right"]) for c in doc["cells"]] == [("previous_token_head", "fail", True)]
+
+
+def test_a_change_of_basis_is_a_symmetry_only_without_layernorm(tmp_path, capsys):
+    """With LayerNorm the residual stream's basis is not free: the change-of-basis mutants are left out of
+    the default list, refused by name in one line (exit 2), and never built."""
+    from assignadd.model import AssignAddTransformer, ModelConfig, save_checkpoint
+    from assignadd.reports.mutants_cli import main
+
+    plain, normed = AssignAddTransformer(seed=3), AssignAddTransformer(ModelConfig(layernorm=True), seed=3)
+    assert BASES and all(MUTANTS[n].applies(plain) is None for n in MUTANTS)
+    assert [n for n in MUTANTS if MUTANTS[n].applies(normed)] == BASES
+    with pytest.raises(ValueError, match="residual_invertible: .*only without LayerNorm"):
+        mutation_matrix(normed, Task(), n=20, mutants=["residual_invertible"], claims=["identity_qk"])
+    path = tmp_path / "normed.pt"
+    save_checkpoint(normed, path, step=0)
+    assert main([str(path), "--mutants", "residual_invertible", "--quiet"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "residual_invertible cannot be made of" in err and "LayerNorm" in err
