@@ -5,11 +5,11 @@ W_in, W_U) by A^-1 on its input side, and every logit is the same up to float ro
 A rotation keeps every verdict, and so does a stretch of one span for `previous_token_head` and
 `shared_residual`: their items in the residual's own coordinates (norms and angles the function does not
 fix) are supporting (docs/reregistrations/shared_residual_basis_free_2026-12-07.md,
-docs/reregistrations/previous_token_head_basis_free_2026-12-07.md). `fourier_neurons` keeps its verdict
-under a rotation, an ill-conditioned change and the numbers' span stretched, since its placebo directions
-are drawn in the stream's metric on the task (docs/reregistrations/fourier_placebo_task_metric_2026-12-07.md);
-the variables' span stretched 10x still leaves it inconclusive, through the nearest-centroid read-out of the
-answer (Euclidean at the unembedding's input): a strict expected failure below.
+docs/reregistrations/previous_token_head_basis_free_2026-12-07.md). `fourier_neurons` keeps its verdict in
+every basis below, and every value of its items: its placebo directions are drawn in the stream's metric on
+the task (docs/reregistrations/fourier_placebo_task_metric_2026-12-07.md) and it reads the answer in the
+unembedding's metric or the task's (docs/reregistrations/fourier_readout_basis_free_2026-12-08.md). The
+same changes are symmetry mutants of the registry (``residual_*``, tests/test_mutants.py).
 """
 
 from __future__ import annotations
@@ -83,6 +83,9 @@ def test_residual_change_of_basis_keeps_verdicts(reference, claim, which):
     _check_same_function(model, mutated, task)
     after = run_all(Context(mutated, task, seed=0, n=N), [claim])[0]
     assert after.verdict == before[claim].verdict == "pass", after.reason
+    if claim == "fourier_neurons":  # every item's value too: both read-out metrics are the stream's own
+        values = {e.name: e.measurement.value for e in before[claim].evidence}
+        assert {e.name: e.measurement.value for e in after.evidence} == pytest.approx(values, abs=1e-9)
 
 
 def test_change_of_basis_keeps_the_function_and_its_original():
